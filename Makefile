@@ -1,0 +1,44 @@
+# cnikit: `make demo` and `make test` are the whole set-up.
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+APT_PACKAGES := iproute2 containernetworking-plugins
+STAMP := $(VENV)/.setup-stamp
+
+.PHONY: setup test unit lint demo bench localstack clean
+
+setup: $(STAMP)
+
+# Re-install only when the project's dependencies change; idempotent otherwise.
+$(STAMP): pyproject.toml scripts/apt-deps.sh
+	@bash scripts/apt-deps.sh $(APT_PACKAGES)
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+lint: setup
+	$(BIN)/ruff check cnikit fault_imds tests bench
+
+test: setup lint
+	$(BIN)/python -m pytest tests $(PYTEST_ARGS)
+
+unit: setup
+	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+
+demo: setup
+	$(BIN)/cnikit demo
+
+bench: setup
+	$(BIN)/python bench/run_all.py --out bench/results/latest.json
+
+# LocalStack lives in its own venv: its pins clash with the kit's (FACTS.md).
+localstack:
+	@test -x .venv-localstack/bin/python || $(PY) -m venv .venv-localstack
+	.venv-localstack/bin/python -m pip install --quiet --upgrade pip
+	.venv-localstack/bin/python -m pip install --quiet 'localstack-core[runtime]==4.14.0' 'cbor2<6' 'cryptography<45' 'pyopenssl<25' service_identity
+
+clean:
+	-@test -x $(BIN)/cnikit && $(BIN)/cnikit cleanup || true
+	rm -rf $(VENV) .venv-localstack .pytest_cache .ruff_cache bench/results reports *.egg-info

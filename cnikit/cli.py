@@ -1,0 +1,60 @@
+"""The `cnikit` command. Each subcommand lives with the module it drives.
+
+Errors the user can act on (CnikitError) print one line and exit with their code.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from cnikit import __version__
+from cnikit.errors import CnikitError
+
+
+# Subcommands, loaded only when used so `cnikit --help` stays fast.
+# name -> "module:click_command". Each module owns its command.
+COMMANDS: dict[str, str] = {
+    "ec2": "cnikit.cloud.cli:ec2",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        target = COMMANDS.get(name)
+        if target is None:
+            return None
+        module, attr = target.split(":")
+        return getattr(importlib.import_module(module), attr)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="cnikit")
+def cli() -> None:
+    """Chaos and integration test kit for AWS-VPC-style CNI daemons."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        cli.main(args=argv, prog_name="cnikit", standalone_mode=False)
+    except CnikitError as e:
+        click.echo(f"cnikit: {e}", err=True)
+        return e.exit_code
+    except click.exceptions.Abort:
+        click.echo("cnikit: interrupted", err=True)
+        return 130
+    except click.ClickException as e:
+        e.show()
+        return 2
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

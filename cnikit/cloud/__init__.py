@@ -1,0 +1,1 @@
+"""Embedded EC2: moto (or LocalStack) behind the EC2 gate."""

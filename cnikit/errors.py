@@ -1,0 +1,20 @@
+"""Errors a user can act on: one line, an exit code, never a traceback."""
+
+
+class CnikitError(Exception):
+    """A failure explained in one line. `exit_code` 2 means bad usage or environment."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, exit_code: int | None = None):
+        super().__init__(message)
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
+class UsageError(CnikitError):
+    """Bad arguments, bad fault spec, unknown scenario."""
+
+
+class EnvironmentProblem(CnikitError):
+    """Not root, a missing tool, a port or run id already taken."""

@@ -1,0 +1,1 @@
+"""cnikit.scenarios"""
