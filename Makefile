@@ -5,6 +5,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 APT_PACKAGES := iproute2 containernetworking-plugins
 STAMP := $(VENV)/.setup-stamp
+# Lines pip prints for this machine's optional local indexes; not ours to fix.
+PIP_NOISE := is ignored: it is neither\|BuildBackendWarning\|^ *!!\|^ *\*\*\*\|^ *$$
 
 .PHONY: setup test unit lint demo bench localstack clean
 
@@ -14,8 +16,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml scripts/apt-deps.sh
 	@bash scripts/apt-deps.sh $(APT_PACKAGES)
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@set -o pipefail; $(BIN)/python -m pip install --quiet -e '.[dev]' 2>&1 | { grep -v "$(PIP_NOISE)" || true; }
 	@touch $(STAMP)
 
 lint: setup
