@@ -1,1 +1,15 @@
-"""Embedded EC2: moto (or LocalStack) behind the EC2 gate."""
+"""Embedded EC2: moto (or LocalStack) behind the EC2 gate.
+
+    from cnikit.cloud import Cloud
+    cloud = Cloud.start(ec2="moto")
+    topo = cloud.bootstrap(nodes=3, instance_type="m5.large")
+    cloud.gate.owners()
+    cloud.stop()
+
+See docs/architecture.md for the contract; gate.py for how the gate works.
+"""
+
+from cnikit.cloud.cloud import Cloud, InstanceInfo, Topology
+from cnikit.cloud.ownership import EniInfo, Owner, OwnershipSnapshot
+
+__all__ = ["Cloud", "EniInfo", "InstanceInfo", "Owner", "OwnershipSnapshot", "Topology"]

@@ -1,0 +1,44 @@
+"""The audit log: every mutating EC2 call the gate saw, with its outcome.
+
+A record says when (wall clock), which action, which ENI, the IPs and prefixes involved
+(those asked for, or those assigned when the gate picked them) and the outcome: "ok" or the
+EC2 error code. Bounded, so a long chaos run cannot grow it without limit.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    time: float
+    action: str
+    eni_id: str | None
+    ips: list[str] = field(default_factory=list)
+    prefixes: list[str] = field(default_factory=list)
+    outcome: str = "ok"
+    instance_id: str | None = None
+
+
+class AuditLog:
+    def __init__(self, maxlen: int = 200_000):
+        self._records: deque[AuditRecord] = deque(maxlen=maxlen)
+        self._lock = threading.Lock()
+
+    def add(self, action: str, eni_id: str | None = None, ips=(), prefixes=(),
+            outcome: str = "ok", instance_id: str | None = None) -> None:
+        rec = AuditRecord(time.time(), action, eni_id, list(ips), list(prefixes), outcome,
+                          instance_id)
+        with self._lock:
+            self._records.append(rec)
+
+    def records(self) -> list[AuditRecord]:
+        with self._lock:
+            return list(self._records)
+
+    def to_json(self) -> list[dict]:
+        return [asdict(r) for r in self.records()]

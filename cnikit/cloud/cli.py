@@ -1,0 +1,48 @@
+"""`cnikit ec2`: the embedded EC2 (moto + gate) alone, in the foreground until Ctrl-C/SIGTERM."""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+import click
+
+from cnikit.errors import UsageError
+
+
+@click.command("ec2")
+@click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True,
+              help="Port of the gate (0: any free port).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address of the gate.")
+@click.option("--ec2", "ec2_kind", type=click.Choice(["moto", "localstack"]), default="moto",
+              show_default=True, help="The upstream EC2 behind the gate.")
+@click.option("--ec2-endpoint", default=None,
+              help="URL of an already running upstream (default for localstack: "
+                   "AWS_ENDPOINT_URL or http://$LOCALSTACK_HOST:4566).")
+@click.option("--seed", type=int, default=None, help="Seed of the fault dice.")
+def ec2(port: int, host: str, ec2_kind: str, ec2_endpoint: str | None, seed: int | None) -> None:
+    """Run the embedded EC2 (moto or LocalStack behind the gate) in the foreground."""
+    from cnikit.cloud import Cloud
+
+    if ec2_endpoint and not ec2_endpoint.startswith(("http://", "https://")):
+        raise UsageError(f"--ec2-endpoint must be an http(s) URL, got {ec2_endpoint!r}")
+    stop = threading.Event()
+    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        cloud = Cloud.start(ec2=ec2_kind, endpoint=ec2_endpoint, port=port, host=host, seed=seed)
+        try:
+            click.echo(f"EC2 endpoint: {cloud.endpoint}")
+            click.echo(f"  upstream ({ec2_kind}): {cloud.upstream_url}")
+            click.echo(f"  ownership: {cloud.endpoint}/_cnikit/owners   faults: "
+                       f"{cloud.endpoint}/_cnikit/faults   audit: {cloud.endpoint}/_cnikit/audit")
+            click.echo(f"  export AWS_ENDPOINT_URL_EC2={cloud.endpoint} AWS_DEFAULT_REGION="
+                       f"{cloud.region} AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test")
+            click.echo("Ctrl-C to stop.")
+            while not stop.wait(3600):
+                pass
+        finally:
+            cloud.stop()
+            click.echo("EC2 stopped.")
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)

@@ -1,0 +1,139 @@
+"""Cloud: an upstream EC2 (embedded moto, or an external LocalStack) with the gate in front.
+
+The upstream for `ec2="localstack"` follows localstack-client's conventions: an explicit
+endpoint, else `AWS_ENDPOINT_URL`, else `http://$LOCALSTACK_HOST:4566` (default
+`localhost.localstack.cloud` resolves to 127.0.0.1; we use 127.0.0.1 directly).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import boto3
+import botocore.config
+
+from cnikit.cloud.gate import Gate
+from cnikit.cloud.moto_server import MotoServer, wait_http
+from cnikit.errors import UsageError
+
+DEFAULT_REGION = "us-east-1"
+# moto's and LocalStack's stock Amazon Linux image (any registered AMI id works).
+DEFAULT_AMI = "ami-12c6146b"
+
+
+@dataclass(frozen=True)
+class InstanceInfo:
+    instance_id: str
+    instance_type: str
+    primary_eni_id: str
+    primary_ip: str
+    mac: str
+    az: str
+    subnet_id: str
+
+
+@dataclass(frozen=True)
+class Topology:
+    vpc_id: str
+    vpc_cidr: str
+    subnet_id: str
+    subnet_cidr: str
+    az: str
+    instances: list[InstanceInfo] = field(default_factory=list)
+
+
+def localstack_endpoint() -> str:
+    if os.environ.get("AWS_ENDPOINT_URL"):
+        return os.environ["AWS_ENDPOINT_URL"]
+    host = os.environ.get("LOCALSTACK_HOST", "127.0.0.1:4566")
+    return f"http://{host}" if ":" in host else f"http://{host}:4566"
+
+
+class Cloud:
+    def __init__(self, gate: Gate, upstream_url: str, moto: MotoServer | None, region: str):
+        self.gate = gate
+        self.upstream_url = upstream_url
+        self.region = region
+        self._moto = moto
+
+    @classmethod
+    def start(cls, ec2: str = "moto", endpoint: str | None = None, port: int = 0,
+              host: str = "127.0.0.1", region: str = DEFAULT_REGION,
+              seed: int | None = None) -> Cloud:
+        """Start the upstream (moto) or reach it (localstack), then the gate on host:port."""
+        moto = None
+        if ec2 == "moto":
+            if endpoint:
+                upstream = endpoint  # an already running moto server
+                wait_http(upstream)
+            else:
+                moto = MotoServer().start()
+                upstream = moto.url
+        elif ec2 == "localstack":
+            upstream = endpoint or localstack_endpoint()
+            try:
+                wait_http(upstream + "/_localstack/health", deadline_s=30)
+            except TimeoutError as e:
+                raise UsageError(f"LocalStack does not answer at {upstream}: {e}") from None
+        else:
+            raise UsageError(f"unknown EC2 upstream {ec2!r} (use moto or localstack)")
+        try:
+            gate = Gate(upstream, region=region, host=host, port=port, seed=seed).start()
+        except BaseException:
+            if moto is not None:
+                moto.stop()
+            raise
+        return cls(gate, upstream, moto, region)
+
+    @property
+    def endpoint(self) -> str:
+        return self.gate.url
+
+    def client(self, endpoint: str | None = None):
+        """A boto3 EC2 client on the gate (or on `endpoint`), dummy credentials, no retries."""
+        return boto3.client(
+            "ec2",
+            endpoint_url=endpoint or self.endpoint,
+            region_name=self.region,
+            aws_access_key_id="test",
+            aws_secret_access_key="test",
+            config=botocore.config.Config(retries={"max_attempts": 1, "mode": "standard"},
+                                          connect_timeout=5, read_timeout=60),
+        )
+
+    def bootstrap(self, nodes: int = 3, instance_type: str = "m5.large",
+                  vpc_cidr: str = "10.0.0.0/16", subnet_cidr: str = "10.0.1.0/24",
+                  az: str | None = None) -> Topology:
+        """A VPC, one subnet and `nodes` running instances, all through the gate."""
+        ec2 = self.client()
+        az = az or f"{self.region}a"
+        vpc_id = ec2.create_vpc(CidrBlock=vpc_cidr)["Vpc"]["VpcId"]
+        subnet_id = ec2.create_subnet(VpcId=vpc_id, CidrBlock=subnet_cidr,
+                                      AvailabilityZone=az)["Subnet"]["SubnetId"]
+        instances = []
+        if nodes:
+            res = ec2.run_instances(ImageId=DEFAULT_AMI, MinCount=nodes, MaxCount=nodes,
+                                    InstanceType=instance_type, SubnetId=subnet_id)
+            for inst in res["Instances"]:
+                iid = inst["InstanceId"]
+                eni = ec2.describe_network_interfaces(Filters=[
+                    {"Name": "attachment.instance-id", "Values": [iid]},
+                    {"Name": "attachment.device-index", "Values": ["0"]},
+                ])["NetworkInterfaces"][0]
+                instances.append(InstanceInfo(iid, instance_type, eni["NetworkInterfaceId"],
+                                              eni["PrivateIpAddress"], eni["MacAddress"], az,
+                                              subnet_id))
+        return Topology(vpc_id, vpc_cidr, subnet_id, subnet_cidr, az, instances)
+
+    def stop(self) -> None:
+        self.gate.stop()
+        if self._moto is not None:
+            self._moto.stop()
+            self._moto = None
+
+    def __enter__(self) -> Cloud:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

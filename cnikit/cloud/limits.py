@@ -1,0 +1,37 @@
+"""Per-instance-type network limits: ENIs per instance, IPv4 addresses per ENI.
+
+The gate asks the upstream (DescribeInstanceTypes) first, because moto and LocalStack know
+hundreds of types; this table is the fallback when the upstream does not answer, and the
+figures are AWS's published ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class InstanceLimits:
+    max_enis: int
+    ipv4_per_eni: int
+
+
+# AWS's figures (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/AvailableIpPerENI.html).
+FALLBACK: dict[str, InstanceLimits] = {
+    "t3.nano": InstanceLimits(2, 2),
+    "t3.micro": InstanceLimits(2, 2),
+    "t3.small": InstanceLimits(3, 4),
+    "t3.medium": InstanceLimits(3, 6),
+    "t3.large": InstanceLimits(3, 12),
+    "t3.xlarge": InstanceLimits(4, 15),
+    "m5.large": InstanceLimits(3, 10),
+    "m5.xlarge": InstanceLimits(4, 15),
+    "m5.2xlarge": InstanceLimits(4, 15),
+    "m5.4xlarge": InstanceLimits(8, 30),
+    "c5.large": InstanceLimits(3, 10),
+    "c5.xlarge": InstanceLimits(4, 15),
+    "r5.large": InstanceLimits(3, 10),
+}
+
+# An ENI that is attached to no instance: AWS allows up to 50 addresses on it.
+UNATTACHED = InstanceLimits(max_enis=0, ipv4_per_eni=50)

@@ -1,0 +1,485 @@
+"""The gate's mirror of EC2 state and the rules real EC2 enforces on it.
+
+No wire format here: `responses.py` parses and renders XML, `gate.py` moves bytes. The
+mirror is the gate's truth: it is loaded from the upstream at start (and after any
+mutating call the gate does not model), then changed only by the calls the gate
+forwarded successfully. Records are frozen and replaced on change, so a snapshot of the
+mirror (for `describe_lag` and for ownership) is a shallow dict copy.
+
+Rules (each `plan_*` raises Ec2Error and changes nothing; `apply_*` changes the mirror):
+- an IP is held by at most one ENI per VPC; AllowReassignment moves a secondary IP;
+- addresses stay inside their subnet and never use the network address, the first three
+  hosts (AWS reserved) or the broadcast address;
+- the gate picks addresses for count-based requests (lowest free first) so the upstream
+  never chooses;
+- per-ENI IPv4 slots (each /28 prefix is one slot) and per-instance ENI limits come from
+  the instance type; one ENI per device index;
+- /28 prefixes are aligned, inside the subnet, and never overlap an address in use.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+
+from cnikit.cloud.errors import (
+    Ec2Error,
+    eni_not_found,
+    instance_not_found,
+    invalid_value,
+    subnet_not_found,
+)
+from cnikit.cloud.limits import UNATTACHED, InstanceLimits
+from cnikit.cloud.ownership import EniInfo, Owner, OwnershipSnapshot
+
+PREFIX_LEN = 28
+PREFIX_SIZE = 16
+
+
+@dataclass(frozen=True)
+class Subnet:
+    subnet_id: str
+    vpc_id: str
+    cidr: ipaddress.IPv4Network
+    az: str
+    default_for_az: bool = False
+
+    @property
+    def first_usable(self) -> int:
+        return int(self.cidr.network_address) + 4
+
+    @property
+    def last_usable(self) -> int:
+        return int(self.cidr.broadcast_address) - 1
+
+    def check_address(self, ip: str) -> int:
+        """The address as an int, or InvalidParameterValue when EC2 would refuse it."""
+        try:
+            addr = ipaddress.IPv4Address(ip)
+        except ValueError:
+            raise invalid_value(f"Invalid value '{ip}' for IP address") from None
+        if addr not in self.cidr:
+            raise invalid_value(
+                f"Address {ip} does not fall within the subnet's address range"
+            )
+        value = int(addr)
+        if not self.first_usable <= value <= self.last_usable:
+            raise invalid_value(
+                f"Address {ip} is reserved by AWS in subnet {self.subnet_id} ({self.cidr})"
+            )
+        return value
+
+
+@dataclass(frozen=True)
+class Attachment:
+    attachment_id: str
+    instance_id: str
+    device_index: int
+    delete_on_termination: bool
+    status: str = "attached"
+    attach_time: str = ""
+
+
+@dataclass(frozen=True)
+class Eni:
+    eni_id: str
+    subnet_id: str
+    vpc_id: str
+    mac: str
+    ips: tuple[str, ...]  # primary first
+    prefixes: tuple[str, ...] = ()
+    attachment: Attachment | None = None
+    # The upstream's own XML <item> for this ENI: everything the gate does not model
+    # (tags, groups, description) is rendered from it unchanged.
+    template: bytes = b""
+
+    @property
+    def primary_ip(self) -> str:
+        return self.ips[0]
+
+    @property
+    def slots(self) -> int:
+        return len(self.ips) + len(self.prefixes)
+
+
+@dataclass(frozen=True)
+class Instance:
+    instance_id: str
+    instance_type: str
+    subnet_id: str
+    az: str
+    state: str = "running"
+
+    @property
+    def alive(self) -> bool:
+        return self.state not in ("terminated", "shutting-down")
+
+
+@dataclass
+class AssignPlan:
+    eni_id: str
+    ips: list[str] = field(default_factory=list)
+    prefixes: list[str] = field(default_factory=list)
+    moves: dict[str, str] = field(default_factory=dict)  # ip -> ENI it is taken from
+
+
+def prefix_addresses(prefix: str) -> range:
+    net = ipaddress.IPv4Network(prefix)
+    start = int(net.network_address)
+    return range(start, start + net.num_addresses)
+
+
+class Mirror:
+    """ENIs, subnets and instances as EC2 holds them, with per-subnet address indexes."""
+
+    def __init__(self, limits_for: Callable[[str], InstanceLimits | None]):
+        self.limits_for = limits_for
+        self.subnets: dict[str, Subnet] = {}
+        self.instances: dict[str, Instance] = {}
+        self.enis: dict[str, Eni] = {}
+        self.version = 0
+        self._ip_owner: dict[tuple[str, str], str] = {}  # (vpc, ip) -> eni
+        self._used: dict[str, set[int]] = {}  # subnet -> addresses held (IPs and prefixes)
+        self._snapshot: OwnershipSnapshot | None = None
+
+    # -- loading and changing -------------------------------------------------------------
+
+    def load(self, subnets: Iterable[Subnet], instances: Iterable[Instance],
+             enis: Iterable[Eni]) -> None:
+        """Replace everything (a resync); keeps the version growing."""
+        self.subnets = {s.subnet_id: s for s in subnets}
+        self.instances = {i.instance_id: i for i in instances}
+        self.enis = {}
+        self._ip_owner = {}
+        self._used = {s: set() for s in self.subnets}
+        for eni in enis:
+            self._index(eni)
+        self.changed()
+
+    def put_eni(self, eni: Eni) -> None:
+        old = self.enis.get(eni.eni_id)
+        if old is not None:
+            self._unindex(old)
+        self._index(eni)
+
+    def drop_eni(self, eni_id: str) -> None:
+        old = self.enis.get(eni_id)
+        if old is not None:
+            self._unindex(old)
+
+    def put_instance(self, inst: Instance) -> None:
+        self.instances[inst.instance_id] = inst
+
+    def put_subnet(self, subnet: Subnet) -> None:
+        self.subnets[subnet.subnet_id] = subnet
+        self._used.setdefault(subnet.subnet_id, set())
+
+    def changed(self) -> None:
+        self.version += 1
+        self._snapshot = None
+
+    def _index(self, eni: Eni) -> None:
+        self.enis[eni.eni_id] = eni
+        used = self._used.setdefault(eni.subnet_id, set())
+        for ip in eni.ips:
+            self._ip_owner[(eni.vpc_id, ip)] = eni.eni_id
+            used.add(int(ipaddress.IPv4Address(ip)))
+        for p in eni.prefixes:
+            used.update(prefix_addresses(p))
+
+    def _unindex(self, eni: Eni) -> None:
+        del self.enis[eni.eni_id]
+        used = self._used.get(eni.subnet_id, set())
+        for ip in eni.ips:
+            if self._ip_owner.get((eni.vpc_id, ip)) == eni.eni_id:
+                del self._ip_owner[(eni.vpc_id, ip)]
+            used.discard(int(ipaddress.IPv4Address(ip)))
+        for p in eni.prefixes:
+            used.difference_update(prefix_addresses(p))
+
+    # -- lookups --------------------------------------------------------------------------
+
+    def eni(self, eni_id: str | None) -> Eni:
+        eni = self.enis.get(eni_id or "")
+        if eni is None:
+            raise eni_not_found(str(eni_id))
+        return eni
+
+    def subnet(self, subnet_id: str | None) -> Subnet:
+        subnet = self.subnets.get(subnet_id or "")
+        if subnet is None:
+            raise subnet_not_found(str(subnet_id))
+        return subnet
+
+    def instance(self, instance_id: str | None) -> Instance:
+        inst = self.instances.get(instance_id or "")
+        if inst is None or inst.state == "terminated":
+            raise instance_not_found(str(instance_id))
+        return inst
+
+    def ip_owner(self, vpc_id: str, ip: str) -> str | None:
+        return self._ip_owner.get((vpc_id, ip))
+
+    def eni_by_attachment(self, attachment_id: str) -> Eni | None:
+        for eni in self.enis.values():
+            if eni.attachment and eni.attachment.attachment_id == attachment_id:
+                return eni
+        return None
+
+    def instance_enis(self, instance_id: str) -> list[Eni]:
+        return [e for e in self.enis.values()
+                if e.attachment and e.attachment.instance_id == instance_id]
+
+    def eni_limits(self, eni: Eni) -> InstanceLimits:
+        if eni.attachment is None:
+            return UNATTACHED
+        inst = self.instances.get(eni.attachment.instance_id)
+        limits = self.limits_for(inst.instance_type) if inst else None
+        return limits or UNATTACHED
+
+    def default_subnet(self, az: str | None) -> Subnet | None:
+        defaults = sorted((s for s in self.subnets.values() if s.default_for_az),
+                          key=lambda s: s.az)
+        for s in defaults:
+            if az is None or s.az == az:
+                return s
+        return None
+
+    # -- address picking ------------------------------------------------------------------
+
+    def pick_ips(self, subnet: Subnet, count: int, taken: set[int] = frozenset()) -> list[str]:
+        used = self._used.get(subnet.subnet_id, set())
+        picked: list[str] = []
+        value = subnet.first_usable
+        while len(picked) < count and value <= subnet.last_usable:
+            if value not in used and value not in taken:
+                picked.append(str(ipaddress.IPv4Address(value)))
+            value += 1
+        if len(picked) < count:
+            raise Ec2Error(
+                "InsufficientFreeAddressesInSubnet",
+                "The specified subnet does not have enough free addresses to satisfy the request.",
+            )
+        return picked
+
+    def pick_prefixes(self, subnet: Subnet, count: int, taken: set[int] = frozenset()) -> list[str]:
+        used = self._used.get(subnet.subnet_id, set())
+        picked: list[str] = []
+        if subnet.cidr.prefixlen <= PREFIX_LEN:
+            for block in subnet.cidr.subnets(new_prefix=PREFIX_LEN):
+                if len(picked) == count:
+                    break
+                if self._prefix_free(subnet, block, used, taken):
+                    picked.append(str(block))
+        if len(picked) < count:
+            raise Ec2Error(
+                "InsufficientCidrBlocks",
+                "The specified subnet does not have enough free cidr blocks to satisfy the request.",
+            )
+        return picked
+
+    @staticmethod
+    def _prefix_free(subnet: Subnet, block: ipaddress.IPv4Network, used: set[int],
+                     taken: set[int]) -> bool:
+        start = int(block.network_address)
+        if start < subnet.first_usable or start + PREFIX_SIZE - 1 > subnet.last_usable:
+            return False
+        return not any(v in used or v in taken for v in range(start, start + PREFIX_SIZE))
+
+    def check_prefix(self, subnet: Subnet, prefix: str, taken: set[int]) -> str:
+        try:
+            block = ipaddress.IPv4Network(prefix, strict=True)
+        except ValueError:
+            raise invalid_value(f"Invalid value '{prefix}' for ipv4 prefix: not an aligned /28") from None
+        if block.prefixlen != PREFIX_LEN:
+            raise invalid_value(f"Invalid value '{prefix}' for ipv4 prefix: must be a /28")
+        if not block.subnet_of(subnet.cidr):
+            raise invalid_value(f"Prefix {prefix} does not fall within the subnet's address range")
+        if not self._prefix_free(subnet, block, self._used.get(subnet.subnet_id, set()), taken):
+            raise invalid_value(f"Prefix {prefix} overlaps addresses in use or reserved")
+        return str(block)
+
+    # -- plans ----------------------------------------------------------------------------
+
+    def plan_assign(self, eni_id: str | None, ips: list[str], count: int | None,
+                    prefixes: list[str], prefix_count: int | None,
+                    allow_reassignment: bool) -> AssignPlan:
+        eni = self.eni(eni_id)
+        subnet = self.subnet(eni.subnet_id)
+        if ips and count:
+            raise Ec2Error("InvalidParameterCombination",
+                           "Specify either private IP addresses or a secondary address count, not both")
+        if prefixes and prefix_count:
+            raise Ec2Error("InvalidParameterCombination",
+                           "Specify either Ipv4Prefixes or Ipv4PrefixCount, not both")
+        if not (ips or count or prefixes or prefix_count):
+            raise Ec2Error("MissingParameter",
+                           "Either 'privateIpAddresses' or 'secondaryPrivateIpAddressCount' must be specified")
+        for n in (count, prefix_count):
+            if n is not None and n < 0:
+                raise invalid_value(f"Invalid value '{n}' for count")
+        wanted = len(ips) + (count or 0) + len(prefixes) + (prefix_count or 0)
+        plan = AssignPlan(eni.eni_id)
+        moving_out = 0
+        taken: set[int] = set()
+        for ip in ips:
+            value = subnet.check_address(ip)
+            if value in taken:
+                raise invalid_value(f"Address {ip} is specified more than once")
+            taken.add(value)
+            holder = self.ip_owner(eni.vpc_id, ip)
+            if holder == eni.eni_id:
+                raise invalid_value(f"Address {ip} is already assigned to {eni.eni_id}")
+            if holder is not None:
+                other = self.enis[holder]
+                if not allow_reassignment or other.primary_ip == ip:
+                    raise invalid_value(f"Address {ip} is in use.")
+                plan.moves[ip] = holder
+                moving_out += 1
+            elif value in self._used.get(subnet.subnet_id, set()):
+                raise invalid_value(f"Address {ip} is in use by an ipv4 prefix.")
+            plan.ips.append(ip)
+        for p in prefixes:
+            plan.prefixes.append(self.check_prefix(subnet, p, taken))
+            taken.update(prefix_addresses(p))
+        if eni.slots + wanted > self.eni_limits(eni).ipv4_per_eni:
+            raise Ec2Error("PrivateIpAddressLimitExceeded",
+                           "Number of private addresses will exceed limit.")
+        if count:
+            plan.ips += self.pick_ips(subnet, count, taken)
+            taken.update(int(ipaddress.IPv4Address(i)) for i in plan.ips)
+        if prefix_count:
+            plan.prefixes += self.pick_prefixes(subnet, prefix_count, taken)
+        return plan
+
+    def apply_assign(self, plan: AssignPlan) -> None:
+        for ip, holder in plan.moves.items():
+            other = self.enis[holder]
+            self.put_eni(replace(other, ips=tuple(i for i in other.ips if i != ip)))
+        eni = self.enis[plan.eni_id]
+        self.put_eni(replace(eni, ips=eni.ips + tuple(plan.ips),
+                             prefixes=eni.prefixes + tuple(plan.prefixes)))
+        self.changed()
+
+    def plan_unassign(self, eni_id: str | None, ips: list[str], prefixes: list[str]) -> Eni:
+        eni = self.eni(eni_id)
+        if not ips and not prefixes:
+            raise Ec2Error("MissingParameter",
+                           "Either 'privateIpAddresses' or 'ipv4Prefixes' must be specified")
+        for ip in ips:
+            if ip == eni.primary_ip:
+                raise invalid_value(f"The primary private IP address {ip} cannot be unassigned")
+            if ip not in eni.ips:
+                raise invalid_value(
+                    f"Some of the specified addresses are not assigned to interface {eni.eni_id}")
+        for p in prefixes:
+            if p not in eni.prefixes:
+                raise invalid_value(
+                    f"Some of the specified prefixes are not assigned to interface {eni.eni_id}")
+        return eni
+
+    def apply_unassign(self, eni_id: str, ips: list[str], prefixes: list[str]) -> None:
+        eni = self.enis[eni_id]
+        self.put_eni(replace(eni, ips=tuple(i for i in eni.ips if i not in ips),
+                             prefixes=tuple(p for p in eni.prefixes if p not in prefixes)))
+        self.changed()
+
+    def plan_new_eni(self, subnet_id: str | None, primary: str | None, secondaries: list[str],
+                     count: int | None, prefixes: list[str],
+                     prefix_count: int | None) -> tuple[Subnet, list[str], list[str]]:
+        """Addresses for a new ENI (CreateNetworkInterface, RunInstances): primary first."""
+        subnet = self.subnet(subnet_id)
+        taken: set[int] = set()
+        ips: list[str] = []
+        for ip in ([primary] if primary else []) + secondaries:
+            value = subnet.check_address(ip)
+            if value in taken or self.ip_owner(subnet.vpc_id, ip) or \
+                    value in self._used.get(subnet.subnet_id, set()):
+                raise Ec2Error("InvalidIPAddress.InUse", f"Address {ip} is in use.")
+            taken.add(value)
+            ips.append(ip)
+        checked = []
+        for p in prefixes:
+            checked.append(self.check_prefix(subnet, p, taken))
+            taken.update(prefix_addresses(p))
+        want = len(ips) + (0 if primary else 1) + (count or 0) + len(checked) + (prefix_count or 0)
+        if want > UNATTACHED.ipv4_per_eni:
+            raise Ec2Error("PrivateIpAddressLimitExceeded",
+                           "Number of private addresses will exceed limit.")
+        extra = self.pick_ips(subnet, (0 if primary else 1) + (count or 0), taken)
+        if not primary:
+            ips.insert(0, extra.pop(0))
+        ips += extra
+        taken.update(int(ipaddress.IPv4Address(i)) for i in ips)
+        if prefix_count:
+            checked += self.pick_prefixes(subnet, prefix_count, taken)
+        return subnet, ips, checked
+
+    def plan_attach(self, eni_id: str | None, instance_id: str | None,
+                    device_index: int | None) -> tuple[Eni, Instance]:
+        eni = self.eni(eni_id)
+        inst = self.instance(instance_id)
+        if device_index is None or device_index < 0:
+            raise invalid_value(f"Invalid value '{device_index}' for deviceIndex")
+        if eni.attachment is not None:
+            raise Ec2Error("InvalidNetworkInterface.InUse", f"Interface: [{eni.eni_id}] in use.")
+        attached = self.instance_enis(inst.instance_id)
+        if any(e.attachment.device_index == device_index for e in attached):
+            raise invalid_value(
+                f"Instance '{inst.instance_id}' already has an interface attached at "
+                f"device index '{device_index}'.")
+        limits = self.limits_for(inst.instance_type) or UNATTACHED
+        if len(attached) + 1 > limits.max_enis:
+            raise Ec2Error("AttachmentLimitExceeded",
+                           f"Interface count {len(attached) + 1} exceeds the limit for "
+                           f"{inst.instance_type}")
+        if eni.slots > limits.ipv4_per_eni:
+            raise Ec2Error("PrivateIpAddressLimitExceeded",
+                           "Number of private addresses will exceed limit.")
+        return eni, inst
+
+    def plan_detach(self, attachment_id: str | None) -> Eni:
+        eni = self.eni_by_attachment(attachment_id or "")
+        if eni is None:
+            raise Ec2Error("InvalidAttachmentID.NotFound",
+                           f"The attachment ID '{attachment_id}' does not exist")
+        if eni.attachment.device_index == 0:
+            raise Ec2Error("OperationNotPermitted",
+                           "The network interface at device index 0 cannot be detached.")
+        return eni
+
+    def plan_delete(self, eni_id: str | None) -> Eni:
+        eni = self.eni(eni_id)
+        if eni.attachment is not None:
+            raise Ec2Error("InvalidNetworkInterface.InUse", f"Interface: [{eni.eni_id}] in use.")
+        return eni
+
+    def set_attachment(self, eni_id: str, attachment: Attachment | None) -> None:
+        self.put_eni(replace(self.enis[eni_id], attachment=attachment))
+        self.changed()
+
+    # -- ownership ------------------------------------------------------------------------
+
+    def snapshot(self) -> OwnershipSnapshot:
+        snap = self._snapshot
+        if snap is None:
+            snap = self._snapshot = build_snapshot(self.version, self.enis)
+        return snap
+
+
+def build_snapshot(version: int, enis: dict[str, Eni]) -> OwnershipSnapshot:
+    ips: dict[str, Owner] = {}
+    prefixes: dict[str, Owner] = {}
+    infos: dict[str, EniInfo] = {}
+    for eni in enis.values():
+        att = eni.attachment
+        inst = att.instance_id if att else None
+        dev = att.device_index if att else None
+        for n, ip in enumerate(eni.ips):
+            ips[ip] = Owner(eni.eni_id, inst, dev, primary=(n == 0))
+        for p in eni.prefixes:
+            prefixes[p] = Owner(eni.eni_id, inst, dev, primary=False)
+        infos[eni.eni_id] = EniInfo(eni.eni_id, inst, dev, eni.mac, eni.primary_ip,
+                                    eni.subnet_id, list(eni.ips), list(eni.prefixes))
+    return OwnershipSnapshot(version, ips, prefixes, infos)

@@ -1,0 +1,54 @@
+"""Who owns each IP and prefix right now, according to EC2 (the gate's mirror).
+
+An OwnershipSnapshot is immutable and built once per mirror version, so polling it many
+times a second costs a dict lookup. `to_json()` is the wire form of `GET /_cnikit/owners`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass(frozen=True)
+class Owner:
+    eni_id: str
+    instance_id: str | None
+    device_index: int | None
+    primary: bool
+
+
+@dataclass(frozen=True)
+class EniInfo:
+    eni_id: str
+    instance_id: str | None
+    device_index: int | None
+    mac: str
+    primary_ip: str
+    subnet_id: str
+    ips: list[str] = field(default_factory=list)  # primary first
+    prefixes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class OwnershipSnapshot:
+    version: int
+    ips: dict[str, Owner]
+    prefixes: dict[str, Owner]
+    enis: dict[str, EniInfo]
+
+    def to_json(self) -> dict:
+        return {
+            "version": self.version,
+            "ips": {ip: asdict(o) for ip, o in self.ips.items()},
+            "prefixes": {p: asdict(o) for p, o in self.prefixes.items()},
+            "enis": {e: asdict(i) for e, i in self.enis.items()},
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> OwnershipSnapshot:
+        return cls(
+            version=data["version"],
+            ips={ip: Owner(**o) for ip, o in data["ips"].items()},
+            prefixes={p: Owner(**o) for p, o in data["prefixes"].items()},
+            enis={e: EniInfo(**i) for e, i in data["enis"].items()},
+        )

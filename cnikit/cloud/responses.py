@@ -1,0 +1,366 @@
+"""EC2 Query protocol wire format: request parameters in, XML out.
+
+Requests are form-encoded `Action=...&Version=...` with lists as `Name.N` and structures
+as `Name.N.Member`. Responses are XML in EC2's namespace; errors are
+`<Response><Errors><Error><Code/><Message/></Error></Errors><RequestID/></Response>`.
+Parsing upstream XML into mirror records and rendering mirror records as XML both live
+here, so models.py never sees XML.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import ipaddress
+import re
+import uuid
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable
+from urllib.parse import parse_qsl
+from xml.sax.saxutils import escape
+
+from cnikit.cloud.errors import Ec2Error, invalid_value
+from cnikit.cloud.limits import InstanceLimits
+from cnikit.cloud.models import Attachment, Eni, Instance, Subnet
+
+NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
+XML_DECL = b'<?xml version="1.0" encoding="UTF-8"?>\n'
+
+
+# -- requests -----------------------------------------------------------------------------
+
+def parse_params(body: bytes, query: str = "") -> dict[str, str]:
+    params = dict(parse_qsl(query, keep_blank_values=True))
+    if body:
+        try:
+            params.update(parse_qsl(body.decode("utf-8"), keep_blank_values=True))
+        except UnicodeDecodeError:
+            raise Ec2Error("MalformedQueryString", "The request body is not UTF-8") from None
+    return params
+
+
+_INDEX = re.compile(r"\.(\d+)(?:\.|$)")
+
+
+def list_param(params: dict[str, str], name: str, member: str | None = None) -> list[str]:
+    """Values of `name.N` (or `name.N.member`), ordered by N."""
+    found: list[tuple[int, str]] = []
+    prefix = name + "."
+    for key, value in params.items():
+        if not key.startswith(prefix):
+            continue
+        rest = key[len(prefix):]
+        n, _, tail = rest.partition(".")
+        if not n.isdigit() or (tail or None) != member:
+            continue
+        found.append((int(n), value))
+    return [v for _, v in sorted(found)]
+
+
+def int_param(params: dict[str, str], name: str) -> int | None:
+    raw = params.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise invalid_value(f"Invalid value '{raw}' for {name}") from None
+
+
+def bool_param(params: dict[str, str], name: str) -> bool:
+    return params.get(name, "").lower() == "true"
+
+
+def filters(params: dict[str, str]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for key, value in params.items():
+        m = re.fullmatch(r"Filter\.(\d+)\.Name", key)
+        if m:
+            out[value] = list_param(params, f"Filter.{m.group(1)}.Value")
+    return out
+
+
+# -- errors and small responses -------------------------------------------------------------
+
+def request_id() -> str:
+    return str(uuid.uuid4())
+
+
+def error_xml(err: Ec2Error) -> bytes:
+    return XML_DECL + (
+        f"<Response><Errors><Error><Code>{escape(err.code)}</Code>"
+        f"<Message>{escape(err.message)}</Message></Error></Errors>"
+        f"<RequestID>{request_id()}</RequestID></Response>"
+    ).encode()
+
+
+def action_xml(action: str, inner: str) -> bytes:
+    return XML_DECL + (
+        f'<{action}Response xmlns="{NS}"><requestId>{request_id()}</requestId>'
+        f"{inner}</{action}Response>"
+    ).encode()
+
+
+def items(tag: str, member: str, values: Iterable[str]) -> str:
+    body = "".join(f"<item><{member}>{escape(v)}</{member}></item>" for v in values)
+    return f"<{tag}>{body}</{tag}>"
+
+
+def assign_xml(eni_id: str, ips: list[str], prefixes: list[str]) -> bytes:
+    return action_xml(
+        "AssignPrivateIpAddresses",
+        f"<networkInterfaceId>{eni_id}</networkInterfaceId>"
+        + items("assignedPrivateIpAddressesSet", "privateIpAddress", ips)
+        + items("assignedIpv4PrefixSet", "ipv4Prefix", prefixes),
+    )
+
+
+def return_true_xml(action: str) -> bytes:
+    return action_xml(action, "<return>true</return>")
+
+
+# -- parsing upstream XML -------------------------------------------------------------------
+
+def parse_xml(body: bytes) -> ET.Element:
+    root = ET.fromstring(body)
+    for el in root.iter():
+        if isinstance(el.tag, str) and "}" in el.tag:
+            el.tag = el.tag.split("}", 1)[1]
+    return root
+
+
+def upstream_error(body: bytes) -> tuple[str, str] | None:
+    """(code, message) when body is an EC2 error document."""
+    try:
+        root = parse_xml(body)
+    except ET.ParseError:
+        return None
+    err = root.find(".//Errors/Error")
+    if err is None:
+        return None
+    return err.findtext("Code") or "", err.findtext("Message") or ""
+
+
+def _text(el: ET.Element, path: str, default: str = "") -> str:
+    value = el.findtext(path)
+    return default if value is None else value
+
+
+def eni_from_item(item: ET.Element, prefixes: tuple[str, ...] = ()) -> Eni:
+    ips = [
+        (_text(i, "primary") == "true", _text(i, "privateIpAddress"))
+        for i in item.findall("privateIpAddressesSet/item")
+    ]
+    ordered = [ip for primary, ip in ips if primary] + [ip for primary, ip in ips if not primary]
+    if not ordered:
+        ordered = [_text(item, "privateIpAddress")]
+    att = item.find("attachment")
+    attachment = None
+    if att is not None and _text(att, "instanceId"):
+        device = int(_text(att, "deviceIndex", "0"))
+        attachment = Attachment(
+            attachment_id=_text(att, "attachmentId"),
+            instance_id=_text(att, "instanceId"),
+            device_index=device,
+            # moto says false for the primary ENI; EC2 deletes a launch-created ENI.
+            delete_on_termination=_text(att, "deleteOnTermination") == "true" or device == 0,
+            status=_text(att, "status", "attached"),
+            attach_time=_text(att, "attachTime"),
+        )
+    seen = {p.findtext("ipv4Prefix") for p in item.findall("ipv4PrefixSet/item")}
+    all_prefixes = tuple(prefixes) + tuple(p for p in seen if p and p not in prefixes)
+    return Eni(
+        eni_id=_text(item, "networkInterfaceId"),
+        subnet_id=_text(item, "subnetId"),
+        vpc_id=_text(item, "vpcId"),
+        mac=_text(item, "macAddress"),
+        ips=tuple(ordered),
+        prefixes=all_prefixes,
+        attachment=attachment,
+        template=ET.tostring(item),
+    )
+
+
+def enis_from_describe(body: bytes) -> list[ET.Element]:
+    return parse_xml(body).findall("networkInterfaceSet/item")
+
+
+def subnets_from_describe(body: bytes) -> list[Subnet]:
+    return [
+        Subnet(
+            subnet_id=_text(s, "subnetId"),
+            vpc_id=_text(s, "vpcId"),
+            cidr=ipaddress.IPv4Network(_text(s, "cidrBlock")),
+            az=_text(s, "availabilityZone"),
+            default_for_az=_text(s, "defaultForAz") == "true",
+        )
+        for s in parse_xml(body).findall("subnetSet/item")
+    ]
+
+
+def instances_from(body: bytes) -> list[Instance]:
+    root = parse_xml(body)
+    out = []
+    for i in root.iter("item"):
+        if i.find("instanceId") is None or i.find("instanceType") is None:
+            continue
+        out.append(Instance(
+            instance_id=_text(i, "instanceId"),
+            instance_type=_text(i, "instanceType"),
+            subnet_id=_text(i, "subnetId"),
+            az=_text(i, "placement/availabilityZone"),
+            state=_text(i, "instanceState/name", "running"),
+        ))
+    return out
+
+
+def limits_from_describe(body: bytes) -> dict[str, InstanceLimits]:
+    out = {}
+    for it in parse_xml(body).findall("instanceTypeSet/item"):
+        enis = it.findtext("networkInfo/maximumNetworkInterfaces")
+        ips = it.findtext("networkInfo/ipv4AddressesPerInterface")
+        if enis and ips:
+            out[_text(it, "instanceType")] = InstanceLimits(int(enis), int(ips))
+    return out
+
+
+# -- rendering ENIs from the mirror ------------------------------------------------------------
+
+def _set(parent: ET.Element, tag: str, text: str) -> ET.Element:
+    el = ET.SubElement(parent, tag)
+    el.text = text
+    return el
+
+
+@functools.lru_cache(maxsize=8192)
+def render_eni(eni: Eni) -> bytes:
+    """The upstream's <item> for this ENI with the gate's truth for addresses and attachment."""
+    item = ET.fromstring(eni.template) if eni.template else ET.Element("item")
+    for tag in ("privateIpAddress", "privateIpAddressesSet", "ipv4PrefixSet", "attachment",
+                "status", "networkInterfaceId", "subnetId", "vpcId", "macAddress"):
+        for el in item.findall(tag):
+            item.remove(el)
+    _set(item, "networkInterfaceId", eni.eni_id)
+    _set(item, "subnetId", eni.subnet_id)
+    _set(item, "vpcId", eni.vpc_id)
+    _set(item, "macAddress", eni.mac)
+    _set(item, "privateIpAddress", eni.primary_ip)
+    ips = ET.SubElement(item, "privateIpAddressesSet")
+    for n, ip in enumerate(eni.ips):
+        it = ET.SubElement(ips, "item")
+        _set(it, "primary", "true" if n == 0 else "false")
+        _set(it, "privateIpAddress", ip)
+    if eni.prefixes:
+        pset = ET.SubElement(item, "ipv4PrefixSet")
+        for p in eni.prefixes:
+            _set(ET.SubElement(pset, "item"), "ipv4Prefix", p)
+    att = eni.attachment
+    if att is not None:
+        a = ET.SubElement(item, "attachment")
+        _set(a, "attachTime", att.attach_time)
+        _set(a, "attachmentId", att.attachment_id)
+        _set(a, "deleteOnTermination", "true" if att.delete_on_termination else "false")
+        _set(a, "deviceIndex", str(att.device_index))
+        _set(a, "networkCardIndex", "0")
+        _set(a, "instanceId", att.instance_id)
+        _set(a, "instanceOwnerId", _text(item, "ownerId", "123456789012"))
+        _set(a, "status", att.status)
+    _set(item, "status", "in-use" if att is not None else "available")
+    return ET.tostring(item)
+
+
+def describe_enis_xml(enis: list[Eni], next_token: str | None) -> bytes:
+    token = f"<nextToken>{next_token}</nextToken>" if next_token else ""
+    body = b"".join(render_eni(e) for e in enis)
+    head = f'<DescribeNetworkInterfacesResponse xmlns="{NS}"><requestId>{request_id()}</requestId>'
+    return (XML_DECL + head.encode() + b"<networkInterfaceSet>" + body
+            + b"</networkInterfaceSet>" + token.encode() + b"</DescribeNetworkInterfacesResponse>")
+
+
+def created_eni_xml(eni: Eni) -> bytes:
+    inner = render_eni(eni).decode()
+    inner = "<networkInterface>" + inner[len("<item>"):-len("</item>")] + "</networkInterface>"
+    return action_xml("CreateNetworkInterface", inner)
+
+
+# -- filtering ENIs (DescribeNetworkInterfaces) ------------------------------------------------
+
+@functools.lru_cache(maxsize=8192)
+def _static_fields(template: bytes) -> dict[str, list[str]]:
+    """Filterable fields the gate does not model, read once from the upstream's item."""
+    if not template:
+        return {}
+    item = ET.fromstring(template)
+    out: dict[str, list[str]] = {
+        "availability-zone": [_text(item, "availabilityZone")],
+        "description": [_text(item, "description")],
+        "owner-id": [_text(item, "ownerId")],
+        "requester-id": [_text(item, "requesterId")],
+        "requester-managed": [_text(item, "requesterManaged")],
+        "source-dest-check": [_text(item, "sourceDestCheck")],
+        "interface-type": [_text(item, "interfaceType")],
+        "group-id": [_text(g, "groupId") for g in item.findall("groupSet/item")],
+        "group-name": [_text(g, "groupName") for g in item.findall("groupSet/item")],
+        "tag-key": [],
+    }
+    for tag in item.findall("tagSet/item"):
+        key = _text(tag, "key")
+        out["tag-key"].append(key)
+        out.setdefault(f"tag:{key}", []).append(_text(tag, "value"))
+    return out
+
+
+def eni_field(eni: Eni, name: str) -> list[str] | None:
+    """The values a filter named `name` matches against, or None when EC2 knows no such filter."""
+    att = eni.attachment
+    dynamic = {
+        "network-interface-id": [eni.eni_id],
+        "subnet-id": [eni.subnet_id],
+        "vpc-id": [eni.vpc_id],
+        "mac-address": [eni.mac],
+        "status": ["in-use" if att else "available"],
+        "private-ip-address": list(eni.ips),
+        "addresses.private-ip-address": list(eni.ips),
+        "addresses.primary": ["true"],
+        "ipv4-prefix": list(eni.prefixes),
+        "attachment.instance-id": [att.instance_id] if att else [],
+        "attachment.attachment-id": [att.attachment_id] if att else [],
+        "attachment.device-index": [str(att.device_index)] if att else [],
+        "attachment.status": [att.status] if att else [],
+        "attachment.delete-on-termination": (
+            ["true" if att.delete_on_termination else "false"] if att else []),
+        "attachment.instance-owner-id": ["123456789012"] if att else [],
+    }
+    if name in dynamic:
+        return dynamic[name]
+    static = _static_fields(eni.template)
+    if name in static:
+        return static[name]
+    if name.startswith("tag:"):
+        return []
+    return None
+
+
+DESCRIBE_ENI_FILTERS = frozenset({
+    "network-interface-id", "subnet-id", "vpc-id", "mac-address", "status", "private-ip-address",
+    "addresses.private-ip-address", "addresses.primary", "ipv4-prefix", "attachment.instance-id",
+    "attachment.attachment-id", "attachment.device-index", "attachment.status",
+    "attachment.delete-on-termination", "attachment.instance-owner-id", "availability-zone",
+    "description", "owner-id", "requester-id", "requester-managed", "source-dest-check",
+    "interface-type", "group-id", "group-name", "tag-key",
+})
+
+
+def check_filter_name(name: str) -> None:
+    if name not in DESCRIBE_ENI_FILTERS and not name.startswith("tag:"):
+        raise invalid_value(f"The filter '{name}' is invalid")
+
+
+def match_filters(eni: Eni, wanted: dict[str, list[str]]) -> bool:
+    for name, patterns in wanted.items():
+        values = eni_field(eni, name)
+        if values is None:
+            raise invalid_value(f"The filter '{name}' is invalid")
+        if not any(fnmatch.fnmatchcase(v, p) for v in values for p in patterns):
+            return False
+    return True
