@@ -1,0 +1,100 @@
+"""The two views of the world the daemon reads: EC2 (the truth) and IMDS (a possibly stale copy).
+
+Both are small protocols so the logic runs against in-memory fakes in unit tests and
+against boto3 / a real IMDS client in the daemon process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+class ApiError(Exception):
+    """An EC2 or IMDS call failed (throttled, 5xx, timeout, refused). `code` as EC2 names it."""
+
+    def __init__(self, message: str, code: str = "Error"):
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class EniView:
+    """One ENI as a view reports it. `ips` lists the primary IP first."""
+
+    eni_id: str
+    mac: str = ""
+    device_index: int | None = None
+    primary_ip: str = ""
+    ips: list[str] = field(default_factory=list)
+    prefixes: list[str] = field(default_factory=list)
+    subnet_id: str = ""
+    subnet_cidr: str = ""
+    attachment_id: str | None = None
+    instance_id: str | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def secondary_ips(self) -> list[str]:
+        return [ip for ip in self.ips if ip != self.primary_ip]
+
+
+@dataclass
+class InstanceInfo:
+    instance_id: str
+    instance_type: str
+    subnet_id: str
+    security_groups: list[str]
+    primary_eni_id: str
+    primary_ip: str
+
+
+@dataclass
+class Limits:
+    max_enis: int
+    ipv4_per_eni: int  # including the ENI's primary IP, as EC2 counts
+
+
+class Ec2Api(Protocol):
+    def describe_instance(self, instance_id: str) -> InstanceInfo: ...
+
+    def instance_limits(self, instance_type: str) -> Limits: ...
+
+    def describe_enis(self, instance_id: str) -> list[EniView]:
+        """ENIs attached to the instance, with their IPs and prefixes."""
+
+    def describe_eni(self, eni_id: str) -> EniView | None:
+        """One ENI, or None when EC2 says it does not exist."""
+
+    def create_eni(self, subnet_id: str, security_groups: list[str], tags: dict[str, str],
+                   secondary_ips: int) -> EniView: ...
+
+    def attach_eni(self, eni_id: str, instance_id: str, device_index: int) -> str: ...
+
+    def detach_eni(self, attachment_id: str) -> None: ...
+
+    def delete_eni(self, eni_id: str) -> None: ...
+
+    def assign_ips(self, eni_id: str, count: int) -> list[str]: ...
+
+    def unassign_ips(self, eni_id: str, ips: list[str]) -> None: ...
+
+    def assign_prefixes(self, eni_id: str, count: int) -> list[str]: ...
+
+    def unassign_prefixes(self, eni_id: str, prefixes: list[str]) -> None: ...
+
+
+@dataclass
+class Identity:
+    instance_id: str
+    instance_type: str
+    primary_mac: str
+    region: str = "us-east-1"
+    az: str = ""
+
+
+class ImdsApi(Protocol):
+    def identity(self) -> Identity: ...
+
+    def enis(self) -> list[EniView]:
+        """Every ENI under network/interfaces/macs/, as IMDS shows it right now."""

@@ -1,0 +1,78 @@
+"""The `ipam.json` checkpoint in upstream's `vpc-cni-ipam/1` format.
+
+Written by temp file + fsync + rename (and a directory fsync), so a crash at any
+moment leaves either the old or the new file, never a torn one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+FORMAT_VERSION = "vpc-cni-ipam/1"
+
+
+class CheckpointError(Exception):
+    pass
+
+
+class JsonCheckpoint:
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+
+    def write(self, allocations: list[dict]) -> None:
+        data = {"version": FORMAT_VERSION, "allocations": allocations}
+        tmp = self.path.with_name(f"{self.path.name}.tmp{os.getpid()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, json.dumps(data, separators=(",", ":")).encode() + b"\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.rename(tmp, self.path)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+            raise
+        dfd = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+    def read(self) -> list[dict]:
+        """The allocations, [] when no file exists (a fresh node). A bad file is an error."""
+        try:
+            raw = self.path.read_text()
+        except FileNotFoundError:
+            return []
+        try:
+            data = json.loads(raw)
+        except ValueError as e:
+            raise CheckpointError(f"{self.path}: not JSON ({e})") from None
+        if not isinstance(data, dict) or data.get("version") != FORMAT_VERSION:
+            raise CheckpointError(f"{self.path}: unexpected checkpoint version {data.get('version')!r}"
+                                  if isinstance(data, dict) else f"{self.path}: not a checkpoint")
+        allocations = data.get("allocations") or []
+        if not isinstance(allocations, list):
+            raise CheckpointError(f"{self.path}: allocations is not a list")
+        return allocations
+
+
+class MemoryCheckpoint:
+    """For unit tests: keeps the last written document; `fail` makes the next writes raise."""
+
+    def __init__(self, allocations: list[dict] | None = None):
+        self.doc = {"version": FORMAT_VERSION, "allocations": list(allocations or [])}
+        self.writes = 0
+        self.fail = False
+
+    def write(self, allocations: list[dict]) -> None:
+        if self.fail:
+            raise OSError("checkpoint write failed (injected)")
+        self.doc = json.loads(json.dumps({"version": FORMAT_VERSION, "allocations": allocations}))
+        self.writes += 1
+
+    def read(self) -> list[dict]:
+        return list(self.doc["allocations"])

@@ -1,0 +1,168 @@
+"""Daemon configuration from upstream's environment variables.
+
+Names and defaults are aws/amazon-vpc-cni-k8s's; every interval is multiplied by
+CNIKIT_TIME_SCALE so a test can run the same logic ten times faster.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from cnikit.errors import UsageError
+from cnikit.runtime import time_scale
+
+PROFILES = ("vpc-cni-1.18.3", "vpc-cni-1.18.4", "hardened")
+DEFAULT_PROFILE = "hardened"
+
+# Upstream's fixed intervals (seconds, before scaling).
+POOL_INTERVAL = 5.0  # ipamd's pool manager loop
+RECONCILE_INTERVAL = 60.0  # nodeIPPoolReconcile at most this often
+RECONCILE_COOLDOWN = 60.0  # reconcile ignores IPs it freed itself this recently
+DECREASE_INTERVAL = 30.0  # minimum gap between two pool decreases
+MIN_ENI_LIFETIME = 60.0  # a new ENI is not freed before this
+IMDS_SYNC_TIMEOUT = 15.0  # waiting for a new ENI to appear in IMDS (upstream retries ~ 12x)
+
+METRICS_PORT = 61678
+INTROSPECTION_PORT = 61679
+
+
+@dataclass(frozen=True)
+class Config:
+    profile: str = DEFAULT_PROFILE
+    imds_endpoint: str = "http://169.254.169.254"
+    ec2_endpoint: str | None = None
+    region: str = "us-east-1"
+    warm_eni_target: int = 1
+    warm_ip_target: int = 0
+    minimum_ip_target: int = 0
+    warm_prefix_target: int = 0
+    prefix_delegation: bool = False
+    max_eni: int | None = None
+    ip_cooldown: float = 30.0
+    scale: float = 1.0
+    cluster_name: str = "cnikit"
+    state_dir: str = "/run/cnikit/daemon"
+    metrics_addr: tuple[str, int] = ("0.0.0.0", METRICS_PORT)
+    introspection_addr: tuple[str, int] = ("0.0.0.0", INTROSPECTION_PORT)
+    instance_id_header: str | None = None
+    extra: dict = field(default_factory=dict)
+
+    # Scaled intervals: the only place the daemon reads time constants from.
+    @property
+    def pool_interval(self) -> float:
+        return POOL_INTERVAL * self.scale
+
+    @property
+    def reconcile_interval(self) -> float:
+        return RECONCILE_INTERVAL * self.scale
+
+    @property
+    def reconcile_cooldown(self) -> float:
+        return RECONCILE_COOLDOWN * self.scale
+
+    @property
+    def decrease_interval(self) -> float:
+        return DECREASE_INTERVAL * self.scale
+
+    @property
+    def min_eni_lifetime(self) -> float:
+        return MIN_ENI_LIFETIME * self.scale
+
+    @property
+    def ip_cooldown_scaled(self) -> float:
+        return self.ip_cooldown * self.scale
+
+    @property
+    def imds_sync_timeout(self) -> float:
+        return max(IMDS_SYNC_TIMEOUT * self.scale, 1.0)
+
+    @property
+    def warm_target_defined(self) -> bool:
+        """Upstream: WARM_IP_TARGET or MINIMUM_IP_TARGET switch the pool to IP accounting."""
+        return self.warm_ip_target > 0 or self.minimum_ip_target > 0
+
+
+def _int(env: dict, name: str, default: int | None, minimum: int = 0) -> int | None:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise UsageError(f"{name}={raw!r} is not an integer") from None
+    if value < minimum:
+        raise UsageError(f"{name}={raw!r} must be >= {minimum}")
+    return value
+
+
+def _bool(env: dict, name: str, default: bool) -> bool:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    if raw.lower() in ("true", "1", "yes"):
+        return True
+    if raw.lower() in ("false", "0", "no"):
+        return False
+    raise UsageError(f"{name}={raw!r} must be true or false")
+
+
+def _addr(raw: str | None, default: tuple[str, int], name: str) -> tuple[str, int]:
+    if not raw:
+        return default
+    host, _, port = raw.rpartition(":")
+    try:
+        return (host or "0.0.0.0", int(port))
+    except ValueError:
+        raise UsageError(f"{name}={raw!r} must be HOST:PORT") from None
+
+
+def from_env(env: dict | None = None) -> Config:
+    """Read the daemon's configuration; a bad value is a one-line UsageError."""
+    env = dict(os.environ if env is None else env)
+    profile = env.get("CNIKIT_PROFILE") or DEFAULT_PROFILE
+    if profile not in PROFILES:
+        raise UsageError(f"CNIKIT_PROFILE={profile!r} is not one of {', '.join(PROFILES)}")
+    pd = _bool(env, "ENABLE_PREFIX_DELEGATION", False)
+    warm_prefix = _int(env, "WARM_PREFIX_TARGET", 0)
+    # Upstream: with prefix delegation and no target at all, keep one warm prefix.
+    warm_ip = _int(env, "WARM_IP_TARGET", 0)
+    min_ip = _int(env, "MINIMUM_IP_TARGET", 0)
+    if pd and warm_prefix == 0 and warm_ip == 0 and min_ip == 0:
+        warm_prefix = 1
+    return Config(
+        profile=profile,
+        imds_endpoint=(env.get("AWS_EC2_METADATA_SERVICE_ENDPOINT") or "http://169.254.169.254").rstrip("/"),
+        ec2_endpoint=env.get("AWS_ENDPOINT_URL_EC2") or env.get("AWS_ENDPOINT_URL") or None,
+        region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
+        warm_eni_target=_int(env, "WARM_ENI_TARGET", 1),
+        warm_ip_target=warm_ip,
+        minimum_ip_target=min_ip,
+        warm_prefix_target=warm_prefix,
+        prefix_delegation=pd,
+        max_eni=_int(env, "MAX_ENI", None, minimum=1),
+        ip_cooldown=float(_int(env, "IP_COOLDOWN_PERIOD", 30)),
+        scale=_scale(env),
+        cluster_name=env.get("CLUSTER_NAME") or "cnikit",
+        state_dir=env.get("CNIKIT_STATE_DIR") or "/run/cnikit/daemon",
+        metrics_addr=_addr(env.get("CNIKIT_METRICS_ADDR"), ("0.0.0.0", METRICS_PORT), "CNIKIT_METRICS_ADDR"),
+        introspection_addr=_addr(
+            env.get("CNIKIT_INTROSPECTION_ADDR"), ("0.0.0.0", INTROSPECTION_PORT), "CNIKIT_INTROSPECTION_ADDR"
+        ),
+        instance_id_header=env.get("CNIKIT_INSTANCE_ID") or None,
+    )
+
+
+def _scale(env: dict) -> float:
+    raw = env.get("CNIKIT_TIME_SCALE")
+    if raw is None:
+        return time_scale()
+    saved = os.environ.get("CNIKIT_TIME_SCALE")
+    os.environ["CNIKIT_TIME_SCALE"] = raw
+    try:
+        return time_scale()
+    finally:
+        if saved is None:
+            del os.environ["CNIKIT_TIME_SCALE"]
+        else:
+            os.environ["CNIKIT_TIME_SCALE"] = saved

@@ -1,0 +1,199 @@
+"""In-memory EC2 and IMDS views for unit tests of the daemon's logic.
+
+FakeEc2 is the truth (with EC2's per-ENI and per-instance limits and unique IPs);
+FakeImds shows it, optionally stale per ENI (`freeze`), overridden (`override`) or
+missing ENIs (`hide`), which is all the three-view bugs need.
+"""
+
+from __future__ import annotations
+
+import copy
+import ipaddress
+import itertools
+
+from cnikit.daemon.apis import ApiError, EniView, Identity, InstanceInfo, Limits
+
+LIMITS = {"m5.large": Limits(3, 10), "t3.large": Limits(3, 12), "t3.small": Limits(3, 4)}
+
+
+class FakeEc2:
+    def __init__(self, subnet_cidr: str = "10.0.1.0/24", instance_type: str = "m5.large"):
+        self.subnet = ipaddress.ip_network(subnet_cidr)
+        self.subnet_id = "subnet-1"
+        self.instance_type = instance_type
+        self.enis: dict[str, EniView] = {}
+        self.used: set[str] = set()
+        self.calls: list[str] = []
+        self.fail: dict[str, str] = {}  # method -> error code, to inject failures
+        self._ids = itertools.count(1)
+        hosts = list(self.subnet.hosts())[3:]  # AWS reserves the first three
+        self._free = [str(h) for h in hosts]
+        self._free_prefixes = [str(n) for n in self.subnet.subnets(new_prefix=28)][4:]
+        self.instance_id = "i-0001"
+        primary = self._new_eni()
+        primary.device_index, primary.instance_id, primary.attachment_id = 0, self.instance_id, "att-0"
+        self.primary = primary
+
+    def _ip(self) -> str:
+        while True:
+            ip = self._free.pop(0)
+            if ip not in self.used:
+                self.used.add(ip)
+                return ip
+
+    def _new_eni(self) -> EniView:
+        n = next(self._ids)
+        ip = self._ip()
+        eni = EniView(f"eni-{n:04d}", mac=f"0a:00:00:00:00:{n:02x}", primary_ip=ip, ips=[ip],
+                      subnet_id=self.subnet_id, subnet_cidr=str(self.subnet))
+        self.enis[eni.eni_id] = eni
+        return eni
+
+    def _call(self, name: str) -> None:
+        self.calls.append(name)
+        if name in self.fail:
+            raise ApiError(f"{name} failed (injected)", self.fail[name])
+
+    # -- Ec2Api
+    def describe_instance(self, instance_id):
+        self._call("describe_instance")
+        return InstanceInfo(instance_id, self.instance_type, self.subnet_id, ["sg-1"],
+                            self.primary.eni_id, self.primary.primary_ip)
+
+    def instance_limits(self, instance_type):
+        return LIMITS[instance_type]
+
+    def describe_enis(self, instance_id):
+        self._call("describe_enis")
+        return [copy.deepcopy(e) for e in self.enis.values() if e.instance_id == instance_id]
+
+    def describe_eni(self, eni_id):
+        self._call("describe_eni")
+        e = self.enis.get(eni_id)
+        return copy.deepcopy(e) if e else None
+
+    def create_eni(self, subnet_id, security_groups, tags, secondary_ips):
+        self._call("create_eni")
+        eni = self._new_eni()
+        eni.tags = dict(tags)
+        if secondary_ips:
+            self._check_room(eni, secondary_ips)
+            eni.ips += [self._ip() for _ in range(secondary_ips)]
+        return copy.deepcopy(eni)
+
+    def attach_eni(self, eni_id, instance_id, device_index):
+        self._call("attach_eni")
+        taken = {e.device_index for e in self.enis.values() if e.instance_id == instance_id}
+        if device_index in taken:
+            raise ApiError("device index in use", "InvalidParameterValue")
+        if device_index >= LIMITS[self.instance_type].max_enis:
+            raise ApiError("too many ENIs", "AttachmentLimitExceeded")
+        e = self.enis[eni_id]
+        e.instance_id, e.device_index, e.attachment_id = instance_id, device_index, f"att-{eni_id}"
+        return e.attachment_id
+
+    def detach_eni(self, attachment_id):
+        self._call("detach_eni")
+        for e in self.enis.values():
+            if e.attachment_id == attachment_id:
+                e.instance_id = e.device_index = e.attachment_id = None
+
+    def delete_eni(self, eni_id):
+        self._call("delete_eni")
+        e = self.enis.get(eni_id)
+        if e is None:
+            raise ApiError("no such ENI", "InvalidNetworkInterfaceID.NotFound")
+        if e.attachment_id:
+            raise ApiError("ENI is attached", "InvalidParameterValue")
+        for ip in e.ips:
+            self.used.discard(ip)
+        del self.enis[eni_id]
+
+    def _check_room(self, eni, n):
+        if len(eni.ips) + len(eni.prefixes) + n > LIMITS[self.instance_type].ipv4_per_eni:
+            raise ApiError("too many addresses on the ENI", "PrivateIpAddressLimitExceeded")
+
+    def assign_ips(self, eni_id, count):
+        self._call("assign_ips")
+        e = self.enis[eni_id]
+        self._check_room(e, count)
+        got = [self._ip() for _ in range(count)]
+        e.ips += got
+        return got
+
+    def unassign_ips(self, eni_id, ips):
+        self._call("unassign_ips")
+        e = self.enis[eni_id]
+        for ip in ips:
+            if ip not in e.secondary_ips:
+                raise ApiError(f"{ip} is not on {eni_id}", "InvalidParameterValue")
+        for ip in ips:
+            e.ips.remove(ip)
+            self.used.discard(ip)
+
+    def assign_prefixes(self, eni_id, count):
+        self._call("assign_prefixes")
+        e = self.enis[eni_id]
+        self._check_room(e, count)
+        got = [self._free_prefixes.pop(0) for _ in range(count)]
+        e.prefixes += got
+        return got
+
+    def unassign_prefixes(self, eni_id, prefixes):
+        self._call("unassign_prefixes")
+        e = self.enis[eni_id]
+        for p in prefixes:
+            e.prefixes.remove(p)
+
+    # -- test helpers
+    def take_back(self, eni_id: str, ip: str) -> None:
+        """Remove an IP behind the daemon's back (another actor, a console click)."""
+        self.enis[eni_id].ips.remove(ip)
+        self.used.discard(ip)
+
+    def all_ips(self) -> list[str]:
+        return [ip for e in self.enis.values() for ip in e.ips]
+
+
+class FakeImds:
+    def __init__(self, ec2: FakeEc2):
+        self.ec2 = ec2
+        self.frozen: dict[str, EniView] = {}
+        self.overrides: dict[str, EniView] = {}
+        self.hidden: set[str] = set()
+        self.fail = False
+
+    def identity(self):
+        return Identity(self.ec2.instance_id, self.ec2.instance_type, self.ec2.primary.mac)
+
+    def freeze(self, eni_id: str) -> None:
+        """Hold eni_id's entries at their current values (a stale IMDS)."""
+        self.frozen[eni_id] = copy.deepcopy(self.ec2.enis[eni_id])
+
+    def thaw(self) -> None:
+        self.frozen.clear()
+        self.overrides.clear()
+        self.hidden.clear()
+
+    def override(self, eni_id: str, ips: list[str] | None = None,
+                 prefixes: list[str] | None = None) -> None:
+        v = copy.deepcopy(self.ec2.enis[eni_id])
+        if ips is not None:
+            v.ips = list(ips)
+        if prefixes is not None:
+            v.prefixes = list(prefixes)
+        self.overrides[eni_id] = v
+
+    def hide(self, eni_id: str) -> None:
+        self.hidden.add(eni_id)
+
+    def enis(self):
+        if self.fail:
+            raise ApiError("IMDS unavailable", "ServiceUnavailable")
+        out = []
+        for e in self.ec2.enis.values():
+            if e.instance_id != self.ec2.instance_id or e.eni_id in self.hidden:
+                continue
+            v = self.overrides.get(e.eni_id) or self.frozen.get(e.eni_id) or e
+            out.append(copy.deepcopy(v))
+        return out

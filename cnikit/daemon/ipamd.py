@@ -1,0 +1,346 @@
+"""The daemon's logic (upstream's IPAMContext): start-up, ADD/DEL, the pool manager, the reconcile.
+
+Single-threaded and clock-injected: the process wraps it in one lock and calls `tick()`
+every pool interval; unit tests call the same methods with in-memory EC2/IMDS views and
+a fake clock. Profiles only differ in how much they trust IMDS (see reconcile.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from datetime import UTC, datetime
+
+from cnikit.daemon import reconcile
+from cnikit.daemon.apis import ApiError, Ec2Api, EniView, ImdsApi, InstanceInfo, Limits
+from cnikit.daemon.clock import Clock
+from cnikit.daemon.config import Config
+from cnikit.daemon.datastore import Assignment, Datastore, DatastoreError, IpamKey, NoAvailableIP
+from cnikit.daemon.pool import Capacity, decide, within_targets
+
+log = logging.getLogger("cnikit.daemon")
+
+TAG_INSTANCE = "node.k8s.amazonaws.com/instance_id"
+TAG_CLUSTER = "cluster.k8s.amazonaws.com/name"
+TAG_CREATED = "node.k8s.amazonaws.com/createdAt"
+
+
+class Metrics:
+    """Counters with upstream's awscni_* names and labels; gauges are read off the datastore."""
+
+    def __init__(self):
+        self.counters: Counter = Counter()  # (name, labels-tuple) -> value
+        self.api_latency: dict[str, list[float]] = {}
+
+    def inc(self, name: str, n: float = 1, **labels) -> None:
+        self.counters[(name, tuple(sorted(labels.items())))] += n
+
+    def get(self, name: str, **labels) -> float:
+        return self.counters.get((name, tuple(sorted(labels.items()))), 0)
+
+    def total(self, name: str) -> float:
+        return sum(v for (n, _), v in self.counters.items() if n == name)
+
+
+class InstrumentedEc2:
+    """Counts EC2 calls, errors and latency the way upstream's awsutils does."""
+
+    def __init__(self, ec2: Ec2Api, metrics: Metrics):
+        self._ec2, self._m = ec2, metrics
+
+    def __getattr__(self, name):
+        fn = getattr(self._ec2, name)
+
+        def call(*a, **kw):
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **kw)
+            except ApiError as e:
+                self._m.inc("awscni_aws_api_error_count", api=name, error=e.code)
+                raise
+            finally:
+                ms = (time.perf_counter() - t0) * 1000
+                self._m.inc("awscni_aws_api_latency_ms_sum", ms, api=name)
+                self._m.inc("awscni_aws_api_latency_ms_count", 1, api=name)
+
+        return call
+
+
+class IpamD:
+    def __init__(self, cfg: Config, ec2: Ec2Api, imds: ImdsApi, clock: Clock, checkpoint=None):
+        self.cfg = cfg
+        self.metrics = Metrics()
+        self.ec2 = InstrumentedEc2(ec2, self.metrics)
+        self.imds = imds
+        self.clock = clock
+        self.ds = Datastore(clock, cfg.ip_cooldown_scaled, checkpoint)
+        self.checkpoint = checkpoint
+        self.recently_freed: dict[str, float] = {}  # upstream's reconcileCooldownCache
+        self.instance: InstanceInfo | None = None
+        self.limits: Limits | None = None
+        self.capacity: Capacity | None = None
+        self.last_reconcile = clock.now()
+        self.last_decrease = float("-inf")
+        self.reconcile_runs = 0
+        self.events: list[dict] = []  # what the daemon decided, for the kit's report and demo
+
+    # ---- start-up (upstream nodeInit) -------------------------------------------------
+
+    def start(self) -> None:
+        ident = self.imds.identity()
+        self.instance = self.ec2.describe_instance(ident.instance_id)
+        self.limits = self.ec2.instance_limits(self.instance.instance_type)
+        max_enis = self.limits.max_enis
+        if self.cfg.max_eni:
+            max_enis = min(max_enis, self.cfg.max_eni)
+        self.capacity = Capacity(max_enis, self.limits.ipv4_per_eni - 1)
+        enis = reconcile.startup_view(self)
+        for view in sorted(enis, key=lambda v: v.device_index or 0):
+            self._setup_eni(view)
+        rows = self.checkpoint.read() if self.checkpoint is not None else []
+        recovered, dropped = self.ds.restore(rows)
+        for row in dropped:
+            self.metrics.inc("awscni_ipamd_error_count", fn="restoreDropped")
+            self._event("restore-dropped", ip=row.get("ipv4"), container=row.get("containerID"))
+        log.info("start: %d ENIs, %d allocations recovered, %d dropped", len(self.ds.enis),
+                 len(recovered), len(dropped))
+        self.last_reconcile = self.clock.now()
+        self.pool_step(startup=True)
+
+    def _setup_eni(self, view: EniView) -> None:
+        """Add an ENI and the addresses a view shows for it (upstream setupENI)."""
+        if view.eni_id in self.ds.enis:
+            return
+        device = view.device_index if view.device_index is not None else 0
+        self.ds.add_eni(view.eni_id, device, device == 0, view.primary_ip, view.mac)
+        if self.cfg.prefix_delegation:
+            for p in view.prefixes:
+                self.ds.add_cidr(view.eni_id, p, True)
+        for ip in view.secondary_ips:
+            if not self.cfg.prefix_delegation:
+                self.ds.add_cidr(view.eni_id, ip, False)
+
+    # ---- CNI requests -----------------------------------------------------------------
+
+    def add(self, key: IpamKey, metadata: dict | None = None) -> Assignment:
+        self.metrics.inc("awscni_add_ip_req_count")
+        try:
+            return self.ds.assign(key, metadata)
+        except NoAvailableIP:
+            # Upstream answers "no available IP" and waits for the pool manager; growing the
+            # pool right away saves the runtime a retry round and changes no decision.
+            self.pool_step()
+            try:
+                return self.ds.assign(key, metadata)
+            except NoAvailableIP:
+                self.metrics.inc("awscni_ipamd_error_count", fn="assignPodIPAddress")
+                raise
+
+    def delete(self, key: IpamKey) -> Assignment | None:
+        gone = self.ds.unassign(key)
+        self.metrics.inc("awscni_del_ip_req_count", reason="PodDeleted" if gone else "NotFound")
+        return gone
+
+    def check(self, key: IpamKey) -> Assignment | None:
+        return self.ds.find(key)
+
+    # ---- periodic work ----------------------------------------------------------------
+
+    def tick(self) -> None:
+        """One pass of upstream's pool manager loop: reconcile when due, then the pool."""
+        now = self.clock.now()
+        if now - self.last_reconcile >= self.cfg.reconcile_interval:
+            self.reconcile()
+        self.pool_step()
+
+    def reconcile(self) -> None:
+        self.reconcile_runs += 1
+        self.metrics.inc("awscni_reconcile_count", fn="nodeIPPoolReconcile")
+        try:
+            reconcile.run(self)
+        finally:
+            self.last_reconcile = self.clock.now()
+
+    def pool_step(self, startup: bool = False) -> None:
+        d = self.decision()
+        if d.short > 0:
+            self._increase(d.short)
+        elif (d.over > 0 or d.free_enis) and (
+                self.clock.now() - self.last_decrease >= self.cfg.decrease_interval):
+            self._decrease(d)
+
+    def decision(self):
+        return decide(self.cfg, self.ds.stats(), self.capacity, len(self.ds.free_cidrs(True)))
+
+    def within_targets(self) -> bool:
+        return within_targets(self.cfg, self.ds.stats(), self.capacity, len(self.ds.free_cidrs(True)))
+
+    # ---- growing the pool -------------------------------------------------------------
+
+    def _increase(self, short: int) -> None:
+        pd = self.cfg.prefix_delegation
+        slots = self.capacity.slots_per_eni
+        eni_mode = not pd and not self.cfg.warm_target_defined
+        need = short
+        for eni in sorted(self.ds.enis.values(), key=lambda e: e.device_number):
+            if need <= 0:
+                return
+            used = len(eni.prefixes()) if pd else len(eni.ips())
+            room = slots - used
+            if room <= 0:
+                continue
+            # WARM_ENI_TARGET fills an ENI whole, like upstream's tryAssignIPs.
+            want = room if eni_mode else min(room, need)
+            got = self._assign_on(eni.eni_id, want)
+            need -= got
+            if got == 0:
+                return  # EC2 refused: try again next tick rather than hammer it
+        if need > 0:
+            if len(self.ds.enis) >= self.capacity.max_enis:
+                self.metrics.inc("awscni_ipamd_error_count", fn="increaseIPPoolMaxENI")
+                return
+            count = slots if eni_mode else min(need, slots)
+            self._allocate_eni(count)
+
+    def _assign_on(self, eni_id: str, count: int) -> int:
+        try:
+            if self.cfg.prefix_delegation:
+                got = self.ec2.assign_prefixes(eni_id, count)
+            else:
+                got = self.ec2.assign_ips(eni_id, count)
+        except ApiError as e:
+            self.metrics.inc("awscni_ipamd_error_count", fn="increaseIPPool")
+            log.warning("assign %d on %s failed: %s", count, eni_id, e)
+            return 0
+        for c in got:
+            try:
+                self.ds.add_cidr(eni_id, c, self.cfg.prefix_delegation)
+            except DatastoreError as e:
+                log.warning("adding %s to %s: %s", c, eni_id, e)
+        self._event("assign", eni=eni_id, addresses=got)
+        return len(got)
+
+    def next_device_index(self, attached: list[EniView]) -> int:
+        used = {e.device_number for e in self.ds.enis.values()}
+        used |= {v.device_index for v in attached if v.device_index is not None}
+        i = 1
+        while i in used:
+            i += 1
+        return i
+
+    def _allocate_eni(self, count: int) -> str | None:
+        """Create, tag, attach at the next free device index; roll back on failure."""
+        inst = self.instance
+        try:
+            attached = self.ec2.describe_enis(inst.instance_id)
+            index = self.next_device_index(attached)
+            if index >= self.capacity.max_enis:
+                self.metrics.inc("awscni_ipamd_error_count", fn="increaseIPPoolMaxENI")
+                return None
+            tags = {TAG_INSTANCE: inst.instance_id, TAG_CLUSTER: self.cfg.cluster_name,
+                    TAG_CREATED: datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+            secondary = 0 if self.cfg.prefix_delegation else count
+            view = self.ec2.create_eni(inst.subnet_id, inst.security_groups, tags, secondary)
+        except ApiError as e:
+            self.metrics.inc("awscni_ipamd_error_count", fn="increaseIPPoolAllocENI")
+            log.warning("create ENI failed: %s", e)
+            return None
+        try:
+            view.attachment_id = self.ec2.attach_eni(view.eni_id, inst.instance_id, index)
+        except ApiError as e:
+            self.metrics.inc("awscni_ipamd_error_count", fn="increaseIPPoolAttachENI")
+            log.warning("attach %s at %d failed: %s; deleting it", view.eni_id, index, e)
+            try:
+                self.ec2.delete_eni(view.eni_id)
+            except ApiError:
+                self.metrics.inc("awscni_ipamd_error_count", fn="deleteENI")
+            return None
+        view.device_index = index
+        self._event("eni-attached", eni=view.eni_id, device=index)
+        reconcile.setup_new_eni(self, view)
+        if self.cfg.prefix_delegation and view.eni_id in self.ds.enis:
+            self._assign_on(view.eni_id, count)
+        return view.eni_id
+
+    # ---- shrinking the pool -----------------------------------------------------------
+
+    def _decrease(self, d) -> None:
+        self.last_decrease = self.clock.now()
+        pd = self.cfg.prefix_delegation
+        if d.over > 0:
+            by_eni: dict[str, list[str]] = {}
+            for eni_id, cidr in self.ds.free_cidrs(pd)[: d.over]:
+                by_eni.setdefault(eni_id, []).append(cidr)
+            for eni_id, cidrs in by_eni.items():
+                self._release(eni_id, cidrs)
+        if d.free_enis or d.over > 0:
+            self._free_one_eni(need_check=not d.free_enis)
+
+    def _release(self, eni_id: str, cidrs: list[str]) -> None:
+        pd = self.cfg.prefix_delegation
+        # Out of the datastore first, so no pod can be given an address being released.
+        for c in cidrs:
+            self.ds.del_cidr(eni_id, c)
+        wire = cidrs if pd else [c.split("/")[0] for c in cidrs]
+        try:
+            if pd:
+                self.ec2.unassign_prefixes(eni_id, wire)
+            else:
+                self.ec2.unassign_ips(eni_id, wire)
+        except ApiError as e:
+            self.metrics.inc("awscni_ipamd_error_count", fn="decreaseIPPool")
+            log.warning("release %s on %s failed: %s; keeping them", wire, eni_id, e)
+            for c in cidrs:
+                self.ds.add_cidr(eni_id, c, pd)
+            return
+        now = self.clock.now()
+        for w in wire:
+            self.recently_freed[w] = now
+        self._event("release", eni=eni_id, addresses=wire)
+
+    def _free_one_eni(self, need_check: bool) -> None:
+        for eni_id in self.ds.deletable_enis(self.cfg.min_eni_lifetime):
+            eni = self.ds.enis[eni_id]
+            if need_check:
+                # Warm-IP mode: only when the pool stays at its targets without this ENI.
+                size = sum(c.size for c in eni.cidrs.values())
+                s = self.ds.stats()
+                from cnikit.daemon.datastore import Stats
+
+                after = Stats(s.total - size, s.assigned, s.cooldown, s.prefixes, s.enis - 1)
+                if decide(self.cfg, after, self.capacity, 0).short > 0:
+                    continue
+            self.free_eni(eni_id)
+            return
+
+    def free_eni(self, eni_id: str) -> bool:
+        """Detach and delete an ENI nobody uses (upstream freeENI)."""
+        eni = self.ds.enis.get(eni_id)
+        if eni is None or eni.is_primary:
+            return False
+        self.ds.remove_eni(eni_id)
+        try:
+            view = self.ec2.describe_eni(eni_id)
+            if view is not None and view.attachment_id:
+                self.ec2.detach_eni(view.attachment_id)
+            self.ec2.delete_eni(eni_id)
+        except ApiError as e:
+            self.metrics.inc("awscni_ipamd_error_count", fn="freeENI")
+            log.warning("free ENI %s failed: %s (the reconcile will find it again)", eni_id, e)
+            return False
+        self._event("eni-freed", eni=eni_id)
+        return True
+
+    # ---- bookkeeping ------------------------------------------------------------------
+
+    def recently_freed_state(self, addr: str) -> tuple[bool, bool]:
+        """(found, still cooling) like upstream's reconcileCooldownCache.RecentlyFreed."""
+        t = self.recently_freed.get(addr)
+        if t is None:
+            return False, False
+        return True, self.clock.now() - t < self.cfg.reconcile_cooldown
+
+    def _event(self, kind: str, **fields) -> None:
+        self.events.append({"t": self.clock.now(), "kind": kind, **fields})
+        del self.events[:-500]

@@ -1,0 +1,277 @@
+"""How much each profile trusts IMDS: start-up, new ENIs and the periodic reconcile.
+
+vpc-cni-1.18.3  upstream before the fix of issue 3019: per ENI, IMDS is trusted when
+                `1 + len(pool) == len(IMDS local-ipv4s)` (lengths only, prefixes: equal
+                lengths); otherwise EC2 is asked. IPs seen are added (verified with EC2 only
+                when they left the reconcile cooldown), IPs not seen are force-removed from
+                the datastore even when a pod holds them. ENIs missing from IMDS are
+                force-removed with their pods; start-up and new ENIs take IMDS at face value.
+vpc-cni-1.18.4  the same with contents compared (upstream's IPsSimilar / PrefixSimilar).
+hardened        IMDS is only a hint. Whenever it disagrees with the datastore (and every
+                few reconciles anyway) EC2 is asked, and only EC2 can remove an address or
+                ENI; an address a pod holds is never removed while the pod exists.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from cnikit.daemon.apis import ApiError, EniView
+from cnikit.daemon.datastore import DatastoreError
+
+if TYPE_CHECKING:
+    from cnikit.daemon.ipamd import IpamD
+
+log = logging.getLogger("cnikit.daemon.reconcile")
+
+HARDENED_FULL_CHECK_EVERY = 5  # reconciles between unconditional EC2 checks
+
+
+def trusts_imds(d: IpamD) -> bool:
+    return d.cfg.profile != "hardened"
+
+
+def startup_view(d: IpamD) -> list[EniView]:
+    if trusts_imds(d):
+        return d.imds.enis()
+    return d.ec2.describe_enis(d.instance.instance_id)
+
+
+def setup_new_eni(d: IpamD, created: EniView) -> None:
+    """A freshly attached ENI enters the datastore."""
+    if not trusts_imds(d):
+        d._setup_eni(created)
+        return
+    # Upstream waits for IMDS to show the ENI with its IPs, then uses what IMDS says.
+    want = len(created.secondary_ips)
+    deadline = d.clock.now() + d.cfg.imds_sync_timeout
+    while True:
+        try:
+            for v in d.imds.enis():
+                if v.eni_id == created.eni_id and len(v.secondary_ips) >= want:
+                    d._setup_eni(v)
+                    return
+        except ApiError:
+            pass
+        if d.clock.now() >= deadline:
+            d.metrics.inc("awscni_ipamd_error_count", fn="waitENIAttached")
+            log.warning("%s did not show up in IMDS; the reconcile will add it", created.eni_id)
+            return
+        d.clock.sleep(min(1.0, d.cfg.imds_sync_timeout / 10))
+
+
+def run(d: IpamD) -> None:
+    try:
+        imds_enis = d.imds.enis()
+    except ApiError as e:
+        d.metrics.inc("awscni_ipamd_error_count", fn="reconcileFailedGetENIs")
+        log.warning("reconcile: IMDS failed: %s", e)
+        return
+    if not imds_enis:
+        d.metrics.inc("awscni_ipamd_error_count", fn="reconcileFailedGetENIs")
+        return
+    if d.cfg.profile == "hardened":
+        _hardened(d, imds_enis)
+    else:
+        _upstream(d, imds_enis, contents=d.cfg.profile == "vpc-cni-1.18.4")
+
+
+# ---- upstream (1.18.3 / 1.18.4) -------------------------------------------------------
+
+def _upstream(d: IpamD, imds_enis: list[EniView], contents: bool) -> None:
+    current = set(d.ds.enis)
+    for view in imds_enis:
+        if view.eni_id in d.ds.enis:
+            eni = d.ds.enis[view.eni_id]
+            if d.cfg.prefix_delegation:
+                _prefix_pool(d, view, eni.prefixes(), contents)
+            else:
+                _ip_pool(d, view, eni.ips(), contents)
+            current.discard(view.eni_id)
+            continue
+        try:
+            d._setup_eni(view)
+            d.metrics.inc("awscni_reconcile_count", fn="eniReconcileAdd")
+            d._event("reconcile-eni-add", eni=view.eni_id)
+        except DatastoreError as e:
+            d.metrics.inc("awscni_ipamd_error_count", fn="eniReconcileAdd")
+            log.warning("reconcile: cannot add %s: %s", view.eni_id, e)
+    # Sweep: IMDS no longer lists these ENIs, so upstream drops them, pods and all (issue 1967).
+    for eni_id in current:
+        if d.ds.enis[eni_id].is_primary:
+            continue
+        evicted = d.ds.remove_eni(eni_id, force=True)
+        d.metrics.inc("awscni_reconcile_count", fn="eniReconcileDel")
+        if evicted:
+            d.metrics.inc("awscni_force_removed_enis")
+            d.metrics.inc("awscni_force_removed_ips", len(evicted))
+        d._event("reconcile-eni-del", eni=eni_id, evicted=[str(k) for k in evicted])
+
+
+def _ip_pool(d: IpamD, view: EniView, pool: list[str], contents: bool) -> None:
+    attached = view.ips
+    need_ec2 = True
+    if contents:
+        same = set(pool) == set(view.secondary_ips)
+    else:
+        same = 1 + len(pool) == len(attached)
+    if not same:
+        try:
+            truth = d.ec2.describe_eni(view.eni_id)
+        except ApiError:
+            log.warning("reconcile: EC2 failed, aborting reconcile of %s", view.eni_id)
+            return
+        if truth is None:
+            return
+        attached = truth.ips
+        need_ec2 = False
+    seen = _verify_and_add(d, view.eni_id, attached, need_ec2, prefixes=False)
+    _sweep(d, view.eni_id, [ip for ip in pool if ip not in seen], prefixes=False)
+
+
+def _prefix_pool(d: IpamD, view: EniView, pool: list[str], contents: bool) -> None:
+    attached = view.prefixes
+    need_ec2 = True
+    same = set(pool) == set(attached) if contents else len(pool) == len(attached)
+    if not same:
+        try:
+            truth = d.ec2.describe_eni(view.eni_id)
+        except ApiError:
+            return
+        if truth is None:
+            return
+        attached = truth.prefixes
+        need_ec2 = False
+    seen = _verify_and_add(d, view.eni_id, attached, need_ec2, prefixes=True)
+    _sweep(d, view.eni_id, [p for p in pool if p not in seen], prefixes=True)
+
+
+def _verify_and_add(d: IpamD, eni_id: str, attached: list[str], need_ec2: bool,
+                    prefixes: bool) -> set[str]:
+    """Upstream verifyAndAddIPsToDatastore: IPs out of the reconcile cooldown are checked
+    with EC2 (once per ENI) only while IMDS is the source; the rest is added as found."""
+    eni = d.ds.enis[eni_id]
+    verified: list[str] | None = None
+    seen: set[str] = set()
+    for addr in attached:
+        if addr == eni.primary_ip:
+            continue
+        found, cooling = d.recently_freed_state(addr)
+        if found:
+            if cooling:
+                continue
+            if need_ec2:
+                if verified is None:
+                    try:
+                        truth = d.ec2.describe_eni(eni_id)
+                    except ApiError:
+                        seen.add(addr)  # not confirmed either way: leave it alone
+                        continue
+                    verified = (truth.prefixes if prefixes else truth.ips) if truth else []
+                if addr not in verified:
+                    continue
+            del d.recently_freed[addr]
+        try:
+            if d.ds.add_cidr(eni_id, addr, prefixes):
+                d.metrics.inc("awscni_reconcile_count", fn="eniIPPoolReconcileAdd")
+                d._event("reconcile-add", eni=eni_id, address=addr)
+        except DatastoreError as e:
+            d.metrics.inc("awscni_ipamd_error_count", fn="ipReconcileAdd")
+            log.warning("reconcile: cannot add %s to %s: %s", addr, eni_id, e)
+            continue
+        seen.add(addr)
+    return seen
+
+
+def _sweep(d: IpamD, eni_id: str, gone: list[str], prefixes: bool) -> None:
+    for addr in gone:
+        cidr = addr if prefixes else f"{addr}/32"
+        try:
+            evicted = d.ds.del_cidr(eni_id, cidr, force=True)
+        except DatastoreError:
+            d.metrics.inc("awscni_ipamd_error_count", fn="ipReconcileDel")
+            continue
+        d.metrics.inc("awscni_reconcile_count", fn="eniIPPoolReconcileDel")
+        if evicted:
+            d.metrics.inc("awscni_force_removed_ips", len(evicted))
+        d._event("reconcile-del", eni=eni_id, address=addr, evicted=[str(k) for k in evicted])
+
+
+# ---- hardened ---------------------------------------------------------------------------
+
+def _hardened(d: IpamD, imds_enis: list[EniView]) -> None:
+    if not _imds_agrees(d, imds_enis) or d.reconcile_runs % HARDENED_FULL_CHECK_EVERY == 0:
+        try:
+            truth = d.ec2.describe_enis(d.instance.instance_id)
+        except ApiError as e:
+            d.metrics.inc("awscni_ipamd_error_count", fn="reconcileFailedEC2")
+            log.warning("reconcile: EC2 failed, changing nothing: %s", e)
+            return
+        _apply_truth(d, truth)
+
+
+def _imds_agrees(d: IpamD, imds_enis: list[EniView]) -> bool:
+    if {v.eni_id for v in imds_enis} != set(d.ds.enis):
+        return False
+    for v in imds_enis:
+        eni = d.ds.enis[v.eni_id]
+        if d.cfg.prefix_delegation:
+            if set(v.prefixes) != set(eni.prefixes()):
+                return False
+        elif set(v.secondary_ips) != set(eni.ips()):
+            return False
+    return True
+
+
+def _apply_truth(d: IpamD, truth: list[EniView]) -> None:
+    pd = d.cfg.prefix_delegation
+    attached = {v.eni_id: v for v in truth}
+    for view in truth:
+        if view.eni_id not in d.ds.enis:
+            try:
+                d._setup_eni(view)
+                d.metrics.inc("awscni_reconcile_count", fn="eniReconcileAdd")
+                d._event("reconcile-eni-add", eni=view.eni_id)
+            except DatastoreError as e:
+                d.metrics.inc("awscni_ipamd_error_count", fn="eniReconcileAdd")
+                log.warning("reconcile: cannot add %s: %s", view.eni_id, e)
+            continue
+        eni = d.ds.enis[view.eni_id]
+        want = set(view.prefixes if pd else view.secondary_ips)
+        have = set(eni.prefixes() if pd else eni.ips())
+        for addr in sorted(want - have):
+            if d.recently_freed_state(addr)[1]:
+                continue  # EC2 may still be catching up with our own release
+            d.ds.quarantined.discard(addr if pd else f"{addr}/32")
+            try:
+                if d.ds.add_cidr(view.eni_id, addr, pd):
+                    d.metrics.inc("awscni_reconcile_count", fn="eniIPPoolReconcileAdd")
+                    d._event("reconcile-add", eni=view.eni_id, address=addr)
+            except DatastoreError as e:
+                d.metrics.inc("awscni_ipamd_error_count", fn="ipReconcileAdd")
+                log.warning("reconcile: %s", e)
+        for addr in sorted(have - want):
+            cidr = addr if pd else f"{addr}/32"
+            c = eni.cidrs[cidr]
+            if c.assigned():
+                # EC2 took it back while a pod holds it: keep the pod's entry, never hand the
+                # address to anyone else, and drop it once the pod is gone.
+                d.ds.quarantined.add(cidr)
+                d.metrics.inc("awscni_ipamd_error_count", fn="ipLostInEC2")
+                d._event("reconcile-held", eni=view.eni_id, address=addr)
+                continue
+            d.ds.del_cidr(view.eni_id, cidr)
+            d.ds.quarantined.discard(cidr)
+            d.metrics.inc("awscni_reconcile_count", fn="eniIPPoolReconcileDel")
+            d._event("reconcile-del", eni=view.eni_id, address=addr, evicted=[])
+    for eni_id in [e for e in d.ds.enis if e not in attached]:
+        eni = d.ds.enis[eni_id]
+        if eni.is_primary:
+            continue
+        if eni.assigned_count():
+            d.metrics.inc("awscni_ipamd_error_count", fn="eniLostInEC2")
+            continue
+        d.ds.remove_eni(eni_id)
+        d.metrics.inc("awscni_reconcile_count", fn="eniReconcileDel")
+        d._event("reconcile-eni-del", eni=eni_id, evicted=[])
