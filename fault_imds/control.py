@@ -1,0 +1,88 @@
+"""The control API: JSON over HTTP on its own port (never the IMDS port).
+
+POST /faults {"kind": K, "target": {...}, "duration": s, ...} -> 201 {"id": ..., "fault": {...}}
+GET /faults -> {"faults": [...]}          DELETE /faults/{id}    DELETE /faults
+GET /events[?since=SEQ] -> {"events": [...], "last_seq": N}
+GET /kinds, GET /health
+Every error is {"error": "<one line>"} with a 4xx status, and changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from aiohttp import web
+
+from fault_imds.engine import Engine, SpecError, kinds
+
+log = logging.getLogger("fault_imds.control")
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": message}, status=status)
+
+
+@web.middleware
+async def one_line_errors(request: web.Request, handler):
+    try:
+        return await handler(request)
+    except web.HTTPException as e:
+        if e.status < 400:
+            raise
+        return _error(e.status, e.reason or f"HTTP {e.status}")
+    except Exception as e:  # never a traceback on the wire
+        log.exception("control API failure")
+        return _error(500, f"internal error: {type(e).__name__}: {e}".splitlines()[0])
+
+
+def control_app(engine: Engine, health=None) -> web.Application:
+    app = web.Application(middlewares=[one_line_errors])
+
+    async def add_fault(request: web.Request) -> web.Response:
+        try:
+            spec = json.loads(await request.text())
+        except (ValueError, UnicodeDecodeError) as e:
+            return _error(400, f"body is not JSON: {e}".splitlines()[0])
+        try:
+            fault = engine.add(spec)
+        except SpecError as e:
+            return _error(400, str(e))
+        return web.json_response({"id": fault.id, "fault": fault.to_json()}, status=201)
+
+    async def list_faults(request: web.Request) -> web.Response:
+        return web.json_response({"faults": engine.list()})
+
+    async def remove_fault(request: web.Request) -> web.Response:
+        fid = request.match_info["fid"]
+        if not engine.remove(fid):
+            return _error(404, f"no active fault {fid!r}")
+        return web.json_response({"removed": [fid]})
+
+    async def clear_faults(request: web.Request) -> web.Response:
+        ids = [f["id"] for f in engine.list()]
+        engine.clear()
+        return web.json_response({"removed": ids})
+
+    async def events(request: web.Request) -> web.Response:
+        raw = request.query.get("since", "0")
+        if not raw.isdigit():
+            return _error(400, f"since must be a non-negative integer, got {raw!r}")
+        return web.json_response(
+            {"events": engine.events.since(int(raw)), "last_seq": engine.events.last_seq}
+        )
+
+    async def kinds_(request: web.Request) -> web.Response:
+        return web.json_response(kinds())
+
+    async def health_(request: web.Request) -> web.Response:
+        return web.json_response(health() if health else {"ok": True})
+
+    app.router.add_post("/faults", add_fault)
+    app.router.add_get("/faults", list_faults)
+    app.router.add_delete("/faults", clear_faults)
+    app.router.add_delete("/faults/{fid}", remove_fault)
+    app.router.add_get("/events", events)
+    app.router.add_get("/kinds", kinds_)
+    app.router.add_get("/health", health_)
+    return app

@@ -1,0 +1,191 @@
+"""Follows EC2 through its public API and keeps timestamped snapshots (needed for `lag`).
+
+A thread polls DescribeNetworkInterfaces every `interval` (100 ms by default): IPs,
+prefixes and attachments change there. DescribeInstances runs when an ENI names an
+instance not seen yet and otherwise once a second (instances rarely change, and each
+call costs the EC2 server ~10 ms). Subnets and VPCs are fetched when a new id appears.
+
+Only changes are stored: a snapshot is valid from its `t` until the next one's.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from fault_imds.tree import Ec2State
+
+log = logging.getLogger("fault_imds.ec2")
+
+INSTANCE_REFRESH_S = 1.0
+NETWORK_REFRESH_S = 5.0
+
+
+def ec2_client(endpoint: str, region: str = "us-east-1"):
+    """A boto3 EC2 client for the kit's EC2 (dummy credentials: the endpoint is local)."""
+    return boto3.session.Session().client(
+        "ec2",
+        endpoint_url=endpoint,
+        region_name=region,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        config=Config(
+            retries={"max_attempts": 1, "mode": "standard"},
+            connect_timeout=2,
+            read_timeout=10,
+        ),
+    )
+
+
+class Ec2View:
+    def __init__(
+        self,
+        endpoint: str,
+        region: str = "us-east-1",
+        interval: float = 0.1,
+        history_s: float = 900.0,
+        on_change: Callable[[Ec2State], None] | None = None,
+    ):
+        self.endpoint = endpoint
+        self.region = region
+        self.interval = interval
+        self.history_s = history_s
+        self.on_change = on_change
+        self.last_error: str | None = None
+        self.polls = 0
+        self._client = ec2_client(endpoint, region)
+        self._lock = threading.Lock()
+        self._history: list[Ec2State] = []
+        self._times: list[float] = []
+        self._first = threading.Event()
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._instances: dict[str, dict[str, Any]] = {}
+        self._instances_at = float("-inf")
+        self._subnets: dict[str, dict[str, Any]] = {}
+        self._vpcs: dict[str, dict[str, Any]] = {}
+        self._network_at = float("-inf")
+        self._last_key: tuple | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> Ec2View:
+        self._thread = threading.Thread(target=self._run, name="fault-imds-ec2", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread:
+            self._thread.join(timeout=15)
+
+    def wait_first(self, timeout: float) -> bool:
+        """True once one observation has succeeded."""
+        return self._first.wait(timeout)
+
+    def poke(self) -> None:
+        """Poll now instead of at the next tick."""
+        self._wake.set()
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def latest(self) -> Ec2State | None:
+        with self._lock:
+            return self._history[-1] if self._history else None
+
+    def at(self, t: float) -> Ec2State | None:
+        """EC2 as observed at monotonic time t (the earliest snapshot if t is before it)."""
+        with self._lock:
+            if not self._history:
+                return None
+            i = bisect.bisect_right(self._times, t) - 1
+            return self._history[max(i, 0)]
+
+    # -- polling -----------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        backoff = self.interval
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                self._poll_once()
+                self.last_error = None
+                backoff = self.interval
+                self._first.set()
+            except Exception as e:  # EC2 down or restarting: keep serving the last view
+                msg = f"{type(e).__name__}: {e}".splitlines()[0]
+                if msg != self.last_error:
+                    log.warning("EC2 poll failed: %s", msg)
+                self.last_error = msg
+                backoff = min(backoff * 2, 2.0)
+            wait = (self.interval if self.last_error is None else backoff) - (
+                time.monotonic() - started
+            )
+            if wait > 0:
+                self._wake.wait(wait)
+            self._wake.clear()
+
+    def _poll_once(self) -> None:
+        c = self._client
+        enis: list[dict[str, Any]] = []
+        for page in c.get_paginator("describe_network_interfaces").paginate():
+            enis.extend(page.get("NetworkInterfaces", []))
+        observed = time.monotonic()
+        wall = time.time()
+        attached = {(e.get("Attachment") or {}).get("InstanceId") for e in enis} - {None}
+        if attached - self._instances.keys() or observed - self._instances_at > INSTANCE_REFRESH_S:
+            self._instances = self._describe_instances()
+            self._instances_at = time.monotonic()
+        subnet_ids = {e.get("SubnetId") for e in enis} - {None, ""}
+        vpc_ids = {e.get("VpcId") for e in enis} - {None, ""}
+        stale = observed - self._network_at > NETWORK_REFRESH_S
+        if stale or subnet_ids - self._subnets.keys() or vpc_ids - self._vpcs.keys():
+            self._subnets = {s["SubnetId"]: s for s in c.describe_subnets().get("Subnets", [])}
+            self._vpcs = {v["VpcId"]: v for v in c.describe_vpcs().get("Vpcs", [])}
+            self._network_at = time.monotonic()
+        state = Ec2State(
+            t=observed,
+            wall=wall,
+            instances=dict(self._instances),
+            enis=tuple(enis),
+            subnets=self._subnets,
+            vpcs=self._vpcs,
+            region=self.region,
+        )
+        self.polls += 1
+        key = state.key()
+        if key == self._last_key:
+            return
+        self._last_key = key
+        with self._lock:
+            self._history.append(state)
+            self._times.append(observed)
+            # Keep what `lag` may still ask for: everything newer than history_s, plus the
+            # snapshot that was current at that horizon.
+            horizon = observed - self.history_s
+            cut = bisect.bisect_right(self._times, horizon) - 1
+            if cut > 0:
+                del self._history[:cut]
+                del self._times[:cut]
+        if self.on_change:
+            self.on_change(state)
+
+    def _describe_instances(self) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for page in self._client.get_paginator("describe_instances").paginate():
+            for res in page.get("Reservations", []):
+                for inst in res.get("Instances", []):
+                    d = dict(inst)
+                    d.setdefault("OwnerId", res.get("OwnerId", ""))
+                    d.setdefault("ReservationId", res.get("ReservationId", ""))
+                    out[inst["InstanceId"]] = d
+        return out

@@ -1,0 +1,332 @@
+"""The fault engine: EC2 state + active faults -> what each instance is served.
+
+Runs on the server's event loop only (no locks): the EC2 poller hands states over with
+call_soon_threadsafe, the control API and the ticker call in from the same loop.
+
+Served bodies are precomputed per instance whenever EC2 or the fault set changes (and when
+a `lag` reference moves on), so answering a request is one dict lookup; request faults are
+evaluated only while any are active.
+
+Composition order (several faults compose, always in this order):
+  content stage, on the structured view, each kind in creation order:
+    1. lag      targeted entries taken from EC2 as it was `seconds` ago
+    2. stale    targeted entries replaced by what was served when the stale began
+    3. missing  targeted entries removed
+    path-targeted content faults act on the rendered entries afterwards, in the same order.
+  request stage, for each matching fault in this order (probability rolled once each, with
+  the server's seeded random generator):
+    4. drop     close the connection, nothing else happens
+    5. token    401 for a request carrying a token
+    6. latency  wait, then go on
+    7. error    answer the status
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import random
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from fault_imds.faults import (
+    CONTENT_ORDER,
+    REGISTRY,
+    REQUEST_ORDER,
+    Answer,
+    Drop,
+    Fault,
+    Resolver,
+    SpecError,
+    parse_spec,
+)
+from fault_imds.tree import Ec2State, InstanceMeta, build_models, render, serve_map, served_lists
+
+EVENTS_MAX = 200_000
+SERVED_ENTRIES = ("local-ipv4s", "ipv4-prefix")
+
+
+class View:
+    """The content stage's working copy: faults edit `models` and register leaf ops."""
+
+    def __init__(self, models: dict[str, InstanceMeta], now: float, engine: Engine):
+        self.models = models
+        self.now = now
+        self._engine = engine
+        self.leaf_ops: list[tuple[str, Callable[[dict[str, str]], None]]] = []
+
+    def leaf_op(self, iid: str, fn: Callable[[dict[str, str]], None]) -> None:
+        self.leaf_ops.append((iid, fn))
+
+    def models_at(self, t: float) -> dict[str, InstanceMeta]:
+        return self._engine.models_at(t)
+
+    def leaves_at(self, t: float, iid: str) -> dict[str, str]:
+        return self._engine.leaves_at(t, iid)
+
+
+class RequestCtx:
+    """What request faults see of a request."""
+
+    __slots__ = ("instance_id", "path", "token", "rng", "_expire")
+
+    def __init__(self, instance_id, path, token, rng, expire: Callable[[], None]):
+        self.instance_id = instance_id
+        self.path = path
+        self.token = token
+        self.rng = rng
+        self._expire = expire
+
+    def expire_token(self) -> None:
+        self._expire()
+
+
+class EventLog:
+    def __init__(self, maxlen: int = EVENTS_MAX):
+        self._events: deque[dict[str, Any]] = deque(maxlen=maxlen)
+        self._seq = 0
+
+    def add(self, type_: str, **fields: Any) -> None:
+        self._seq += 1
+        self._events.append({"seq": self._seq, "time": time.time(), "type": type_, **fields})
+
+    def since(self, seq: int = 0) -> list[dict[str, Any]]:
+        return [e for e in self._events if e["seq"] > seq]
+
+    @property
+    def last_seq(self) -> int:
+        return self._seq
+
+
+class Engine(Resolver):
+    def __init__(self, history=None, seed: int | None = None, clock=time.monotonic):
+        # history: anything with at(t) -> Ec2State | None (the Ec2View)
+        self.history = history
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.clock = clock
+        self.state: Ec2State | None = None
+        self.true_models: dict[str, InstanceMeta] = {}
+        self.served_models: dict[str, InstanceMeta] = {}
+        self.served_leaves: dict[str, dict[str, str]] = {}
+        self.served: dict[str, dict[str, bytes]] = {}
+        self.faults: dict[str, Fault] = {}
+        self.content_faults: list[Fault] = []
+        self.request_faults: list[Fault] = []
+        self.events = EventLog()
+        self.recomputes = 0
+        self._ip_owner: dict[str, str] = {}
+        self._prefix_owner: list[tuple[ipaddress.IPv4Network, str]] = []
+        self._served_lists: dict[tuple[str, str], tuple[str, dict[str, tuple[str, ...]]]] = {}
+        self._lag_refs: dict[str, int] = {}
+        self._cache: dict[int, tuple[Ec2State, dict[str, InstanceMeta]]] = {}
+        self._leaf_cache: dict[tuple[int, str], dict[str, str]] = {}
+        self._next = 0
+
+    # -- EC2 side ----------------------------------------------------------------------------
+
+    def set_state(self, state: Ec2State) -> None:
+        self.state = state
+        self.true_models = self._models_of(state)
+        owner: dict[str, str] = {}
+        prefixes = []
+        for iid, m in self.true_models.items():
+            for e in m.enis:
+                for ip in e.local_ipv4s:
+                    owner[ip] = iid
+                for p in e.ipv4_prefixes:
+                    prefixes.append((ipaddress.IPv4Network(p), iid))
+        self._ip_owner = owner
+        self._prefix_owner = prefixes
+        self.recompute()
+
+    def owner_of(self, ip: str) -> str | None:
+        """The instance whose ENI holds ip (the caller's identity, as real IMDS knows it)."""
+        iid = self._ip_owner.get(ip)
+        if iid is None and self._prefix_owner:
+            try:
+                addr = ipaddress.IPv4Address(ip.removeprefix("::ffff:"))
+            except ValueError:
+                return None
+            iid = next((i for net, i in self._prefix_owner if addr in net), None)
+        return iid
+
+    def _models_of(self, state: Ec2State) -> dict[str, InstanceMeta]:
+        hit = self._cache.get(id(state))
+        if hit is not None and hit[0] is state:
+            return hit[1]
+        models = build_models(state)
+        if len(self._cache) > 16:
+            self._cache.clear()
+            self._leaf_cache.clear()
+        self._cache[id(state)] = (state, models)
+        return models
+
+    def _state_at(self, t: float) -> Ec2State | None:
+        state = self.history.at(t) if self.history is not None else None
+        return state if state is not None else self.state
+
+    def models_at(self, t: float) -> dict[str, InstanceMeta]:
+        state = self._state_at(t)
+        return self._models_of(state) if state is not None else {}
+
+    def leaves_at(self, t: float, iid: str) -> dict[str, str]:
+        state = self._state_at(t)
+        if state is None:
+            return {}
+        key = (id(state), iid)
+        if key not in self._leaf_cache:
+            m = self._models_of(state).get(iid)
+            self._leaf_cache[key] = render(m) if m is not None else {}
+        return self._leaf_cache[key]
+
+    # -- Resolver (target validation) ----------------------------------------------------------
+
+    def has_instance(self, iid: str) -> bool:
+        return iid in self.true_models or bool(self.state and iid in self.state.instances)
+
+    def mac_of_eni(self, eni_id: str) -> str | None:
+        for e in self.state.enis if self.state else ():
+            if e.get("NetworkInterfaceId") == eni_id:
+                return (e.get("MacAddress") or "").lower() or None
+        return None
+
+    def eni_of_mac(self, mac: str) -> str | None:
+        for e in self.state.enis if self.state else ():
+            if (e.get("MacAddress") or "").lower() == mac:
+                return e.get("NetworkInterfaceId")
+        return None
+
+    # -- faults ------------------------------------------------------------------------------
+
+    def add(self, spec: Any) -> Fault:
+        """Validate and activate a fault; SpecError (nothing changed) on a bad spec."""
+        fid = f"f{self._next + 1}"
+        fault = parse_spec(spec, self, fid, self.clock(), time.time())
+        self._next += 1
+        start = getattr(fault, "start", None)
+        if start is not None:
+            start(self)
+        self.faults[fid] = fault
+        self._reindex()
+        self.events.add("fault_added", fault=fault.to_json())
+        if fault.stage == "content":
+            self.recompute()
+        return fault
+
+    def remove(self, fid: str, reason: str = "fault_removed") -> bool:
+        fault = self.faults.pop(fid, None)
+        if fault is None:
+            return False
+        self._lag_refs.pop(fid, None)
+        self._reindex()
+        self.events.add(reason, fault=fault.to_json())
+        if fault.stage == "content":
+            self.recompute()
+        return True
+
+    def clear(self) -> int:
+        ids = list(self.faults)
+        for fid in ids:
+            self.remove(fid)
+        return len(ids)
+
+    def list(self) -> list[dict[str, Any]]:
+        return [f.to_json() for f in self.faults.values()]
+
+    def _reindex(self) -> None:
+        by_kind = sorted(self.faults.values(), key=lambda f: f.created)
+        self.content_faults = [f for k in CONTENT_ORDER for f in by_kind if f.kind == k]
+        self.request_faults = [f for k in REQUEST_ORDER for f in by_kind if f.kind == k]
+
+    def tick(self) -> None:
+        """Expire faults whose time is up; recompute when a lag reference moved on."""
+        now = self.clock()
+        for fid, f in list(self.faults.items()):
+            if f.expires is not None and f.expires <= now:
+                self.remove(fid, reason="fault_expired")
+        for f in self.content_faults:
+            if f.kind == "lag":
+                state = self._state_at(f.reference_time(now))
+                if self._lag_refs.get(f.id) != id(state):
+                    self.recompute()
+                    break
+
+    # -- the served view ---------------------------------------------------------------------
+
+    def recompute(self) -> None:
+        now = self.clock()
+        view = View(dict(self.true_models), now, self)
+        for f in self.content_faults:
+            f.apply(view)
+            if f.kind == "lag":
+                self._lag_refs[f.id] = id(self._state_at(f.reference_time(now)))
+        self.served_models = dict(view.models)
+        leaves = {iid: render(m) for iid, m in view.models.items()}
+        for iid, fn in view.leaf_ops:
+            fn(leaves.setdefault(iid, {}))
+        self.served_leaves = leaves
+        self.served = {iid: serve_map(lv) for iid, lv in leaves.items()}
+        self.recomputes += 1
+        self._log_served_changes()
+
+    def _log_served_changes(self) -> None:
+        current: dict[tuple[str, str], tuple[str, dict[str, tuple[str, ...]]]] = {}
+        for iid, lv in self.served_leaves.items():
+            model = self.served_models.get(iid)
+            for mac, entries in served_lists(lv).items():
+                eni = model.eni(mac) if model else None
+                current[(iid, mac)] = (eni.eni_id if eni else "", entries)
+        for key in dict.fromkeys([*self._served_lists, *current]):
+            old, new = self._served_lists.get(key), current.get(key)
+            for entry in SERVED_ENTRIES:
+                before = old[1][entry] if old else None
+                after = new[1][entry] if new else None
+                if before == after or (entry == "ipv4-prefix" and not before and not after):
+                    continue
+                self.events.add(
+                    "served",
+                    instance_id=key[0],
+                    mac=key[1],
+                    eni_id=(new or old)[0],
+                    entry=entry,
+                    values=list(after or ()),
+                    present=new is not None,
+                )
+        self._served_lists = current
+
+    async def request_stage(self, ctx: RequestCtx) -> Answer | Drop | None:
+        """Run the matching request faults; the first that answers wins."""
+        now = self.clock()
+        for f in self.request_faults:
+            if f.expires is not None and f.expires <= now:
+                continue
+            if not f.target.request_matches(ctx.instance_id, ctx.path):
+                continue
+            matches = getattr(f, "matches_request", None)
+            if matches is not None and not matches(ctx):
+                continue
+            # Probability is applied here and only here, for every kind.
+            if f.probability < 1.0 and self.rng.random() >= f.probability:
+                continue
+            out = await f.apply(ctx)
+            if out is not None:
+                return out
+        return None
+
+
+def kinds() -> dict[str, dict[str, Any]]:
+    """Each kind's description and attributes (for `fault-imds` help and GET /kinds)."""
+    return {
+        name: {
+            "description": cls.description,
+            "stage": cls.stage,
+            "attributes": sorted(cls.params) + (["probability"] if cls.uses_probability else []),
+            "targets": list(cls.targets),
+        }
+        for name, cls in sorted(REGISTRY.items())
+    }
+
+
+__all__ = ["Engine", "EventLog", "RequestCtx", "SpecError", "View", "kinds"]

@@ -1,0 +1,17 @@
+from __future__ import annotations
+
+from fault_imds.faults.base import DROP, Drop, Fault, register
+
+
+@register
+class DropConnection(Fault):
+    """Close the connection without answering."""
+
+    kind = "drop"
+    stage = "request"
+    uses_probability = True
+    targets = ("instance_id", "mac", "eni_id", "path")
+    description = "close the connection without answering"
+
+    async def apply(self, req) -> Drop:
+        return DROP

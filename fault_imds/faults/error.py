@@ -1,0 +1,18 @@
+from __future__ import annotations
+
+from fault_imds.faults.base import Answer, Fault, Param, integer, register
+
+
+@register
+class Error(Fault):
+    """Answer with an HTTP error status instead of the entry."""
+
+    kind = "error"
+    stage = "request"
+    uses_probability = True
+    targets = ("instance_id", "mac", "eni_id", "path")
+    params = {"status": Param(integer(400, 599), 500)}
+    description = "answer HTTP `status` (default 500) with `probability`"
+
+    async def apply(self, req) -> Answer:
+        return Answer(self.status)

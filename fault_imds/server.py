@@ -1,0 +1,339 @@
+"""The IMDS HTTP server and its lifecycle (a background thread with its own event loop).
+
+    imds = ImdsServer(ec2_endpoint=cloud.endpoint).start()
+    imds.url, imds.control_url; imds.add_listener(sock); imds.stop()
+
+The IMDS side is aiohttp's low-level server (no router: the hot path is one dict lookup
+into bodies precomputed by the engine). The control API is a separate aiohttp app on its
+own port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import threading
+import time
+from typing import Any
+
+from aiohttp import web
+
+from fault_imds.control import control_app
+from fault_imds.ec2_view import Ec2View
+from fault_imds.engine import Engine, RequestCtx
+from fault_imds.faults import Answer, Drop
+from fault_imds.tokens import TokenStore, parse_ttl
+
+log = logging.getLogger("fault_imds")
+
+TOKEN_PATH = "latest/api/token"
+TOKEN_HEADER = "X-aws-ec2-metadata-token"
+TTL_HEADER = "X-aws-ec2-metadata-token-ttl-seconds"
+INSTANCE_HEADER = "X-Cnikit-Instance-Id"
+TICK_S = 0.02
+BASE_HEADERS = {"Server": "EC2ws"}
+
+_REASONS = {
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+}
+
+
+def _error_body(status: int) -> bytes:
+    # The page real IMDS sends with its errors.
+    title = f"{status} - {_REASONS.get(status, 'Error')}"
+    return (
+        '<?xml version="1.0" encoding="iso-8859-1"?>\n'
+        '<!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.0 Transitional//EN"\n'
+        '\t"http://www.w3.org/TR/xhtml1/DTD/xhtml1-transitional.dtd">\n'
+        '<html xmlns="http://www.w3.org/1999/xhtml" xml:lang="en" lang="en">\n'
+        f" <head>\n  <title>{title}</title>\n </head>\n"
+        f" <body>\n  <h1>{title}</h1>\n </body>\n</html>\n"
+    ).encode("latin-1")
+
+
+def error_response(status: int, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(
+        status=status,
+        body=_error_body(status),
+        content_type="text/html",
+        headers={**BASE_HEADERS, **(headers or {})},
+    )
+
+
+def _is_loopback(ip: str | None) -> bool:
+    return ip is None or ip.startswith("127.") or ip == "::1" or ip.startswith("::ffff:127.")
+
+
+class ImdsHandler:
+    """Answers IMDS requests from the engine's precomputed bodies."""
+
+    def __init__(
+        self, engine: Engine, tokens: TokenStore, default_instance: str | None, require_v2: bool
+    ):
+        self.engine = engine
+        self.tokens = tokens
+        self.default_instance = default_instance
+        self.require_v2 = require_v2
+        self.requests = 0
+
+    def caller(self, request: web.BaseRequest) -> str | None:
+        """The requesting instance: the one whose ENI holds the source address; on loopback
+        the X-Cnikit-Instance-Id header, else the default, else the only instance."""
+        transport = request.transport
+        peer = transport.get_extra_info("peername") if transport else None
+        ip = peer[0] if peer else None
+        if _is_loopback(ip):
+            iid = request.headers.get(INSTANCE_HEADER) or self.default_instance
+            if iid is None and len(self.engine.true_models) == 1:
+                iid = next(iter(self.engine.true_models))
+            return iid
+        return self.engine.owner_of(ip)
+
+    async def __call__(self, request: web.BaseRequest) -> web.StreamResponse:
+        self.requests += 1
+        path = request.path[1:]
+        iid = self.caller(request)
+        token = request.headers.get(TOKEN_HEADER)
+        engine = self.engine
+        if engine.request_faults:
+            ctx = RequestCtx(iid, path, token, engine.rng, lambda: self.tokens.expire(token))
+            out = await engine.request_stage(ctx)
+            if isinstance(out, Drop):
+                return self._drop(request)
+            if isinstance(out, Answer):
+                return error_response(out.status, out.headers)
+        method = request.method
+        if path == TOKEN_PATH:
+            return self._issue_token(request, iid)
+        if method != "GET" and method != "HEAD":
+            return error_response(405, {"Allow": "GET, HEAD"})
+        if token is not None:
+            if not self.tokens.valid(token, iid):
+                return error_response(401)
+        elif self.require_v2:
+            return error_response(401)
+        tree = engine.served.get(iid) if iid is not None else None
+        body = tree.get(path) if tree is not None else None
+        if body is None:
+            return error_response(404)
+        return web.Response(body=body, content_type="text/plain", headers=BASE_HEADERS)
+
+    def _issue_token(self, request: web.BaseRequest, iid: str | None) -> web.Response:
+        if request.method != "PUT":
+            return error_response(405, {"Allow": "PUT"})
+        # Real IMDS refuses token requests that went through a proxy.
+        if "X-Forwarded-For" in request.headers:
+            return error_response(403)
+        ttl = parse_ttl(request.headers.get(TTL_HEADER))
+        if ttl is None:
+            return error_response(400)
+        token = self.tokens.issue(ttl, iid)
+        return web.Response(
+            text=token,
+            content_type="text/plain",
+            headers={**BASE_HEADERS, TTL_HEADER: str(ttl)},
+        )
+
+    @staticmethod
+    def _drop(request: web.BaseRequest) -> web.StreamResponse:
+        # Close the connection without a byte of answer. aiohttp still wants a response
+        # object; with the transport gone it writes nothing.
+        if request.transport is not None:
+            request.transport.abort()
+        raise asyncio.CancelledError
+
+
+class ImdsServer:
+    """An IMDS following EC2 at `ec2_endpoint`, with faults set over the control API.
+
+    `seed` makes probabilistic faults and latency jitter reproducible. `poll_interval` is
+    how often EC2 is read; `history_s` how far back `lag` can reach.
+    """
+
+    def __init__(
+        self,
+        ec2_endpoint: str,
+        listen: tuple[str, int] = ("127.0.0.1", 0),
+        control: tuple[str, int] = ("127.0.0.1", 0),
+        instance_id: str | None = None,
+        require_v2: bool = False,
+        seed: int | None = None,
+        region: str = "us-east-1",
+        poll_interval: float = 0.1,
+        history_s: float = 900.0,
+        ec2_wait_s: float = 30.0,
+    ):
+        self.ec2_endpoint = ec2_endpoint
+        self.listen = listen
+        self.control = control
+        self.instance_id = instance_id
+        self.require_v2 = require_v2
+        self.seed = seed
+        self.region = region
+        self.poll_interval = poll_interval
+        self.history_s = history_s
+        self.ec2_wait_s = ec2_wait_s
+        self.url = ""
+        self.control_url = ""
+        self.engine: Engine | None = None
+        self.ec2: Ec2View | None = None
+        self.handler: ImdsHandler | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._startup_error: BaseException | None = None
+        self._stopping: asyncio.Event | None = None
+        self._imds_runner: web.ServerRunner | None = None
+        self._control_runner: web.AppRunner | None = None
+        self._extra_sites: list[web.SockSite] = []
+        self._started_at = 0.0
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> ImdsServer:
+        self._thread = threading.Thread(target=self._thread_main, name="fault-imds", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        if self._startup_error is not None:
+            self._thread.join(timeout=10)
+            raise self._startup_error
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stopping is not None and self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._stopping.set)
+        if self._thread is not None:
+            self._thread.join(timeout=20)
+        if self.ec2 is not None:
+            self.ec2.stop()
+
+    def __enter__(self) -> ImdsServer:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def add_listener(self, sock: socket.socket) -> None:
+        """Also serve IMDS on a pre-bound listening socket (e.g. 169.254.169.254:80 made
+        inside the VPC namespace). The caller keeps no duty: stop() closes it."""
+        if self._loop is None:
+            raise RuntimeError("start() the server before add_listener()")
+        fut = asyncio.run_coroutine_threadsafe(self._add_site(sock), self._loop)
+        fut.result(timeout=10)
+
+    # -- in the server thread ----------------------------------------------------------------
+
+    def _thread_main(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            loop.run_until_complete(self._main())
+        except BaseException as e:  # reported to start() when it happens during startup
+            if not self._ready.is_set():
+                self._startup_error = e
+            else:
+                log.exception("fault-imds server thread failed")
+        finally:
+            self._ready.set()
+            loop.close()
+
+    async def _main(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._stopping = asyncio.Event()
+        self.engine = Engine(seed=self.seed)
+        self.ec2 = Ec2View(
+            self.ec2_endpoint,
+            region=self.region,
+            interval=self.poll_interval,
+            history_s=self.history_s,
+            on_change=lambda state: loop.call_soon_threadsafe(self.engine.set_state, state),
+        )
+        self.engine.history = self.ec2
+        self.ec2.start()
+        try:
+            first = await loop.run_in_executor(None, self.ec2.wait_first, self.ec2_wait_s)
+            if not first:
+                raise ConnectionError(
+                    f"EC2 at {self.ec2_endpoint} did not answer within {self.ec2_wait_s:g}s: "
+                    f"{self.ec2.last_error}"
+                )
+            # The first state was scheduled onto this loop; let it land before serving.
+            while self.engine.state is None:
+                await asyncio.sleep(0.005)
+            self.tokens = TokenStore()
+            self.handler = ImdsHandler(self.engine, self.tokens, self.instance_id, self.require_v2)
+            server = web.Server(self.handler, access_log=None)
+            self._imds_runner = web.ServerRunner(server, access_log=None, shutdown_timeout=1)
+            await self._imds_runner.setup()
+            site = web.TCPSite(self._imds_runner, self.listen[0], self.listen[1], backlog=1024)
+            await site.start()
+            self.url = _site_url(site)
+            self._control_runner = web.AppRunner(
+                control_app(self.engine, self._health), access_log=None, shutdown_timeout=1
+            )
+            await self._control_runner.setup()
+            csite = web.TCPSite(self._control_runner, self.control[0], self.control[1])
+            await csite.start()
+            self.control_url = _site_url(csite)
+            self._started_at = time.monotonic()
+        except BaseException:
+            self.ec2.stop()
+            await self._cleanup()
+            raise
+        self._ready.set()
+        ticker = asyncio.create_task(self._tick())
+        try:
+            await self._stopping.wait()
+        finally:
+            ticker.cancel()
+            await self._cleanup()
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_S)
+            try:
+                self.engine.tick()
+            except Exception:
+                log.exception("fault engine tick failed")
+
+    async def _add_site(self, sock: socket.socket) -> None:
+        site = web.SockSite(self._imds_runner, sock, shutdown_timeout=1)
+        await site.start()
+        self._extra_sites.append(site)
+
+    async def _cleanup(self) -> None:
+        for runner in (self._imds_runner, self._control_runner):
+            if runner is not None:
+                await runner.cleanup()
+
+    def _health(self) -> dict[str, Any]:
+        ec2 = self.ec2
+        return {
+            "ok": ec2 is not None and ec2.last_error is None,
+            "ec2_endpoint": self.ec2_endpoint,
+            "ec2_error": ec2.last_error if ec2 else None,
+            "ec2_polls": ec2.polls if ec2 else 0,
+            "instances": sorted(self.engine.true_models) if self.engine else [],
+            "faults": len(self.engine.faults) if self.engine else 0,
+            "requests": self.handler.requests if self.handler else 0,
+            "uptime_s": round(time.monotonic() - self._started_at, 3),
+        }
+
+
+def _site_url(site: web.TCPSite) -> str:
+    server = site._server  # aiohttp keeps the bound socket here; the port may be ephemeral
+    sock = server.sockets[0]
+    host, port = sock.getsockname()[:2]
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}"

@@ -1,0 +1,363 @@
+"""EC2 state -> what IMDS serves, per instance. Pure functions, no I/O.
+
+Two stages, so faults can act on either:
+  build_models(state)  -> {instance_id: InstanceMeta}   (structured, what faults edit)
+  render(meta)         -> {path: body}                  (leaves only)
+  serve_map(leaves)    -> {path: bytes}                 (leaves + directory listings)
+
+Paths carry no leading slash: "latest/meta-data/instance-id".
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+META = "latest/meta-data/"
+MACS = META + "network/interfaces/macs/"
+IDENTITY = "latest/dynamic/instance-identity/document"
+# Instance states that still have a metadata service (and a caller).
+LIVE_STATES = ("pending", "running", "stopping")
+
+
+@dataclass(frozen=True)
+class EniMeta:
+    eni_id: str
+    mac: str
+    device_number: int
+    network_card_index: int
+    local_ipv4s: tuple[str, ...]  # primary first
+    ipv4_prefixes: tuple[str, ...]
+    subnet_id: str
+    subnet_cidr: str
+    vpc_id: str
+    vpc_cidrs: tuple[str, ...]  # primary block first
+    sg_ids: tuple[str, ...]
+    sg_names: tuple[str, ...]
+    owner_id: str
+    local_hostname: str
+
+
+@dataclass(frozen=True)
+class InstanceMeta:
+    instance_id: str
+    instance_type: str
+    ami_id: str
+    az: str
+    region: str
+    local_ipv4: str
+    local_hostname: str
+    mac: str  # the primary ENI's
+    sg_names: tuple[str, ...]
+    reservation_id: str
+    account_id: str
+    architecture: str
+    pending_time: str
+    ami_launch_index: int
+    enis: tuple[EniMeta, ...] = field(default=())  # by (network card, device number)
+
+    def eni(self, mac: str) -> EniMeta | None:
+        for e in self.enis:
+            if e.mac == mac:
+                return e
+        return None
+
+    def with_enis(self, enis: Iterable[EniMeta]) -> InstanceMeta:
+        ordered = sorted(enis, key=lambda e: (e.network_card_index, e.device_number, e.mac))
+        return replace(self, enis=tuple(ordered))
+
+
+@dataclass(frozen=True)
+class Ec2State:
+    """One observation of EC2, as the Describe calls returned it (boto3 dicts)."""
+
+    t: float  # time.monotonic() when observed
+    wall: float  # time.time() of the same moment
+    instances: Mapping[str, Mapping[str, Any]]  # instance id -> Instance (+ OwnerId, ReservationId)
+    enis: tuple[Mapping[str, Any], ...]  # NetworkInterfaces
+    subnets: Mapping[str, Mapping[str, Any]]
+    vpcs: Mapping[str, Mapping[str, Any]]
+    region: str = "us-east-1"
+
+    def key(self) -> tuple:
+        """What the served tree depends on: equal keys serve equal trees."""
+        return (
+            tuple(sorted((i, _instance_key(d)) for i, d in self.instances.items())),
+            tuple(sorted(_eni_key(e) for e in self.enis)),
+            tuple(sorted((s, d.get("CidrBlock")) for s, d in self.subnets.items())),
+            tuple(sorted((v, tuple(_vpc_cidrs(d))) for v, d in self.vpcs.items())),
+        )
+
+
+def _instance_key(d: Mapping[str, Any]) -> tuple:
+    return (
+        d.get("InstanceType"),
+        d.get("ImageId"),
+        (d.get("State") or {}).get("Name"),
+        d.get("PrivateIpAddress"),
+        (d.get("Placement") or {}).get("AvailabilityZone"),
+    )
+
+
+def _eni_key(e: Mapping[str, Any]) -> tuple:
+    att = e.get("Attachment") or {}
+    return (
+        e.get("NetworkInterfaceId"),
+        e.get("MacAddress"),
+        att.get("InstanceId"),
+        att.get("DeviceIndex"),
+        att.get("NetworkCardIndex"),
+        att.get("Status"),
+        tuple(eni_ips(e)),
+        tuple(eni_prefixes(e)),
+        tuple(g.get("GroupId", "") for g in e.get("Groups") or ()),
+        e.get("SubnetId"),
+    )
+
+
+def _vpc_cidrs(vpc: Mapping[str, Any]) -> list[str]:
+    primary = vpc.get("CidrBlock")
+    out = [primary] if primary else []
+    for assoc in vpc.get("CidrBlockAssociationSet") or ():
+        state = (assoc.get("CidrBlockState") or {}).get("State", "associated")
+        cidr = assoc.get("CidrBlock")
+        if cidr and cidr not in out and state == "associated":
+            out.append(cidr)
+    return out
+
+
+def eni_ips(eni: Mapping[str, Any]) -> list[str]:
+    """Private IPv4s of a Describe ENI, primary first (IMDS's local-ipv4s order)."""
+    entries = eni.get("PrivateIpAddresses") or ()
+    primary = [p["PrivateIpAddress"] for p in entries if p.get("Primary")]
+    others = [p["PrivateIpAddress"] for p in entries if not p.get("Primary")]
+    if not primary and eni.get("PrivateIpAddress"):
+        primary = [eni["PrivateIpAddress"]]
+        others = [ip for ip in others if ip != primary[0]]
+    return primary + others
+
+
+def eni_prefixes(eni: Mapping[str, Any]) -> list[str]:
+    return [p["Ipv4Prefix"] for p in eni.get("Ipv4Prefixes") or () if p.get("Ipv4Prefix")]
+
+
+def hostname_for(ip: str, region: str) -> str:
+    host = "ip-" + ip.replace(".", "-")
+    return f"{host}.ec2.internal" if region == "us-east-1" else f"{host}.{region}.compute.internal"
+
+
+def _iso(value: Any) -> str:
+    if value is None:
+        return ""
+    if hasattr(value, "strftime"):
+        return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return str(value)
+
+
+def build_models(state: Ec2State) -> dict[str, InstanceMeta]:
+    """Every live instance's metadata, from one EC2 observation."""
+    by_instance: dict[str, list[Mapping[str, Any]]] = {}
+    for eni in state.enis:
+        att = eni.get("Attachment") or {}
+        iid = att.get("InstanceId")
+        if iid and att.get("Status", "attached") in ("attached", "attaching"):
+            by_instance.setdefault(iid, []).append(eni)
+    out: dict[str, InstanceMeta] = {}
+    for iid, inst in state.instances.items():
+        if (inst.get("State") or {}).get("Name", "running") not in LIVE_STATES:
+            continue
+        az = (inst.get("Placement") or {}).get("AvailabilityZone", "")
+        region = az[:-1] if az else state.region
+        enis = [_eni_meta(e, state, region) for e in by_instance.get(iid, ())]
+        primary = next(
+            (e for e in enis if e.device_number == 0 and e.network_card_index == 0), None
+        )
+        local_ip = inst.get("PrivateIpAddress") or (primary.local_ipv4s[0] if primary else "")
+        account = inst.get("OwnerId") or (primary.owner_id if primary else "") or "123456789012"
+        sg_names = tuple(g.get("GroupName", "") for g in inst.get("SecurityGroups") or ())
+        if not sg_names and primary:
+            sg_names = primary.sg_names
+        meta = InstanceMeta(
+            instance_id=iid,
+            instance_type=inst.get("InstanceType", ""),
+            ami_id=inst.get("ImageId", ""),
+            az=az,
+            region=region,
+            local_ipv4=local_ip,
+            local_hostname=inst.get("PrivateDnsName")
+            or (hostname_for(local_ip, region) if local_ip else ""),
+            mac=primary.mac if primary else "",
+            sg_names=sg_names,
+            reservation_id=inst.get("ReservationId", ""),
+            account_id=account,
+            architecture=inst.get("Architecture") or "x86_64",
+            pending_time=_iso(inst.get("LaunchTime")),
+            ami_launch_index=int(inst.get("AmiLaunchIndex") or 0),
+        )
+        out[iid] = meta.with_enis(enis)
+    return out
+
+
+def _eni_meta(eni: Mapping[str, Any], state: Ec2State, region: str) -> EniMeta:
+    att = eni.get("Attachment") or {}
+    subnet = state.subnets.get(eni.get("SubnetId", ""), {})
+    vpc = state.vpcs.get(eni.get("VpcId", "") or subnet.get("VpcId", ""), {})
+    ips = eni_ips(eni)
+    groups = eni.get("Groups") or ()
+    return EniMeta(
+        eni_id=eni.get("NetworkInterfaceId", ""),
+        mac=eni.get("MacAddress", ""),
+        device_number=int(att.get("DeviceIndex") or 0),
+        network_card_index=int(att.get("NetworkCardIndex") or 0),
+        local_ipv4s=tuple(ips),
+        ipv4_prefixes=tuple(eni_prefixes(eni)),
+        subnet_id=eni.get("SubnetId", ""),
+        subnet_cidr=subnet.get("CidrBlock", ""),
+        vpc_id=eni.get("VpcId", "") or subnet.get("VpcId", ""),
+        vpc_cidrs=tuple(_vpc_cidrs(vpc)),
+        sg_ids=tuple(g.get("GroupId", "") for g in groups),
+        sg_names=tuple(g.get("GroupName", "") for g in groups),
+        owner_id=eni.get("OwnerId", ""),
+        local_hostname=eni.get("PrivateDnsName") or (hostname_for(ips[0], region) if ips else ""),
+    )
+
+
+def identity_document(m: InstanceMeta) -> str:
+    doc = {
+        "accountId": m.account_id,
+        "architecture": m.architecture,
+        "availabilityZone": m.az,
+        "billingProducts": None,
+        "devpayProductCodes": None,
+        "marketplaceProductCodes": None,
+        "imageId": m.ami_id,
+        "instanceId": m.instance_id,
+        "instanceType": m.instance_type,
+        "kernelId": None,
+        "pendingTime": m.pending_time,
+        "privateIp": m.local_ipv4,
+        "ramdiskId": None,
+        "region": m.region,
+        "version": "2017-09-30",
+    }
+    # Real IMDS pretty-prints with " : " separators.
+    return json.dumps(doc, indent=2, separators=(",", " : "))
+
+
+def eni_leaves(e: EniMeta) -> dict[str, str]:
+    """The leaves under macs/<mac>/ (relative names). `ipv4-prefix` only when the ENI has one,
+    as AWS answers 404 otherwise."""
+    leaves = {
+        "device-number": str(e.device_number),
+        "interface-id": e.eni_id,
+        "local-hostname": e.local_hostname,
+        "local-ipv4s": "\n".join(e.local_ipv4s),
+        "mac": e.mac,
+        "network-card-index": str(e.network_card_index),
+        "owner-id": e.owner_id,
+        "security-group-ids": "\n".join(e.sg_ids),
+        "security-groups": "\n".join(e.sg_names),
+        "subnet-id": e.subnet_id,
+        "subnet-ipv4-cidr-block": e.subnet_cidr,
+        "vpc-id": e.vpc_id,
+        "vpc-ipv4-cidr-block": e.vpc_cidrs[0] if e.vpc_cidrs else "",
+        "vpc-ipv4-cidr-blocks": "\n".join(e.vpc_cidrs),
+    }
+    if e.ipv4_prefixes:
+        leaves["ipv4-prefix"] = "\n".join(e.ipv4_prefixes)
+    return leaves
+
+
+def render(m: InstanceMeta) -> dict[str, str]:
+    """Leaves of one instance's tree, path -> body (no directories)."""
+    leaves = {
+        META + "ami-id": m.ami_id,
+        META + "ami-launch-index": str(m.ami_launch_index),
+        META + "ami-manifest-path": "(unknown)",
+        META + "block-device-mapping/ami": "/dev/xvda",
+        META + "block-device-mapping/root": "/dev/xvda",
+        META + "hostname": m.local_hostname,
+        META + "instance-action": "none",
+        META + "instance-id": m.instance_id,
+        META + "instance-life-cycle": "on-demand",
+        META + "instance-type": m.instance_type,
+        META + "local-hostname": m.local_hostname,
+        META + "local-ipv4": m.local_ipv4,
+        META + "mac": m.mac,
+        META + "placement/availability-zone": m.az,
+        META + "placement/region": m.region,
+        META + "profile": "default-hvm",
+        META + "reservation-id": m.reservation_id,
+        META + "security-groups": "\n".join(m.sg_names),
+        META + "services/domain": "amazonaws.com",
+        META + "services/partition": "aws",
+        IDENTITY: identity_document(m),
+    }
+    for e in m.enis:
+        base = f"{MACS}{e.mac}/"
+        for name, body in eni_leaves(e).items():
+            leaves[base + name] = body
+    if not m.enis:
+        # A directory with no entries is still a directory in IMDS.
+        leaves[MACS] = ""
+    return leaves
+
+
+def serve_map(leaves: Mapping[str, str]) -> dict[str, bytes]:
+    """Leaves plus every directory listing, each reachable with and without a trailing slash
+    (real IMDS answers `placement/availability-zone/` too; botocore relies on it)."""
+    dirs: dict[str, list[str]] = {}
+    for path in leaves:
+        if path.endswith("/"):
+            dirs.setdefault(path, [])
+        parts = path.rstrip("/").split("/")
+        for depth in range(len(parts) - 1):
+            d = "/".join(parts[: depth + 1]) + "/"
+            entry = parts[depth + 1] + ("/" if depth + 2 < len(parts) or path.endswith("/") else "")
+            children = dirs.setdefault(d, [])
+            if entry not in children:
+                children.append(entry)
+    out: dict[str, bytes] = {}
+    for d, children in dirs.items():
+        if d == "latest/":
+            # The version root lists its categories without slashes, as real IMDS does.
+            children = sorted(c.rstrip("/") for c in children)
+        elif d == META:
+            children = sorted(children)
+        body = "\n".join(children).encode()
+        out[d] = body
+        out[d[:-1]] = body
+    for path, body in leaves.items():
+        if path.endswith("/"):
+            continue
+        data = body.encode()
+        out[path] = data
+        out[path + "/"] = data
+    out[""] = b"latest"
+    return out
+
+
+def served_lists(leaves: Mapping[str, str]) -> dict[str, dict[str, tuple[str, ...]]]:
+    """{mac: {"local-ipv4s": (...), "ipv4-prefix": (...)}} as served, for the event log."""
+    out: dict[str, dict[str, tuple[str, ...]]] = {}
+    for path, body in leaves.items():
+        if not path.startswith(MACS):
+            continue
+        rest = path[len(MACS) :]
+        mac, _, name = rest.partition("/")
+        if not mac:
+            continue
+        entry = out.setdefault(mac, {"local-ipv4s": (), "ipv4-prefix": ()})
+        if name in ("local-ipv4s", "ipv4-prefix"):
+            entry[name] = tuple(x for x in body.split("\n") if x)
+    return out
+
+
+def mac_of_path(path: str) -> str | None:
+    """The MAC a request path is about, if any."""
+    if not path.startswith(MACS):
+        return None
+    mac = path[len(MACS) :].split("/", 1)[0]
+    return mac or None
