@@ -1,0 +1,152 @@
+"""Removing what dead runs left: processes, namespaces, run directories.
+
+Only a run whose owner process is gone counts as dead (`runtime.live_run_ids()`); a live
+run's things (other engineers and CI run concurrently on one machine) and anything whose
+name is not the kit's are never touched. Processes are matched by pid *and* start time, so
+a recycled pid is left alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cnikit import runtime
+from cnikit.fabric import names, netns
+
+PIDS_FILE = "pids"
+
+
+def record_process(run_dir: Path, pid: int) -> None:
+    """Remember a process the run started, so cleanup can kill it if the run dies."""
+    start = runtime.process_start_time(pid)
+    with open(Path(run_dir) / PIDS_FILE, "a") as f:
+        f.write(f"{pid} {start}\n")
+
+
+def _recorded(run_dir: Path) -> list[tuple[int, str]]:
+    try:
+        lines = (Path(run_dir) / PIDS_FILE).read_text().split("\n")
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        parts = line.split()
+        if len(parts) == 2 and parts[0].isdigit():
+            out.append((int(parts[0]), parts[1]))
+    return out
+
+
+def _kill(pids: list[int], grace: float = 2.0) -> list[int]:
+    killed = []
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGTERM)
+            killed.append(pid)
+    end = time.monotonic() + grace
+    alive = list(killed)
+    while alive and time.monotonic() < end:
+        alive = [p for p in alive if runtime.process_start_time(p) is not None and not _zombie(p)]
+        if alive:
+            time.sleep(0.02)
+    for pid in alive:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    return killed
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def kill_recorded(run_dir: Path) -> list[int]:
+    """Kill the run's recorded processes that are still the same processes."""
+    pids = [pid for pid, start in _recorded(run_dir)
+            if pid != os.getpid() and runtime.process_start_time(pid) == start]
+    return _kill(pids)
+
+
+def processes_in(ns_names: list[str]) -> list[int]:
+    """Pids whose network namespace is one of these kit namespaces."""
+    inodes = set()
+    for name in ns_names:
+        with contextlib.suppress(OSError):
+            inodes.add(os.stat(netns.netns_path(name)).st_ino)
+    if not inodes:
+        return []
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            with contextlib.suppress(OSError):
+                if os.stat(f"/proc/{entry}/ns/net").st_ino in inodes:
+                    out.append(int(entry))
+    return out
+
+
+@dataclass
+class Report:
+    runs: list[str] = field(default_factory=list)
+    namespaces: list[str] = field(default_factory=list)
+    processes: list[int] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.runs or self.namespaces or self.processes)
+
+    def summary(self) -> str:
+        return (f"removed {len(self.namespaces)} namespaces, killed {len(self.processes)} "
+                f"processes, {len(self.runs)} dead runs ({', '.join(self.runs) or 'none'})")
+
+
+def remove_dead_runs() -> Report:
+    """Remove every leftover of every dead run; never a live run's."""
+    live = runtime.live_run_ids()
+    report = Report()
+    dead_dirs = []
+    if runtime.RUN_ROOT.is_dir():
+        for d in runtime.RUN_ROOT.iterdir():
+            if d.is_dir() and d.name not in live and not runtime.run_is_alive(d):
+                dead_dirs.append(d)
+    dead_ns = [n for n in netns.names(f"{runtime.NAME_PREFIX}-")
+               if (rid := names.run_id_of(n)) is not None and rid not in live]
+    # Re-check right before acting: a run that claimed its id since `live` was read is alive.
+    live = runtime.live_run_ids()
+    dead_ns = [n for n in dead_ns if names.run_id_of(n) not in live]
+    dead_dirs = [d for d in dead_dirs if d.name not in live]
+    for d in dead_dirs:
+        report.processes += kill_recorded(d)
+    report.processes += _kill(processes_in(dead_ns))
+    for n in dead_ns:
+        if netns.remove(n):
+            report.namespaces.append(n)
+    for d in dead_dirs:
+        shutil.rmtree(d, ignore_errors=True)
+        report.runs.append(d.name)
+    report.runs = sorted(set(report.runs) | {names.run_id_of(n) for n in report.namespaces})
+    return report
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM turned into an exception so context managers unwind and clean up."""
+
+
+@contextlib.contextmanager
+def cleanup_on_signals() -> Iterator[None]:
+    """Make SIGTERM (and SIGHUP) unwind like Ctrl-C, for the duration of the body."""
+    def raise_interrupt(signum, _frame):
+        raise Interrupted(f"signal {signum}")
+
+    old = {s: signal.signal(s, raise_interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)

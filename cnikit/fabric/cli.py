@@ -1,0 +1,19 @@
+"""`cnikit cleanup`: remove what crashed runs left (namespaces, processes, run directories)."""
+
+from __future__ import annotations
+
+import click
+
+from cnikit.runtime import require_root
+
+
+@click.command()
+@click.option("--quiet", "-q", is_flag=True, help="print nothing when there was nothing to do")
+def cleanup(quiet: bool) -> None:
+    """Remove leftovers of dead runs; live runs and anything not the kit's are left alone."""
+    require_root("cnikit cleanup")
+    from cnikit.fabric.cleanup import remove_dead_runs
+
+    report = remove_dead_runs()
+    if report or not quiet:
+        click.echo(f"cnikit cleanup: {report.summary()}")

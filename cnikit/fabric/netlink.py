@@ -1,0 +1,458 @@
+"""A small raw rtnetlink client (IPv4): links, veths, addresses, routes, rules, neighbours.
+
+Hand-written on AF_NETLINK + struct because it is the hot path of pod bring-up: FACTS.md
+measured 1.2-1.5 ms per pod this way against 7-10 ms with pyroute2. Import cost is only
+the standard library, since a CNI plugin process imports this once per pod.
+
+A netlink socket belongs to the namespace it was created in: make one per namespace
+(inside `netns.created()` / `netns.entered()`) and keep it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import struct
+import threading
+from dataclasses import dataclass
+
+NETLINK_ROUTE = 0
+# message types
+RTM_NEWLINK, RTM_DELLINK, RTM_GETLINK, RTM_SETLINK = 16, 17, 18, 19
+RTM_NEWADDR, RTM_DELADDR, RTM_GETADDR = 20, 21, 22
+RTM_NEWROUTE, RTM_DELROUTE, RTM_GETROUTE = 24, 25, 26
+RTM_NEWNEIGH, RTM_DELNEIGH, RTM_GETNEIGH = 28, 29, 30
+RTM_NEWRULE, RTM_DELRULE, RTM_GETRULE = 32, 33, 34
+NLMSG_ERROR, NLMSG_DONE = 2, 3
+# flags
+NLM_F_REQUEST, NLM_F_MULTI, NLM_F_ACK = 1, 2, 4
+NLM_F_DUMP = 0x300
+NLM_F_REPLACE, NLM_F_EXCL, NLM_F_CREATE, NLM_F_APPEND = 0x100, 0x200, 0x400, 0x800
+NLA_F_NESTED = 0x8000
+# link attributes
+IFLA_ADDRESS, IFLA_IFNAME, IFLA_MTU, IFLA_LINKINFO, IFLA_NET_NS_FD = 1, 3, 4, 18, 28
+IFLA_INFO_KIND, IFLA_INFO_DATA, VETH_INFO_PEER = 1, 2, 1
+IFF_UP = 1
+# address attributes
+IFA_ADDRESS, IFA_LOCAL, IFA_FLAGS = 1, 2, 8
+IFA_F_NOPREFIXROUTE = 0x200
+# route attributes
+RTA_DST, RTA_OIF, RTA_GATEWAY, RTA_PRIORITY, RTA_TABLE = 1, 4, 5, 6, 15
+RTNH_F_ONLINK = 4
+RT_SCOPE_UNIVERSE, RT_SCOPE_LINK, RT_SCOPE_HOST = 0, 253, 254
+RTN_UNICAST = 1
+RTPROT_STATIC = 4
+RT_TABLE_MAIN = 254
+# rule attributes
+FRA_DST, FRA_SRC, FRA_PRIORITY, FRA_TABLE = 1, 2, 6, 15
+FR_ACT_TO_TBL = 1
+# neighbour attributes
+NDA_DST, NDA_LLADDR = 1, 2
+NUD_PERMANENT = 0x80
+
+_HDR = struct.Struct("=IHHII")
+_ATTR = struct.Struct("=HH")
+_IFINFO = struct.Struct("=BxHiII")
+_IFADDR = struct.Struct("=BBBBI")
+_RTMSG = struct.Struct("=BBBBBBBBI")
+_NDMSG = struct.Struct("=BxxxiHBB")
+
+
+class NetlinkError(OSError):
+    """The kernel refused a request: errno plus what was asked."""
+
+
+@dataclass(frozen=True)
+class Link:
+    index: int
+    name: str
+    mac: str
+    up: bool
+
+
+@dataclass(frozen=True)
+class Addr:
+    index: int
+    ip: str
+    prefixlen: int
+
+
+@dataclass(frozen=True)
+class Route:
+    dst: str  # "a.b.c.d/len", "default" for 0.0.0.0/0
+    gateway: str | None
+    oif: int | None
+    table: int
+    scope: int
+    onlink: bool
+
+
+@dataclass(frozen=True)
+class Rule:
+    priority: int
+    src: str | None  # "a.b.c.d/len"
+    dst: str | None
+    table: int
+
+
+@dataclass(frozen=True)
+class Neigh:
+    index: int
+    ip: str
+    mac: str | None
+    state: int
+
+
+def _attr(kind: int, data: bytes) -> bytes:
+    n = _ATTR.size + len(data)
+    return _ATTR.pack(n, kind) + data + b"\0" * ((4 - n % 4) % 4)
+
+
+def _nest(kind: int, *parts: bytes) -> bytes:
+    return _attr(kind | NLA_F_NESTED, b"".join(parts))
+
+
+def _u32(kind: int, v: int) -> bytes:
+    return _attr(kind, struct.pack("=I", v))
+
+
+def _ip(kind: int, ip: str) -> bytes:
+    return _attr(kind, socket.inet_aton(ip))
+
+
+def _name(kind: int, name: str) -> bytes:
+    return _attr(kind, name.encode() + b"\0")
+
+
+def mac_bytes(mac: str) -> bytes:
+    return bytes.fromhex(mac.replace(":", ""))
+
+
+def mac_str(raw: bytes) -> str:
+    return ":".join(f"{b:02x}" for b in raw)
+
+
+def _attrs(buf: bytes, off: int) -> dict[int, bytes]:
+    out: dict[int, bytes] = {}
+    end = len(buf)
+    while off + 4 <= end:
+        n, kind = _ATTR.unpack_from(buf, off)
+        if n < 4:
+            break
+        out[kind & 0x3FFF] = buf[off + 4 : off + n]
+        off += (n + 3) & ~3
+    return out
+
+
+def split_cidr(cidr: str) -> tuple[str, int]:
+    if cidr in ("default", "0.0.0.0/0"):
+        return "0.0.0.0", 0
+    ip, _, plen = cidr.partition("/")
+    return ip, int(plen) if plen else 32
+
+
+class Netlink:
+    """One rtnetlink socket, bound to the namespace it was created in. Thread-safe."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_CLOEXEC,
+                                  NETLINK_ROUTE)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        self.sock.bind((0, 0))
+        self._seq = 0
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> Netlink:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- transport -----------------------------------------------------------------------
+
+    def request(self, kind: int, flags: int, body: bytes, what: str = "") -> list[tuple[int, bytes]]:
+        """Send one message; return the replies of a dump, or [] once acked. Raises NetlinkError."""
+        with self._lock:
+            self._seq = (self._seq + 1) & 0xFFFFFFFF
+            seq = self._seq
+            dump = flags & NLM_F_DUMP == NLM_F_DUMP
+            flags |= NLM_F_REQUEST | (0 if dump else NLM_F_ACK)
+            self.sock.send(_HDR.pack(_HDR.size + len(body), kind, flags, seq, 0) + body)
+            out: list[tuple[int, bytes]] = []
+            while True:
+                data = self.sock.recv(1 << 20)
+                off = 0
+                while off + _HDR.size <= len(data):
+                    n, mtype, _mflags, mseq, _pid = _HDR.unpack_from(data, off)
+                    payload = data[off + _HDR.size : off + n]
+                    off += (n + 3) & ~3
+                    if mseq != seq:
+                        continue  # a late answer to an earlier, abandoned request
+                    if mtype == NLMSG_ERROR:
+                        err = -struct.unpack_from("=i", payload)[0]
+                        if err:
+                            raise NetlinkError(err, f"{what or kind}: {os.strerror(err)}")
+                        return out
+                    if mtype == NLMSG_DONE:
+                        return out
+                    out.append((mtype, payload))
+
+    # -- links ---------------------------------------------------------------------------
+
+    def link(self, name: str) -> Link | None:
+        body = _IFINFO.pack(socket.AF_UNSPEC, 0, 0, 0, 0) + _name(IFLA_IFNAME, name)
+        try:
+            replies = self.request(RTM_GETLINK, 0, body, f"get link {name}")
+        except NetlinkError as e:
+            if e.errno == errno.ENODEV:
+                return None
+            raise
+        return _parse_link(replies[0][1]) if replies else None
+
+    def link_index(self, name: str) -> int | None:
+        link = self.link(name)
+        return link.index if link else None
+
+    def links(self) -> list[Link]:
+        body = _IFINFO.pack(socket.AF_UNSPEC, 0, 0, 0, 0)
+        return [_parse_link(p) for t, p in self.request(RTM_GETLINK, NLM_F_DUMP, body)
+                if t == RTM_NEWLINK]
+
+    def veth_add(self, name: str, peer: str, peer_ns_fd: int | None = None,
+                 mac: str | None = None, peer_mac: str | None = None) -> None:
+        """Create veth `name` here and its peer `peer`, placed directly in peer_ns_fd.
+
+        Both ends come up down: a veth peer cannot be created already up.
+        """
+        peer_attrs = _name(IFLA_IFNAME, peer)
+        if peer_mac:
+            peer_attrs += _attr(IFLA_ADDRESS, mac_bytes(peer_mac))
+        if peer_ns_fd is not None:
+            peer_attrs += _u32(IFLA_NET_NS_FD, peer_ns_fd)
+        peer_info = _IFINFO.pack(socket.AF_UNSPEC, 0, 0, 0, 0) + peer_attrs
+        body = _IFINFO.pack(socket.AF_UNSPEC, 0, 0, 0, 0) + _name(IFLA_IFNAME, name)
+        if mac:
+            body += _attr(IFLA_ADDRESS, mac_bytes(mac))
+        body += _nest(IFLA_LINKINFO, _name(IFLA_INFO_KIND, "veth"),
+                      _nest(IFLA_INFO_DATA, _nest(VETH_INFO_PEER, peer_info)))
+        self.request(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, body, f"add veth {name}/{peer}")
+
+    def link_set(self, index: int = 0, name: str | None = None, up: bool | None = None,
+                 mac: str | None = None, mtu: int | None = None) -> None:
+        flags = change = 0
+        if up is not None:
+            flags, change = (IFF_UP if up else 0), IFF_UP
+        body = _IFINFO.pack(socket.AF_UNSPEC, 0, index, flags, change)
+        if name and not index:
+            body += _name(IFLA_IFNAME, name)
+        if mac:
+            body += _attr(IFLA_ADDRESS, mac_bytes(mac))
+        if mtu:
+            body += _u32(IFLA_MTU, mtu)
+        self.request(RTM_NEWLINK, 0, body, f"set link {name or index}")
+
+    def link_del(self, index: int = 0, name: str | None = None) -> bool:
+        """Delete a link; False if it was already gone."""
+        body = _IFINFO.pack(socket.AF_UNSPEC, 0, index, 0, 0)
+        if name and not index:
+            body += _name(IFLA_IFNAME, name)
+        try:
+            self.request(RTM_DELLINK, 0, body, f"delete link {name or index}")
+            return True
+        except NetlinkError as e:
+            if e.errno in (errno.ENODEV, errno.ENOENT):
+                return False
+            raise
+
+    # -- addresses -----------------------------------------------------------------------
+
+    def addr_add(self, index: int, ip: str, prefixlen: int, noprefixroute: bool = False,
+                 scope: int = RT_SCOPE_UNIVERSE) -> None:
+        """Add ip/prefixlen (an existing identical address is fine)."""
+        body = _IFADDR.pack(socket.AF_INET, prefixlen, 0, scope, index)
+        body += _ip(IFA_LOCAL, ip) + _ip(IFA_ADDRESS, ip)
+        if noprefixroute:
+            body += _u32(IFA_FLAGS, IFA_F_NOPREFIXROUTE)
+        self.request(RTM_NEWADDR, NLM_F_CREATE | NLM_F_REPLACE, body, f"add address {ip}/{prefixlen}")
+
+    def addr_del(self, index: int, ip: str, prefixlen: int) -> bool:
+        body = _IFADDR.pack(socket.AF_INET, prefixlen, 0, 0, index) + _ip(IFA_LOCAL, ip)
+        try:
+            self.request(RTM_DELADDR, 0, body, f"delete address {ip}/{prefixlen}")
+            return True
+        except NetlinkError as e:
+            if e.errno in (errno.EADDRNOTAVAIL, errno.ENODEV, errno.ENOENT):
+                return False
+            raise
+
+    def addrs(self, index: int | None = None) -> list[Addr]:
+        body = _IFADDR.pack(socket.AF_INET, 0, 0, 0, 0)
+        out = []
+        for t, p in self.request(RTM_GETADDR, NLM_F_DUMP, body):
+            if t != RTM_NEWADDR:
+                continue
+            _fam, plen, _fl, _sc, idx = _IFADDR.unpack_from(p)
+            a = _attrs(p, _IFADDR.size)
+            raw = a.get(IFA_LOCAL) or a.get(IFA_ADDRESS)
+            if raw and (index is None or idx == index):
+                out.append(Addr(idx, socket.inet_ntoa(raw), plen))
+        return out
+
+    # -- routes --------------------------------------------------------------------------
+
+    def _route_body(self, dst: str, gateway: str | None, oif: int | None, table: int,
+                    onlink: bool, scope: int | None, proto: int = RTPROT_STATIC) -> bytes:
+        ip, plen = split_cidr(dst)
+        if scope is None:
+            scope = RT_SCOPE_UNIVERSE if gateway else RT_SCOPE_LINK
+        body = _RTMSG.pack(socket.AF_INET, plen, 0, 0, table if table < 256 else 0,
+                           proto, scope, RTN_UNICAST, RTNH_F_ONLINK if onlink else 0)
+        if plen:
+            body += _ip(RTA_DST, ip)
+        if gateway:
+            body += _ip(RTA_GATEWAY, gateway)
+        if oif:
+            body += _u32(RTA_OIF, oif)
+        body += _u32(RTA_TABLE, table)
+        return body
+
+    def route_replace(self, dst: str, gateway: str | None = None, oif: int | None = None,
+                      table: int = RT_TABLE_MAIN, onlink: bool = False,
+                      scope: int | None = None) -> None:
+        """Add or replace the route to dst (like `ip route replace`)."""
+        body = self._route_body(dst, gateway, oif, table, onlink, scope)
+        self.request(RTM_NEWROUTE, NLM_F_CREATE | NLM_F_REPLACE, body, f"route {dst}")
+
+    def route_del(self, dst: str, table: int = RT_TABLE_MAIN, oif: int | None = None,
+                  gateway: str | None = None) -> bool:
+        """Delete the route to dst; False if it was already gone."""
+        ip, plen = split_cidr(dst)
+        body = _RTMSG.pack(socket.AF_INET, plen, 0, 0, table if table < 256 else 0, 0, 0, 0, 0)
+        if plen:
+            body += _ip(RTA_DST, ip)
+        if gateway:
+            body += _ip(RTA_GATEWAY, gateway)
+        if oif:
+            body += _u32(RTA_OIF, oif)
+        body += _u32(RTA_TABLE, table)
+        try:
+            self.request(RTM_DELROUTE, 0, body, f"delete route {dst}")
+            return True
+        except NetlinkError as e:
+            if e.errno in (errno.ESRCH, errno.ENOENT, errno.ENODEV):
+                return False
+            raise
+
+    def routes(self, table: int | None = RT_TABLE_MAIN) -> list[Route]:
+        """IPv4 unicast routes of `table` (None: every table)."""
+        body = _RTMSG.pack(socket.AF_INET, 0, 0, 0, 0, 0, 0, 0, 0)
+        out = []
+        for t, p in self.request(RTM_GETROUTE, NLM_F_DUMP, body):
+            if t != RTM_NEWROUTE:
+                continue
+            _f, plen, _sl, _tos, tb, _pr, scope, rtype, flags = _RTMSG.unpack_from(p)
+            a = _attrs(p, _RTMSG.size)
+            tb = struct.unpack("=I", a[RTA_TABLE])[0] if RTA_TABLE in a else tb
+            if rtype != RTN_UNICAST or (table is not None and tb != table):
+                continue
+            dst = f"{socket.inet_ntoa(a[RTA_DST])}/{plen}" if RTA_DST in a else "default"
+            gw = socket.inet_ntoa(a[RTA_GATEWAY]) if RTA_GATEWAY in a else None
+            oif = struct.unpack("=I", a[RTA_OIF])[0] if RTA_OIF in a else None
+            out.append(Route(dst, gw, oif, tb, scope, bool(flags & RTNH_F_ONLINK)))
+        return out
+
+    # -- rules ---------------------------------------------------------------------------
+
+    def _rule_body(self, priority: int, src: str | None, dst: str | None, table: int) -> bytes:
+        sip, slen = split_cidr(src) if src else ("", 0)
+        dip, dlen = split_cidr(dst) if dst else ("", 0)
+        body = _RTMSG.pack(socket.AF_INET, dlen, slen, 0, table if table < 256 else 0,
+                           0, 0, FR_ACT_TO_TBL, 0)
+        body += _u32(FRA_PRIORITY, priority) + _u32(FRA_TABLE, table)
+        if src:
+            body += _ip(FRA_SRC, sip)
+        if dst:
+            body += _ip(FRA_DST, dip)
+        return body
+
+    def rule_add(self, priority: int, table: int, src: str | None = None,
+                 dst: str | None = None) -> bool:
+        """Add a rule; False if the identical rule already exists."""
+        try:
+            self.request(RTM_NEWRULE, NLM_F_CREATE | NLM_F_EXCL,
+                         self._rule_body(priority, src, dst, table), f"rule {priority}")
+            return True
+        except NetlinkError as e:
+            if e.errno == errno.EEXIST:
+                return False
+            raise
+
+    def rule_del(self, priority: int, table: int, src: str | None = None,
+                 dst: str | None = None) -> bool:
+        try:
+            self.request(RTM_DELRULE, 0, self._rule_body(priority, src, dst, table),
+                         f"delete rule {priority}")
+            return True
+        except NetlinkError as e:
+            if e.errno in (errno.ENOENT, errno.ESRCH):
+                return False
+            raise
+
+    def rules(self) -> list[Rule]:
+        body = _RTMSG.pack(socket.AF_INET, 0, 0, 0, 0, 0, 0, 0, 0)
+        out = []
+        for t, p in self.request(RTM_GETRULE, NLM_F_DUMP, body):
+            if t != RTM_NEWRULE:
+                continue
+            _f, dlen, slen, _tos, tb, _r1, _r2, _act, _fl = _RTMSG.unpack_from(p)
+            a = _attrs(p, _RTMSG.size)
+            tb = struct.unpack("=I", a[FRA_TABLE])[0] if FRA_TABLE in a else tb
+            prio = struct.unpack("=I", a[FRA_PRIORITY])[0] if FRA_PRIORITY in a else 0
+            src = f"{socket.inet_ntoa(a[FRA_SRC])}/{slen}" if FRA_SRC in a else None
+            dst = f"{socket.inet_ntoa(a[FRA_DST])}/{dlen}" if FRA_DST in a else None
+            out.append(Rule(prio, src, dst, tb))
+        return out
+
+    # -- neighbours ----------------------------------------------------------------------
+
+    def neigh_replace(self, index: int, ip: str, mac: str, permanent: bool = True) -> None:
+        """A neighbour entry; permanent ones never age out nor count against gc_thresh churn."""
+        state = NUD_PERMANENT if permanent else 0x02  # NUD_REACHABLE
+        body = _NDMSG.pack(socket.AF_INET, index, state, 0, 0)
+        body += _ip(NDA_DST, ip) + _attr(NDA_LLADDR, mac_bytes(mac))
+        self.request(RTM_NEWNEIGH, NLM_F_CREATE | NLM_F_REPLACE, body, f"neighbour {ip}")
+
+    def neigh_del(self, index: int, ip: str) -> bool:
+        body = _NDMSG.pack(socket.AF_INET, index, 0, 0, 0) + _ip(NDA_DST, ip)
+        try:
+            self.request(RTM_DELNEIGH, 0, body, f"delete neighbour {ip}")
+            return True
+        except NetlinkError as e:
+            if e.errno in (errno.ENOENT, errno.ENODEV):
+                return False
+            raise
+
+    def neighs(self, index: int | None = None) -> list[Neigh]:
+        body = _NDMSG.pack(socket.AF_INET, 0, 0, 0, 0)
+        out = []
+        for t, p in self.request(RTM_GETNEIGH, NLM_F_DUMP, body):
+            if t != RTM_NEWNEIGH:
+                continue
+            _f, idx, state, _fl, _ty = _NDMSG.unpack_from(p)
+            a = _attrs(p, _NDMSG.size)
+            if NDA_DST in a and len(a[NDA_DST]) == 4 and (index is None or idx == index):
+                mac = mac_str(a[NDA_LLADDR]) if NDA_LLADDR in a else None
+                out.append(Neigh(idx, socket.inet_ntoa(a[NDA_DST]), mac, state))
+        return out
+
+
+def _parse_link(p: bytes) -> Link:
+    _fam, _type, index, flags, _change = _IFINFO.unpack_from(p)
+    a = _attrs(p, _IFINFO.size)
+    name = a.get(IFLA_IFNAME, b"").rstrip(b"\0").decode()
+    mac = mac_str(a[IFLA_ADDRESS]) if IFLA_ADDRESS in a else ""
+    return Link(index, name, mac, bool(flags & IFF_UP))

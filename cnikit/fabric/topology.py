@@ -1,0 +1,440 @@
+"""The VPC in network namespaces: a router namespace, one namespace per EC2 instance, pods.
+
+    fabric = Fabric(cloud, topo, run).start()      # or `with Fabric(...) as fabric:`
+    pod = fabric.add_pod(0, "10.0.1.37")           # wired directly (cnikit.fabric.wiring)
+    pod = fabric.add_pod_cni(1, conf, cni_path)    # by a CNI plugin, executed as a runtime does
+    fabric.delete_pod(pod)
+    fabric.close()
+
+`vpc` namespace: ip_forward=1 and strict rp_filter (EC2's source/dest check). It holds on
+`lo` the subnet routers' addresses, the IMDS (169.254.169.254:80) and the EC2 gate
+(GATE_ADDR:80, see names.py); each ENI link's VPC end routes the ENI's primary IP, and a
+sync thread keeps `ip/32 via <ENI primary> dev <link> onlink` (and /28 prefixes) equal to
+EC2's ownership. Node namespaces see ENIs as `eth<deviceIndex>` holding the ENI's primary
+IP (subnet prefix length, no prefix route: all traffic goes to the router, whose MAC is a
+permanent neighbour) and MAC; eth0 carries the default route via the subnet router.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import ipaddress
+import logging
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+
+from cnikit.fabric import cleanup, names, netns, routes, wiring
+from cnikit.fabric.netlink import Netlink, NetlinkError
+from cnikit.runtime import Run, require_root
+
+log = logging.getLogger(__name__)
+
+
+class Namespace:
+    """A namespace the kit made, with its fd and its netlink socket (kept open)."""
+
+    def __init__(self, name: str):
+        self.name = name
+        with netns.created(name) as fd:
+            self.fd = fd
+            self.nl = Netlink()
+
+    @property
+    def path(self) -> str:
+        return str(netns.netns_path(self.name))
+
+    def close(self, remove: bool = True) -> None:
+        with contextlib.suppress(OSError):
+            self.nl.close()
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+        if remove:
+            netns.remove(self.name)
+
+
+@dataclass
+class EniLink:
+    spec: routes.EniLinkSpec
+    vpc_link: str
+    vpc_index: int
+    vpc_mac: str
+
+
+@dataclass
+class Node:
+    index: int
+    instance_id: str
+    ns: Namespace
+    links: dict[int, EniLink] = field(default_factory=dict)  # device index -> link
+    next_pod: int = 0
+    tables: set[int] = field(default_factory=set)
+
+    @property
+    def name(self) -> str:
+        return self.ns.name
+
+    @property
+    def primary_ip(self) -> str | None:
+        link = self.links.get(0)
+        return link.spec.primary_ip if link else None
+
+
+@dataclass
+class Pod:
+    name: str
+    node: Node
+    ip: str
+    ns: Namespace
+    device_index: int
+    host_veth: str | None = None
+    cni: object | None = None  # cnikit.fabric.cni.CniSandbox when wired by a plugin
+
+    @property
+    def path(self) -> str:
+        return self.ns.path
+
+
+def _mac_for(name: str) -> str:
+    d = hashlib.sha1(name.encode()).digest()
+    return "02:" + ":".join(f"{b:02x}" for b in d[:5])
+
+
+class Fabric:
+    def __init__(self, cloud, topo, run: Run | None = None, imds=None, sync: bool = True):
+        require_root("the fabric")
+        self.cloud = cloud
+        self.topo = topo
+        self._own_run = run is None
+        self.run = run or Run.claim()
+        self.rid = self.run.run_id
+        self.imds = imds
+        self._sync_enabled = sync
+        self.vpc: Namespace | None = None
+        self.nodes: list[Node] = []
+        self.pods: dict[str, Pod] = {}
+        self._instance_to_node = {i.instance_id: n for n, i in enumerate(topo.instances)}
+        self._subnets: dict[str, str] = {topo.subnet_id: topo.subnet_cidr}
+        self._routers: set[str] = set()
+        self._links_by_eni: dict[str, EniLink] = {}
+        self._routes: dict[str, str] = {}  # cidr -> eni_id installed in the vpc namespace
+        self._lock = threading.RLock()
+        self._synced = threading.Condition(self._lock)
+        self.snapshot = None
+        self.version = -1
+        self.sync_errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._listeners: list[socket.socket] = []
+        self.router = routes.router_of(topo.subnet_cidr)
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def start(self) -> Fabric:
+        try:
+            cleanup.remove_dead_runs()
+            self._build()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __enter__(self) -> Fabric:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def ec2_endpoint(self) -> str:
+        """The EC2 endpoint as seen from inside the VPC (node and pod namespaces)."""
+        return f"http://{names.GATE_ADDR}" + ("" if names.GATE_PORT == 80 else f":{names.GATE_PORT}")
+
+    @property
+    def imds_endpoint(self) -> str:
+        return f"http://{names.IMDS_ADDR}"
+
+    def _build(self) -> None:
+        self.vpc = Namespace(names.vpc_ns(self.rid))
+        v = self.vpc
+        netns.write_sysctl(v.fd, "net.ipv4.ip_forward", "1")
+        netns.write_sysctl(v.fd, "net.ipv4.conf.all.rp_filter", "1")
+        netns.write_sysctl(v.fd, "net.ipv4.conf.default.rp_filter", "1")
+        v.nl.link_set(name="lo", up=True)
+        lo = v.nl.link_index("lo")
+        for addr in (names.IMDS_ADDR, names.GATE_ADDR):
+            v.nl.addr_add(lo, addr, 32)
+        self._add_router(self.topo.subnet_cidr)
+        for n, inst in enumerate(self.topo.instances):
+            ns = Namespace(names.node_ns(self.rid, n))
+            netns.write_sysctl(ns.fd, "net.ipv4.ip_forward", "1")
+            ns.nl.link_set(name="lo", up=True)
+            self.nodes.append(Node(n, inst.instance_id, ns))
+        self._listen()
+        self.apply(self.cloud.gate.owners())
+        if self._sync_enabled:
+            self._thread = threading.Thread(target=self._sync_loop, name=f"fabric-sync-{self.rid}",
+                                            daemon=True)
+            self._thread.start()
+
+    def _add_router(self, cidr: str) -> str:
+        router = routes.router_of(cidr)
+        if router not in self._routers:
+            self.vpc.nl.addr_add(self.vpc.nl.link_index("lo"), router, 32)
+            self._routers.add(router)
+        return router
+
+    def _listen(self) -> None:
+        """Sockets made inside the vpc namespace, served by the in-process IMDS and gate."""
+        targets = [(names.GATE_ADDR, names.GATE_PORT, self.cloud.gate)]
+        if self.imds is not None:
+            targets.append((names.IMDS_ADDR, names.IMDS_PORT, self.imds))
+        for addr, port, server in targets:
+            with netns.entered(self.vpc.fd):
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((addr, port))
+            s.listen(256)
+            self._listeners.append(s)
+            server.add_listener(s)
+
+    def close(self) -> None:
+        """Remove everything this fabric made. Safe to call twice, and after a failed start."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+        for s in self._listeners:
+            with contextlib.suppress(OSError):
+                s.close()
+        self._listeners.clear()
+        for pod in list(self.pods.values()):
+            if pod.cni is not None:
+                with contextlib.suppress(Exception):
+                    pod.cni.delete()
+            pod.ns.close()
+        self.pods.clear()
+        for node in self.nodes:
+            node.ns.close()
+        self.nodes.clear()
+        if self.vpc is not None:
+            self.vpc.close()
+            self.vpc = None
+        # Anything created under our name but not tracked (an interrupted create).
+        for name in netns.names(f"ck-{self.rid}-"):
+            netns.remove(name)
+        cleanup.kill_recorded(self.run.dir)
+        if self._own_run:
+            self.run.close()
+
+    # -- EC2 -> fabric -------------------------------------------------------------------
+
+    def _sync_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                snap = self.cloud.gate.wait_change(self.version, 0.5)
+            except Exception as e:  # the gate stopping under us ends the loop quietly
+                if self._stop.is_set():
+                    return
+                self.sync_errors.append(f"wait_change: {e}")
+                self._stop.wait(0.1)
+                continue
+            if snap is not None and snap.version != self.version:
+                try:
+                    self.apply(snap)
+                except Exception as e:
+                    log.exception("fabric sync failed")
+                    self.sync_errors.append(f"apply v{snap.version}: {e}")
+                    self._stop.wait(0.05)
+
+    def apply(self, snap) -> None:
+        """Make links and vpc routes match one ownership snapshot."""
+        with self._lock:
+            want = routes.desired_links(snap, self._instance_to_node)
+            for eni_id, link in list(self._links_by_eni.items()):
+                if want.get(eni_id) != link.spec:
+                    self._remove_link(link)
+            for eni_id, spec in want.items():
+                if eni_id not in self._links_by_eni:
+                    self._add_link(spec)
+            desired = routes.desired_routes(snap, self._links_by_eni)
+            put, gone = routes.diff(self._routes, desired)
+            for cidr in gone:
+                self.vpc.nl.route_del(cidr)
+                del self._routes[cidr]
+            for cidr, eni_id in put.items():
+                link = self._links_by_eni[eni_id]
+                self.vpc.nl.route_replace(cidr, gateway=link.spec.primary_ip, oif=link.vpc_index,
+                                          onlink=True)
+                self._routes[cidr] = eni_id
+            self.snapshot = snap
+            self.version = snap.version
+            self._synced.notify_all()
+
+    def wait_synced(self, version: int, timeout: float = 5.0) -> bool:
+        """Wait until the fabric applied an EC2 snapshot at least this recent."""
+        end = time.monotonic() + timeout
+        with self._synced:
+            while self.version < version:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return False
+                self._synced.wait(left)
+        return True
+
+    def sync_now(self) -> None:
+        """Apply EC2's current state now (tests that changed EC2 and want the fabric to follow)."""
+        self.apply(self.cloud.gate.owners())
+
+    def _subnet_cidr(self, subnet_id: str) -> str:
+        if subnet_id not in self._subnets:
+            resp = self.cloud.client().describe_subnets(SubnetIds=[subnet_id])
+            self._subnets[subnet_id] = resp["Subnets"][0]["CidrBlock"]
+        return self._subnets[subnet_id]
+
+    def _add_link(self, spec: routes.EniLinkSpec) -> None:
+        node = self.nodes[spec.node]
+        vpc_name = names.vpc_link(self.rid, spec.node, spec.device_index)
+        vpc_mac = _mac_for(vpc_name)
+        ifname = f"eth{spec.device_index}"
+        cidr = self._subnet_cidr(spec.subnet_id)
+        router = self._add_router(cidr)
+        plen = ipaddress.ip_network(cidr, strict=False).prefixlen
+        v, n = self.vpc.nl, node.ns.nl
+        v.veth_add(vpc_name, ifname, peer_ns_fd=node.ns.fd, mac=vpc_mac, peer_mac=spec.mac)
+        try:
+            vidx = v.link_index(vpc_name)
+            nidx = n.link_index(ifname)
+            n.link_set(nidx, up=True)
+            n.addr_add(nidx, spec.primary_ip, plen, noprefixroute=True)
+            n.neigh_replace(nidx, router, vpc_mac)
+            if spec.device_index == 0:
+                n.route_replace("default", gateway=router, oif=nidx, onlink=True)
+            v.link_set(vidx, up=True)
+            v.route_replace(f"{spec.primary_ip}/32", oif=vidx)
+            v.neigh_replace(vidx, spec.primary_ip, spec.mac)
+        except BaseException:
+            v.link_del(name=vpc_name)
+            raise
+        link = EniLink(spec, vpc_name, vidx, vpc_mac)
+        node.links[spec.device_index] = link
+        self._links_by_eni[spec.eni_id] = link
+
+    def _remove_link(self, link: EniLink) -> None:
+        node = self.nodes[link.spec.node]
+        self.vpc.nl.link_del(name=link.vpc_link)  # the kernel drops routes through it
+        node.links.pop(link.spec.device_index, None)
+        node.tables.discard(link.spec.device_index)
+        self._links_by_eni.pop(link.spec.eni_id, None)
+        for cidr in [c for c, e in self._routes.items() if e == link.spec.eni_id]:
+            del self._routes[cidr]
+
+    def routes_installed(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self._routes)
+
+    # -- pods ----------------------------------------------------------------------------
+
+    def node(self, ref: int | str | Node) -> Node:
+        if isinstance(ref, Node):
+            return ref
+        if isinstance(ref, int):
+            return self.nodes[ref]
+        for node in self.nodes:
+            if ref in (node.instance_id, node.name):
+                return node
+        raise KeyError(ref)
+
+    def device_index_of(self, node: Node, ip: str) -> int | None:
+        """Which of the node's ENIs EC2 says holds ip (or a prefix containing it)."""
+        snap = self.snapshot
+        owner = snap.ips.get(ip) if snap else None
+        if owner is None and snap is not None:
+            addr = ipaddress.ip_address(ip)
+            for prefix, o in snap.prefixes.items():
+                if addr in ipaddress.ip_network(prefix, strict=False):
+                    owner = o
+                    break
+        if owner is None or owner.instance_id != node.instance_id:
+            return None
+        return owner.device_index
+
+    def _new_pod_ns(self, node: Node) -> tuple[str, Namespace]:
+        with self._lock:
+            j = node.next_pod
+            node.next_pod += 1
+        name = names.pod_ns(self.rid, node.index, j)
+        return name, Namespace(name)
+
+    def add_pod(self, node: int | str | Node, ip: str, device_index: int | None = None) -> Pod:
+        """A pod namespace wired directly (same data plane as the plugin).
+
+        device_index defaults to the ENI of this node that EC2 says holds ip, else 0.
+        """
+        node = self.node(node)
+        if device_index is None:
+            device_index = self.device_index_of(node, ip) or 0
+        name, ns = self._new_pod_ns(node)
+        try:
+            veth = wiring.host_veth_name(ns.path, name)
+            if device_index and device_index not in node.tables:
+                wiring.setup_eni_table(node.ns.nl, device_index, self.router)
+                node.tables.add(device_index)
+            wiring.wire(node.ns.nl, ns.nl, ns.fd, ip, veth, device_index=device_index)
+        except BaseException:
+            ns.close()
+            raise
+        pod = Pod(name, node, ip, ns, device_index, host_veth=veth)
+        self.pods[name] = pod
+        return pod
+
+    def add_pod_cni(self, node: int | str | Node, config: dict, cni_path: list[str] | str,
+                    args: dict | None = None, ifname: str = "eth0",
+                    timeout: float = 30.0) -> Pod:
+        """A pod namespace handed to a CNI plugin exactly as a container runtime does."""
+        from cnikit.fabric import cni
+
+        node = self.node(node)
+        name, ns = self._new_pod_ns(node)
+        sandbox = cni.CniSandbox(config, cni_path, container_id=name, netns_path=ns.path,
+                                 ifname=ifname, args=args, timeout=timeout,
+                                 runner_ns=node.ns.path, run_dir=self.run.dir)
+        try:
+            result = sandbox.add(pod_nl=ns.nl)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                sandbox.delete()
+            ns.close()
+            raise
+        ip = result.ips[0].split("/")[0]
+        pod = Pod(name, node, ip, ns, self.device_index_of(node, ip) or 0, cni=sandbox)
+        self.pods[name] = pod
+        return pod
+
+    def delete_pod(self, pod: Pod | str) -> None:
+        """DEL (plugin pods) or unwire (direct pods), then remove the namespace."""
+        pod = self.pods.pop(pod if isinstance(pod, str) else pod.name)
+        try:
+            if pod.cni is not None:
+                pod.cni.delete()
+            else:
+                with contextlib.suppress(NetlinkError):
+                    wiring.unwire(pod.node.ns.nl, pod.ip, pod.host_veth, pod.device_index,
+                                  delete_link=False)
+        finally:
+            pod.ns.close()
+
+    # -- processes -----------------------------------------------------------------------
+
+    def spawn(self, node: int | str | Node, argv: list[str], **popen):
+        """Start a process inside a node namespace (e.g. a daemon); recorded for cleanup."""
+        import subprocess
+
+        node = self.node(node)
+        nsenter = ["nsenter", f"--net={node.ns.path}", "--"]
+        proc = subprocess.Popen(nsenter + list(argv), **popen)
+        cleanup.record_process(self.run.dir, proc.pid)
+        return proc
