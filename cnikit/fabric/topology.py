@@ -207,9 +207,8 @@ class Fabric:
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
-        for s in self._listeners:
-            with contextlib.suppress(OSError):
-                s.close()
+        # The servers own the listening sockets now (their stop() closes them): closing one
+        # under a running event loop would leave a stale fd in its selector.
         self._listeners.clear()
         for pod in list(self.pods.values()):
             if pod.cni is not None:
