@@ -599,12 +599,17 @@ class Gate:
         return status, out
 
     async def _release_eni(self, eni: Eni) -> None:
-        """What EC2 does to an instance's ENIs on termination: detach, delete if DOT."""
-        try:
-            await self._call("DetachNetworkInterface",
-                             {"AttachmentId": eni.attachment.attachment_id, "Force": "true"})
-        except UpstreamError as e:
-            log.warning("detach %s on termination: %s", eni.eni_id, e.code())
+        """What EC2 does to an instance's ENIs on termination: detach, delete if DOT.
+
+        The primary ENI is deleted without a detach upstream: moto's DescribeInstances
+        crashes on an instance without device 0.
+        """
+        if eni.attachment.device_index != 0:
+            try:
+                await self._call("DetachNetworkInterface",
+                                 {"AttachmentId": eni.attachment.attachment_id, "Force": "true"})
+            except UpstreamError as e:
+                log.warning("detach %s on termination: %s", eni.eni_id, e.code())
         if eni.attachment.delete_on_termination:
             try:
                 await self._call("DeleteNetworkInterface", {"NetworkInterfaceId": eni.eni_id})

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import hashlib
 import ipaddress
 import re
 import uuid
@@ -146,6 +147,21 @@ def _text(el: ET.Element, path: str, default: str = "") -> str:
     return default if value is None else value
 
 
+_MAC = re.compile(r"[0-9a-f]{2}(:[0-9a-f]{2}){5}")
+
+
+def valid_mac(raw: str, eni_id: str) -> str:
+    """The upstream's MAC, or a stable locally administered one when it is malformed.
+
+    LocalStack 4.14 renders MACs like `02:00:00:25502x:...` (a format bug); the fabric
+    and the IMDS need real ones.
+    """
+    if _MAC.fullmatch(raw.lower()):
+        return raw.lower()
+    digest = hashlib.sha1(eni_id.encode()).digest()
+    return "02:" + ":".join(f"{b:02x}" for b in digest[:5])
+
+
 def eni_from_item(item: ET.Element, prefixes: tuple[str, ...] = ()) -> Eni:
     ips = [
         (_text(i, "primary") == "true", _text(i, "privateIpAddress"))
@@ -173,7 +189,7 @@ def eni_from_item(item: ET.Element, prefixes: tuple[str, ...] = ()) -> Eni:
         eni_id=_text(item, "networkInterfaceId"),
         subnet_id=_text(item, "subnetId"),
         vpc_id=_text(item, "vpcId"),
-        mac=_text(item, "macAddress"),
+        mac=valid_mac(_text(item, "macAddress"), _text(item, "networkInterfaceId")),
         ips=tuple(ordered),
         prefixes=all_prefixes,
         attachment=attachment,

@@ -1,0 +1,88 @@
+"""LocalStack as an EC2 upstream, run from its own venv (`make localstack`; pins in FACTS.md).
+
+LocalStack's pins clash with the kit's, so it never lives in `.venv`: this module only starts
+`.venv-localstack/bin/python -m localstack.runtime.main` as a child process (no Docker) on a
+loopback port, waits for its health endpoint, and stops it (SIGTERM, then SIGKILL).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from cnikit.cloud.moto_server import wait_http
+from cnikit.errors import EnvironmentProblem
+
+REPO = Path(__file__).resolve().parents[2]
+VENV = REPO / ".venv-localstack"
+
+
+def localstack_python() -> Path | None:
+    """The LocalStack venv's python, or None when `make localstack` has not been run."""
+    py = Path(os.environ.get("CNIKIT_LOCALSTACK_VENV", VENV)) / "bin" / "python"
+    return py if py.exists() else None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LocalStackProcess:
+    def __init__(self, port: int | None = None):
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._proc: subprocess.Popen | None = None
+        self._dir: tempfile.TemporaryDirectory | None = None
+
+    def start(self, deadline_s: float = 90.0) -> LocalStackProcess:
+        py = localstack_python()
+        if py is None:
+            raise EnvironmentProblem("LocalStack is not installed: run `make localstack`")
+        self._dir = tempfile.TemporaryDirectory(prefix="cnikit-localstack-")
+        env = dict(os.environ, SERVICES="ec2", EAGER_SERVICE_LOADING="1",
+                   GATEWAY_LISTEN=f"127.0.0.1:{self.port}", DNS_ADDRESS="0",
+                   SKIP_SSL_CERT_DOWNLOAD="1", LOCALSTACK_VOLUME_DIR=self._dir.name,
+                   FILESYSTEM_ROOT=self._dir.name)
+        self.log_path = Path(self._dir.name) / "localstack.log"
+        with open(self.log_path, "wb") as logf:
+            self._proc = subprocess.Popen(
+                [str(py), "-m", "localstack.runtime.main"], env=env, cwd=self._dir.name,
+                stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
+        end = time.monotonic() + deadline_s
+        while time.monotonic() < end:
+            if self._proc.poll() is not None:
+                tail = self.log_path.read_text(errors="replace")[-2000:]
+                self.stop()
+                raise EnvironmentProblem(f"LocalStack exited at start: {tail}")
+            try:
+                wait_http(self.url + "/_localstack/health", deadline_s=1)
+                return self
+            except TimeoutError:
+                continue
+        self.stop()
+        raise EnvironmentProblem(f"LocalStack did not answer within {deadline_s:.0f}s")
+
+    def stop(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait(10)
+        self._proc = None
+        if self._dir is not None:
+            self._dir.cleanup()
+            self._dir = None
+
+    def __enter__(self) -> LocalStackProcess:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
