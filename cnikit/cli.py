@@ -18,6 +18,7 @@ from cnikit.errors import CnikitError
 # name -> "module:click_command". Each module owns its command.
 COMMANDS: dict[str, str] = {
     "ec2": "cnikit.cloud.cli:ec2",
+    "daemon": "cnikit.daemon.main:daemon",
     "cleanup": "cnikit.fabric.cli:cleanup",
 }
 

@@ -80,6 +80,7 @@ class IpamD:
         self.instance: InstanceInfo | None = None
         self.limits: Limits | None = None
         self.capacity: Capacity | None = None
+        self.subnet_cidr = ""
         self.last_reconcile = clock.now()
         self.last_decrease = float("-inf")
         self.reconcile_runs = 0
@@ -95,6 +96,7 @@ class IpamD:
         if self.cfg.max_eni:
             max_enis = min(max_enis, self.cfg.max_eni)
         self.capacity = Capacity(max_enis, self.limits.ipv4_per_eni - 1)
+        self.subnet_cidr = self._subnet_cidr()
         enis = reconcile.startup_view(self)
         for view in sorted(enis, key=lambda v: v.device_index or 0):
             self._setup_eni(view)
@@ -107,6 +109,13 @@ class IpamD:
                  len(recovered), len(dropped))
         self.last_reconcile = self.clock.now()
         self.pool_step(startup=True)
+
+    def _subnet_cidr(self) -> str:
+        """For the plugin's per-ENI route tables (the subnet router is its first host)."""
+        try:
+            return next((v.subnet_cidr for v in self.imds.enis() if v.subnet_cidr), "")
+        except ApiError:
+            return ""
 
     def _setup_eni(self, view: EniView) -> None:
         """Add an ENI and the addresses a view shows for it (upstream setupENI)."""

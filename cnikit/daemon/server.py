@@ -1,0 +1,214 @@
+"""The daemon process around IpamD: the plugin's unix socket, the pool loop, metrics and
+introspection over HTTP. One lock serialises every call into the logic.
+
+Socket protocol (one JSON object per line each way):
+  -> {"cmd": "add"|"del"|"check"|"ping", "network": N, "containerID": C, "ifName": I,
+      "metadata": {...}}
+  <- {"ok": true, "ip": ..., "eniId": ..., "deviceNumber": ..., "subnetCidr": ..., "router": ...}
+  <- {"ok": false, "code": <CNI error code>, "error": "one line"}
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import os
+import socket
+import socketserver
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from cnikit.daemon import metrics
+from cnikit.daemon.apis import ApiError
+from cnikit.daemon.datastore import DatastoreError, IpamKey, NoAvailableIP
+from cnikit.daemon.ipamd import IpamD
+
+log = logging.getLogger("cnikit.daemon.server")
+
+SOCKET_NAME = "ipamd.sock"
+CHECKPOINT_NAME = "ipam.json"
+MAX_REQUEST = 64 * 1024
+
+# CNI spec error codes the daemon's answers map to.
+CNI_TRY_AGAIN = 11
+CNI_INVALID_CONFIG = 7
+CNI_IO = 5
+
+
+def router_of(subnet_cidr: str) -> str:
+    if not subnet_cidr:
+        return ""
+    net = ipaddress.ip_network(subnet_cidr, strict=False)
+    return str(net.network_address + 1)
+
+
+class Daemon:
+    def __init__(self, ipamd: IpamD, state_dir: str | os.PathLike, pool_interval: float):
+        self.ipamd = ipamd
+        self.state_dir = Path(state_dir)
+        self.lock = threading.Lock()
+        self.pool_interval = pool_interval
+        self.stopping = threading.Event()
+        self._servers: list = []
+        self._threads: list[threading.Thread] = []
+
+    @property
+    def socket_path(self) -> Path:
+        return self.state_dir / SOCKET_NAME
+
+    # ---- requests ---------------------------------------------------------------------
+
+    def handle(self, req: dict) -> dict:
+        cmd = req.get("cmd")
+        if cmd == "ping":
+            return {"ok": True}
+        if cmd not in ("add", "del", "check"):
+            return {"ok": False, "code": CNI_INVALID_CONFIG, "error": f"unknown command {cmd!r}"}
+        cid, ifname = req.get("containerID"), req.get("ifName")
+        if not isinstance(cid, str) or not cid or not isinstance(ifname, str) or not ifname:
+            return {"ok": False, "code": CNI_INVALID_CONFIG, "error": "containerID and ifName are required"}
+        key = IpamKey(str(req.get("network") or ""), cid, ifname)
+        with self.lock:
+            try:
+                if cmd == "add":
+                    md = req.get("metadata") if isinstance(req.get("metadata"), dict) else {}
+                    a = self.ipamd.add(key, md)
+                elif cmd == "del":
+                    a = self.ipamd.delete(key)
+                else:
+                    a = self.ipamd.check(key)
+            except NoAvailableIP as e:
+                return {"ok": False, "code": CNI_TRY_AGAIN, "error": f"no IP available: {e}"}
+            except (DatastoreError, ApiError, OSError) as e:
+                return {"ok": False, "code": CNI_IO, "error": f"{type(e).__name__}: {e}"}
+            if a is None:
+                if cmd == "check":
+                    return {"ok": False, "code": CNI_TRY_AGAIN, "error": f"no IP held by {key}"}
+                return {"ok": True, "released": False}
+            sub = self.ipamd.subnet_cidr
+            return {"ok": True, "ip": a.ip, "eniId": a.eni_id, "deviceNumber": a.device_number,
+                    "subnetCidr": sub, "router": router_of(sub), "released": cmd == "del"}
+
+    def snapshot(self) -> dict:
+        with self.lock:
+            return self.ipamd.ds.introspect()
+
+    # ---- lifecycle --------------------------------------------------------------------
+
+    def serve(self, metrics_addr=None, introspection_addr=None) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        # A socket file left by a killed daemon would refuse our bind.
+        self.socket_path.unlink(missing_ok=True)
+        daemon = self
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self):
+                line = self.rfile.readline(MAX_REQUEST)
+                try:
+                    req = json.loads(line)
+                    if not isinstance(req, dict):
+                        raise ValueError("not an object")
+                except ValueError as e:
+                    resp = {"ok": False, "code": CNI_INVALID_CONFIG, "error": f"bad request: {e}"}
+                else:
+                    resp = daemon.handle(req)
+                self.wfile.write(json.dumps(resp).encode() + b"\n")
+
+        class UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+            daemon_threads = True
+
+        unix = UnixServer(str(self.socket_path), Handler)
+        self._start(unix, "socket")
+        if metrics_addr:
+            self._start(self._http(metrics_addr, {"/metrics": self._metrics_text}), "metrics")
+        if introspection_addr:
+            self._start(self._http(introspection_addr, {
+                "/v1/enis": lambda: json.dumps(self.snapshot()),
+                "/v1/events": lambda: json.dumps(self.ipamd.events[-200:]),
+                "/v1/env-settings": lambda: json.dumps(self._settings()),
+            }), "introspection")
+        t = threading.Thread(target=self._pool_loop, name="pool", daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def _metrics_text(self) -> str:
+        with self.lock:
+            return metrics.render(self.ipamd)
+
+    def _settings(self) -> dict:
+        c = self.ipamd.cfg
+        return {"CNIKIT_PROFILE": c.profile, "WARM_ENI_TARGET": c.warm_eni_target,
+                "WARM_IP_TARGET": c.warm_ip_target, "MINIMUM_IP_TARGET": c.minimum_ip_target,
+                "WARM_PREFIX_TARGET": c.warm_prefix_target,
+                "ENABLE_PREFIX_DELEGATION": c.prefix_delegation, "MAX_ENI": c.max_eni,
+                "IP_COOLDOWN_PERIOD": c.ip_cooldown, "CNIKIT_TIME_SCALE": c.scale}
+
+    def _http(self, addr, routes):
+        class H(BaseHTTPRequestHandler):
+            def do_GET(self):
+                fn = routes.get(self.path.split("?")[0])
+                if fn is None:
+                    self.send_error(404)
+                    return
+                body = fn().encode()
+                self.send_response(200)
+                ctype = "application/json" if self.path.startswith("/v1/") else "text/plain; version=0.0.4"
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+
+        class S(ThreadingHTTPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        return S(tuple(addr), H)
+
+    def _start(self, server, name: str) -> None:
+        t = threading.Thread(target=server.serve_forever, name=name, daemon=True)
+        t.start()
+        self._servers.append(server)
+        self._threads.append(t)
+
+    def _pool_loop(self) -> None:
+        while not self.stopping.wait(self.pool_interval):
+            with self.lock:
+                try:
+                    self.ipamd.tick()
+                except Exception:  # a bug in one pass must not stop the pool manager
+                    log.exception("pool manager pass failed")
+                    self.ipamd.metrics.inc("awscni_ipamd_error_count", fn="poolLoop")
+
+    def addresses(self) -> dict[str, tuple[str, int]]:
+        out = {}
+        for s in self._servers:
+            if isinstance(s.server_address, tuple):
+                out[type(s).__name__] = s.server_address
+        return out
+
+    def stop(self) -> None:
+        self.stopping.set()
+        for s in self._servers:
+            s.shutdown()
+            s.server_close()
+        self.socket_path.unlink(missing_ok=True)
+
+
+def request(socket_path: str | os.PathLike, req: dict, timeout: float = 30.0) -> dict:
+    """One call to a daemon's socket (for tests and tools; the plugin has its own copy)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(str(socket_path))
+        s.sendall(json.dumps(req).encode() + b"\n")
+        buf = b""
+        while not buf.endswith(b"\n"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+    return json.loads(buf)
