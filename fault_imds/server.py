@@ -307,7 +307,7 @@ class ImdsServer:
                 log.exception("fault engine tick failed")
 
     async def _add_site(self, sock: socket.socket) -> None:
-        site = web.SockSite(self._imds_runner, sock, shutdown_timeout=1)
+        site = web.SockSite(self._imds_runner, sock)
         await site.start()
         self._extra_sites.append(site)
 

@@ -1,0 +1,181 @@
+"""`fault-imds`: serve the IMDS, or set its faults over the control API.
+
+    fault-imds serve --ec2-endpoint URL [--listen HOST:PORT] [--control HOST:PORT]
+                     [--instance-id ID] [--require-v2] [--seed N]
+    fault-imds add KIND [--mac M | --eni-id E] [--instance-id I] [--path GLOB] [--ip IP ...]
+                   [--duration S] [--probability P] [--status N] [--ms N] [--jitter-ms N]
+                   [--seconds N] [--mode reject|expire]
+    fault-imds list | remove ID | clear | events [--since N] | kinds
+
+The control URL comes from --control-url, else $FAULT_IMDS_CONTROL, else the default
+serve address.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+
+import click
+
+from cnikit.errors import CnikitError, UsageError
+
+DEFAULT_LISTEN = "127.0.0.1:1338"
+DEFAULT_CONTROL = "127.0.0.1:1339"
+
+
+def _hostport(value: str, what: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise UsageError(f"{what} must be HOST:PORT, got {value!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def _control_url(value: str | None) -> str:
+    url = value or os.environ.get("FAULT_IMDS_CONTROL") or f"http://{DEFAULT_CONTROL}"
+    return url if "://" in url else f"http://{url}"
+
+
+def _client(control_url: str | None):
+    from fault_imds.client import FaultClient
+
+    return FaultClient(_control_url(control_url))
+
+
+control_option = click.option(
+    "--control-url", default=None, help="Control API URL (default $FAULT_IMDS_CONTROL or "
+    f"http://{DEFAULT_CONTROL})."
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """An IMDS derived from live EC2 state, with faults held for a chosen time."""
+
+
+@cli.command()
+@click.option("--ec2-endpoint", required=True, help="EC2 API endpoint (the cnikit gate).")
+@click.option("--listen", default=DEFAULT_LISTEN, show_default=True, help="IMDS HOST:PORT.")
+@click.option("--control", default=DEFAULT_CONTROL, show_default=True,
+              help="Control API HOST:PORT.")
+@click.option("--instance-id", default=None, help="Instance for loopback callers.")
+@click.option("--require-v2", is_flag=True, help="Refuse IMDSv1 (token-less) requests.")
+@click.option("--seed", type=int, default=None, help="Seed for probabilistic faults.")
+def serve(ec2_endpoint, listen, control, instance_id, require_v2, seed) -> None:
+    """Serve IMDS until Ctrl-C."""
+    from fault_imds.server import ImdsServer
+
+    server = ImdsServer(
+        ec2_endpoint=ec2_endpoint,
+        listen=_hostport(listen, "--listen"),
+        control=_hostport(control, "--control"),
+        instance_id=instance_id,
+        require_v2=require_v2,
+        seed=seed,
+    )
+    try:
+        server.start()
+    except OSError as e:
+        raise CnikitError(f"cannot serve: {e}") from None
+    click.echo(f"IMDS     {server.url}")
+    click.echo(f"control  {server.control_url}")
+    sys.stdout.flush()
+    done = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
+    try:
+        while not done.wait(1.0):
+            pass
+    finally:
+        server.stop()
+
+
+@cli.command()
+@click.argument("kind")
+@click.option("--instance-id", default=None)
+@click.option("--mac", default=None)
+@click.option("--eni-id", default=None)
+@click.option("--path", default=None, help="Glob over the request path.")
+@click.option("--ip", "ips", multiple=True, help="An IP or prefix (repeatable).")
+@click.option("--duration", type=float, default=None, help="Seconds until it expires.")
+@click.option("--probability", type=float, default=None)
+@click.option("--status", type=int, default=None, help="error: HTTP status.")
+@click.option("--ms", type=float, default=None, help="latency: delay.")
+@click.option("--jitter-ms", type=float, default=None, help="latency: +- jitter.")
+@click.option("--seconds", type=float, default=None, help="lag: how far behind.")
+@click.option("--mode", default=None, help="token: reject or expire.")
+@control_option
+def add(kind, instance_id, mac, eni_id, path, ips, duration, control_url, **attrs) -> None:
+    """Add a fault; prints its id."""
+    target = {"instance_id": instance_id, "mac": mac, "eni_id": eni_id, "path": path,
+              "ips": list(ips) or None}
+    target = {k: v for k, v in target.items() if v is not None}
+    attrs = {k: v for k, v in attrs.items() if v is not None}
+    handle = _client(control_url).add(kind, target=target or None, duration=duration, **attrs)
+    click.echo(handle.id)
+
+
+@cli.command("list")
+@control_option
+def list_(control_url) -> None:
+    """Active faults, as JSON lines."""
+    for fault in _client(control_url).list():
+        click.echo(json.dumps(fault))
+
+
+@cli.command()
+@click.argument("fault_id")
+@control_option
+def remove(fault_id, control_url) -> None:
+    """Remove one fault."""
+    if not _client(control_url).remove(fault_id):
+        raise UsageError(f"no active fault {fault_id!r}")
+
+
+@cli.command()
+@control_option
+def clear(control_url) -> None:
+    """Remove every fault."""
+    removed = _client(control_url).clear()
+    click.echo(f"removed {len(removed)}")
+
+
+@cli.command()
+@click.option("--since", type=int, default=0)
+@control_option
+def events(since, control_url) -> None:
+    """Fault and served-value events, as JSON lines."""
+    for event in _client(control_url).events(since):
+        click.echo(json.dumps(event))
+
+
+@cli.command()
+@control_option
+def kinds(control_url) -> None:
+    """Fault kinds the server knows."""
+    for name, info in _client(control_url).kinds().items():
+        click.echo(f"{name:8} {info['description']} (attributes: {', '.join(info['attributes']) or '-'})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        cli.main(args=argv, prog_name="fault-imds", standalone_mode=False)
+    except CnikitError as e:
+        click.echo(f"fault-imds: {e}", err=True)
+        return e.exit_code
+    except click.exceptions.Abort:
+        click.echo("fault-imds: interrupted", err=True)
+        return 130
+    except click.ClickException as e:
+        e.show()
+        return 2
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,161 @@
+"""Python client for the control API.
+
+    fc = FaultClient(imds.control_url)
+    with fc.stale(mac="0a:..", seconds=30):          # removed on exit (if not expired)
+        ...
+    fid = fc.add("missing", target={"eni_id": "eni-..", "ips": ["10.0.1.7"]}, duration=5)
+    fc.list(); fc.remove(fid); fc.clear(); fc.events()
+
+Shortcuts take the target fields as keywords (instance_id, mac, eni_id, path, ips) and
+`seconds` as the fault's duration, except `lag(seconds=N)` where it is the lag itself
+(give `duration=` there). A bad spec raises FaultError with the server's one-line reason.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+from cnikit.errors import CnikitError
+
+TARGET_FIELDS = ("instance_id", "mac", "eni_id", "path", "ips")
+
+
+class FaultError(CnikitError):
+    """The control API refused a request (the message is its one-line reason)."""
+
+
+class FaultHandle(str):
+    """A fault's id (usable wherever an id is) that removes the fault as a context manager."""
+
+    client: FaultClient
+    fault: dict[str, Any]
+
+    def __new__(cls, fid: str, client: FaultClient, fault: dict[str, Any]):
+        self = super().__new__(cls, fid)
+        self.client = client
+        self.fault = fault
+        return self
+
+    @property
+    def id(self) -> str:
+        return str(self)
+
+    def remove(self) -> bool:
+        """Remove the fault; False if it had already expired or been removed."""
+        return self.client.remove(self)
+
+    def __enter__(self) -> FaultHandle:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.remove()
+
+
+class FaultClient:
+    def __init__(self, control_url: str, timeout: float = 10.0):
+        self.url = control_url.rstrip("/")
+        self.timeout = timeout
+
+    def _call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(
+            self.url + path, data=data, method=method, headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                return resp.status, json.loads(resp.read() or b"null")
+        except urllib.error.HTTPError as e:
+            try:
+                reason = json.loads(e.read()).get("error") or e.reason
+            except (ValueError, AttributeError):
+                reason = e.reason
+            return e.code, {"error": str(reason)}
+        except OSError as e:
+            raise FaultError(f"fault-imds control API at {self.url} unreachable: {e}") from None
+
+    def _ok(self, method: str, path: str, body: Any = None) -> Any:
+        status, payload = self._call(method, path, body)
+        if status >= 400:
+            raise FaultError(payload.get("error", f"HTTP {status}"))
+        return payload
+
+    # -- generic -----------------------------------------------------------------------------
+
+    def add(
+        self, kind: str, target: dict[str, Any] | None = None, duration: float | None = None, **attrs
+    ) -> FaultHandle:
+        spec: dict[str, Any] = {"kind": kind, **attrs}
+        if target:
+            spec["target"] = target
+        if duration is not None:
+            spec["duration"] = duration
+        payload = self._ok("POST", "/faults", spec)
+        return FaultHandle(payload["id"], self, payload.get("fault", {}))
+
+    def list(self) -> list[dict[str, Any]]:
+        return self._ok("GET", "/faults")["faults"]
+
+    def remove(self, fid: str) -> bool:
+        status, payload = self._call("DELETE", f"/faults/{fid}")
+        if status == 404:
+            return False
+        if status >= 400:
+            raise FaultError(payload.get("error", f"HTTP {status}"))
+        return True
+
+    def clear(self) -> list[str]:
+        return self._ok("DELETE", "/faults")["removed"]
+
+    def events(self, since: int = 0) -> list[dict[str, Any]]:
+        return self._ok("GET", f"/events?since={int(since)}")["events"]
+
+    def kinds(self) -> dict[str, Any]:
+        return self._ok("GET", "/kinds")
+
+    def health(self) -> dict[str, Any]:
+        return self._ok("GET", "/health")
+
+    # -- shortcuts, one per kind -------------------------------------------------------------
+
+    def _shortcut(self, kind: str, duration, attrs: dict[str, Any], target: dict[str, Any]):
+        unknown = set(target) - set(TARGET_FIELDS)
+        if unknown:
+            raise FaultError(f"unknown target field {sorted(unknown)[0]!r}")
+        attrs = {k: v for k, v in attrs.items() if v is not None}
+        return self.add(kind, target=target or None, duration=duration, **attrs)
+
+    def stale(self, seconds: float | None = None, **target) -> FaultHandle:
+        return self._shortcut("stale", seconds, {}, target)
+
+    def missing(self, seconds: float | None = None, **target) -> FaultHandle:
+        return self._shortcut("missing", seconds, {}, target)
+
+    def lag(self, seconds: float, duration: float | None = None, **target) -> FaultHandle:
+        return self._shortcut("lag", duration, {"seconds": seconds}, target)
+
+    def error(
+        self, status: int | None = None, probability: float | None = None,
+        seconds: float | None = None, **target,
+    ) -> FaultHandle:
+        return self._shortcut("error", seconds, {"status": status, "probability": probability}, target)
+
+    def latency(
+        self, ms: float, jitter_ms: float | None = None, probability: float | None = None,
+        seconds: float | None = None, **target,
+    ) -> FaultHandle:
+        attrs = {"ms": ms, "jitter_ms": jitter_ms, "probability": probability}
+        return self._shortcut("latency", seconds, attrs, target)
+
+    def token(
+        self, mode: str | None = None, probability: float | None = None,
+        seconds: float | None = None, **target,
+    ) -> FaultHandle:
+        return self._shortcut("token", seconds, {"mode": mode, "probability": probability}, target)
+
+    def drop(
+        self, probability: float | None = None, seconds: float | None = None, **target
+    ) -> FaultHandle:
+        return self._shortcut("drop", seconds, {"probability": probability}, target)

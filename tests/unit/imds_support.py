@@ -1,0 +1,69 @@
+"""Helpers shared by the fault_imds tests (test_imds_*.py)."""
+
+from __future__ import annotations
+
+import http.client
+import time
+import urllib.parse
+
+from fault_imds.server import INSTANCE_HEADER, TOKEN_HEADER, TTL_HEADER
+
+MACS = "/latest/meta-data/network/interfaces/macs/"
+
+
+def wait_for(cond, timeout: float, what: str, interval: float = 0.01):
+    """Poll cond() until it returns something truthy; fail with `what` after timeout."""
+    end = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < end:
+        last = cond()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+class Imds:
+    """A tiny raw HTTP client for one IMDS, as a given instance (loopback header)."""
+
+    def __init__(self, url: str, instance_id: str | None = None):
+        u = urllib.parse.urlsplit(url)
+        self.host, self.port = u.hostname, u.port
+        self.instance_id = instance_id
+
+    def request(self, method: str, path: str, headers: dict | None = None):
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=10)
+        h = dict(headers or {})
+        if self.instance_id:
+            h.setdefault(INSTANCE_HEADER, self.instance_id)
+        try:
+            conn.request(method, path, headers=h)
+            resp = conn.getresponse()
+            return resp.status, resp.read().decode(), resp.getheader("Content-Type")
+        finally:
+            conn.close()
+
+    def get(self, path: str, token: str | None = None):
+        return self.request("GET", path, {TOKEN_HEADER: token} if token else None)
+
+    def text(self, path: str, token: str | None = None) -> str | None:
+        status, body, _ = self.get(path, token)
+        return body if status == 200 else None
+
+    def lines(self, path: str, token: str | None = None) -> list[str] | None:
+        body = self.text(path, token)
+        return body.split("\n") if body is not None else None
+
+    def token(self, ttl: int = 21600) -> str:
+        status, body, _ = self.request("PUT", "/latest/api/token", {TTL_HEADER: str(ttl)})
+        assert status == 200, (status, body)
+        return body
+
+    def ips(self, mac: str) -> list[str] | None:
+        return self.lines(f"{MACS}{mac}/local-ipv4s")
+
+
+def eni_ips(ec2, eni_id: str) -> list[str]:
+    eni = ec2.describe_network_interfaces(NetworkInterfaceIds=[eni_id])["NetworkInterfaces"][0]
+    primary = [a["PrivateIpAddress"] for a in eni["PrivateIpAddresses"] if a.get("Primary")]
+    return primary + [a["PrivateIpAddress"] for a in eni["PrivateIpAddresses"] if not a.get("Primary")]

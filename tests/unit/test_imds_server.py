@@ -1,0 +1,442 @@
+"""fault_imds against a live EC2 (moto behind the cnikit gate): boto3 on the gate, HTTP on
+the IMDS. The acceptance tests of issue 3: follow EC2, stale, missing, lag, error, token,
+drop; plus paths and bodies, the control API's refusals and the event log."""
+
+from __future__ import annotations
+
+import http.client
+import ipaddress
+import json
+import time
+import urllib.request
+
+import pytest
+
+from cnikit.cloud import Cloud
+from fault_imds.client import FaultClient, FaultError
+from fault_imds.server import ImdsServer
+from tests.unit.imds_support import MACS, Imds, eni_ips, wait_for
+
+SEED = 20261130
+
+
+@pytest.fixture(scope="module")
+def imds_cloud():
+    cloud = Cloud.start(ec2="moto", seed=SEED)
+    yield cloud
+    cloud.stop()
+
+
+@pytest.fixture(scope="module")
+def topo(imds_cloud):
+    return imds_cloud.bootstrap(nodes=3)
+
+
+@pytest.fixture(scope="module")
+def ec2(imds_cloud):
+    return imds_cloud.client()
+
+
+@pytest.fixture(scope="module")
+def server(imds_cloud, topo):
+    s = ImdsServer(
+        ec2_endpoint=imds_cloud.endpoint, instance_id=topo.instances[0].instance_id, seed=SEED
+    ).start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def fc(server):
+    client = FaultClient(server.control_url)
+    client.clear()
+    yield client
+    client.clear()
+
+
+def as_instance(server, topo, n: int) -> Imds:
+    return Imds(server.url, topo.instances[n].instance_id)
+
+
+# -- paths and bodies ---------------------------------------------------------------------------
+
+
+def test_tree_paths_bodies_and_content_types(server, topo):
+    inst = topo.instances[0]
+    imds = as_instance(server, topo, 0)
+    status, body, ctype = imds.get("/latest/meta-data/")
+    assert status == 200 and ctype.startswith("text/plain")
+    index = body.split("\n")
+    for entry in ("ami-id", "instance-id", "instance-type", "local-ipv4", "local-hostname", "mac",
+                  "network/", "placement/", "security-groups"):
+        assert entry in index
+    assert imds.text("/latest/meta-data/instance-id") == inst.instance_id
+    assert imds.text("/latest/meta-data/instance-type") == "m5.large"
+    assert imds.text("/latest/meta-data/local-ipv4") == inst.primary_ip
+    assert imds.text("/latest/meta-data/mac") == inst.mac
+    assert imds.text("/latest/meta-data/placement/availability-zone") == inst.az
+    assert imds.text("/latest/meta-data/placement/region") == "us-east-1"
+    assert imds.text("/latest/meta-data/local-hostname").startswith("ip-")
+    # Directory listings end entries with "/", with or without the trailing slash asked.
+    assert inst.mac + "/" in imds.lines(MACS)
+    assert imds.lines(MACS.rstrip("/")) == imds.lines(MACS)
+    mac_dir = imds.lines(f"{MACS}{inst.mac}/")
+    for leaf in ("device-number", "interface-id", "local-ipv4s", "mac", "network-card-index",
+                 "owner-id", "security-group-ids", "subnet-id", "subnet-ipv4-cidr-block",
+                 "vpc-id", "vpc-ipv4-cidr-block", "vpc-ipv4-cidr-blocks"):
+        assert leaf in mac_dir
+    base = f"{MACS}{inst.mac}/"
+    assert imds.text(base + "device-number") == "0"
+    assert imds.text(base + "network-card-index") == "0"
+    assert imds.text(base + "interface-id") == inst.primary_eni_id
+    assert imds.text(base + "mac") == inst.mac
+    assert imds.text(base + "subnet-id") == topo.subnet_id
+    assert imds.text(base + "subnet-ipv4-cidr-block") == topo.subnet_cidr
+    assert imds.text(base + "vpc-id") == topo.vpc_id
+    assert imds.text(base + "vpc-ipv4-cidr-block") == topo.vpc_cidr
+    assert imds.text(base + "vpc-ipv4-cidr-blocks") == topo.vpc_cidr
+    assert imds.text(base + "owner-id") == "123456789012"
+    assert imds.text(base + "security-group-ids").startswith("sg-")
+    assert imds.lines(base + "local-ipv4s")[0] == inst.primary_ip
+    # No prefix yet: 404, as AWS answers.
+    assert imds.get(base + "ipv4-prefix")[0] == 404
+    # A leaf asked with a trailing slash (botocore's region fetcher does that).
+    assert imds.text("/latest/meta-data/placement/availability-zone/") == inst.az
+    doc = json.loads(imds.text("/latest/dynamic/instance-identity/document"))
+    assert doc["instanceId"] == inst.instance_id
+    assert doc["region"] == "us-east-1" and doc["privateIp"] == inst.primary_ip
+    assert doc["availabilityZone"] == inst.az and doc["instanceType"] == "m5.large"
+    status, body, ctype = imds.get("/latest/meta-data/no-such-thing")
+    assert status == 404 and ctype.startswith("text/html") and "404 - Not Found" in body
+    assert imds.get(f"{MACS}02:00:00:00:00:00/local-ipv4s")[0] == 404
+    # Each instance sees its own tree.
+    other = as_instance(server, topo, 1)
+    assert other.text("/latest/meta-data/instance-id") == topo.instances[1].instance_id
+
+
+def test_follows_ec2_within_200ms(server, topo, ec2, fc):
+    inst = topo.instances[0]
+    imds = as_instance(server, topo, 0)
+    ec2.assign_private_ip_addresses(NetworkInterfaceId=inst.primary_eni_id,
+                                    SecondaryPrivateIpAddressCount=3)
+    t0 = time.monotonic()
+    truth = eni_ips(ec2, inst.primary_eni_id)
+    assert len(truth) >= 4
+    wait_for(lambda: imds.ips(inst.mac) == truth, 0.2, "3 new IPs in local-ipv4s within 200 ms")
+    assert imds.ips(inst.mac)[0] == inst.primary_ip  # primary first
+    # Freed IPs disappear as fast.
+    ec2.unassign_private_ip_addresses(NetworkInterfaceId=inst.primary_eni_id,
+                                      PrivateIpAddresses=[truth[-1]])
+    truth = eni_ips(ec2, inst.primary_eni_id)
+    wait_for(lambda: imds.ips(inst.mac) == truth, 0.2, "a freed IP gone within 200 ms")
+    # A prefix (the gate shows Ipv4Prefixes in Describe): one /28 per line.
+    ec2.assign_private_ip_addresses(NetworkInterfaceId=inst.primary_eni_id, Ipv4PrefixCount=1)
+    prefixes = wait_for(lambda: imds.lines(f"{MACS}{inst.mac}/ipv4-prefix"), 0.3, "a prefix")
+    assert len(prefixes) == 1 and prefixes[0].endswith("/28")
+    assert time.monotonic() - t0 < 5
+
+
+def test_attached_eni_appears_and_detached_eni_goes(server, topo, ec2, fc):
+    inst = topo.instances[2]
+    imds = as_instance(server, topo, 2)
+    eni = ec2.create_network_interface(SubnetId=topo.subnet_id)["NetworkInterface"]
+    mac = eni["MacAddress"]
+    att = ec2.attach_network_interface(NetworkInterfaceId=eni["NetworkInterfaceId"],
+                                       InstanceId=inst.instance_id, DeviceIndex=1)
+    wait_for(lambda: mac + "/" in (imds.lines(MACS) or []), 0.3, "attached ENI listed")
+    assert imds.text(f"{MACS}{mac}/device-number") == "1"
+    assert imds.text(f"{MACS}{mac}/interface-id") == eni["NetworkInterfaceId"]
+    ec2.detach_network_interface(AttachmentId=att["AttachmentId"])
+    wait_for(lambda: mac + "/" not in (imds.lines(MACS) or []), 0.3, "detached ENI gone")
+    assert imds.get(f"{MACS}{mac}/local-ipv4s")[0] == 404
+
+
+# -- content faults -----------------------------------------------------------------------------
+
+
+def test_stale_holds_old_list_until_expiry(server, topo, ec2, fc):
+    inst = topo.instances[1]
+    imds = as_instance(server, topo, 1)
+    eni = inst.primary_eni_id
+    ec2.assign_private_ip_addresses(NetworkInterfaceId=eni, SecondaryPrivateIpAddressCount=3)
+    old = eni_ips(ec2, eni)
+    wait_for(lambda: imds.ips(inst.mac) == old, 0.5, "3 IPs appear")
+    handle = fc.stale(mac=inst.mac, seconds=2)
+    started = time.monotonic()
+    ec2.assign_private_ip_addresses(NetworkInterfaceId=eni, SecondaryPrivateIpAddressCount=1)
+    ec2.unassign_private_ip_addresses(NetworkInterfaceId=eni, PrivateIpAddresses=[old[1]])
+    new = eni_ips(ec2, eni)
+    assert new != old
+    # Served stays the old list for as long as the fault holds...
+    while time.monotonic() - started < 1.7:
+        assert imds.ips(inst.mac) == old
+        time.sleep(0.05)
+    # ...and becomes the truth once it expires by itself.
+    wait_for(lambda: imds.ips(inst.mac) == new, 1.0, "the true list after expiry")
+    assert time.monotonic() - started >= 1.9
+    assert handle.id not in [f["id"] for f in fc.list()]
+    kinds = [(e["type"], e.get("fault", {}).get("id")) for e in fc.events()]
+    assert ("fault_added", handle.id) in kinds and ("fault_expired", handle.id) in kinds
+
+
+def test_stale_as_context_manager_and_other_macs_unaffected(server, topo, ec2, fc):
+    a, b = topo.instances[0], topo.instances[1]
+    ia, ib = as_instance(server, topo, 0), as_instance(server, topo, 1)
+    with fc.stale(mac=a.mac, seconds=30):
+        held = ia.ips(a.mac)
+        ec2.assign_private_ip_addresses(NetworkInterfaceId=b.primary_eni_id,
+                                        SecondaryPrivateIpAddressCount=1)
+        ec2.assign_private_ip_addresses(NetworkInterfaceId=a.primary_eni_id,
+                                        SecondaryPrivateIpAddressCount=1)
+        truth_b = eni_ips(ec2, b.primary_eni_id)
+        wait_for(lambda: ib.ips(b.mac) == truth_b, 0.3, "the other MAC follows EC2")
+        assert ia.ips(a.mac) == held
+    assert fc.list() == []
+    truth_a = eni_ips(ec2, a.primary_eni_id)
+    wait_for(lambda: ia.ips(a.mac) == truth_a, 0.3, "held MAC catches up once removed")
+
+
+def test_missing_one_ip_and_whole_mac(server, topo, ec2, fc):
+    inst = topo.instances[2]
+    imds = as_instance(server, topo, 2)
+    ec2.assign_private_ip_addresses(NetworkInterfaceId=inst.primary_eni_id,
+                                    SecondaryPrivateIpAddressCount=2)
+    truth = eni_ips(ec2, inst.primary_eni_id)
+    wait_for(lambda: imds.ips(inst.mac) == truth, 0.3, "IPs appear")
+    gone = truth[1]
+    with fc.missing(eni_id=inst.primary_eni_id, ips=[gone]):
+        assert imds.ips(inst.mac) == [ip for ip in truth if ip != gone]
+    assert imds.ips(inst.mac) == truth
+    with fc.missing(mac=inst.mac):
+        assert inst.mac + "/" not in (imds.lines(MACS) or [])
+        assert imds.get(f"{MACS}{inst.mac}/local-ipv4s")[0] == 404
+        # Only that instance's tree is touched.
+        assert imds.text("/latest/meta-data/instance-id") == inst.instance_id
+    assert inst.mac + "/" in imds.lines(MACS)
+
+
+def test_lag_shows_changes_one_second_late(server, topo, ec2, fc):
+    inst = topo.instances[2]
+    imds = as_instance(server, topo, 2)
+    before = eni_ips(ec2, inst.primary_eni_id)
+    wait_for(lambda: imds.ips(inst.mac) == before, 0.3, "served equals EC2")
+    fc.lag(seconds=1.0, mac=inst.mac)
+    # What changed in the last second shows up late as well: let it settle first.
+    wait_for(lambda: imds.ips(inst.mac) == before, 1.5, "lagged view equals EC2")
+    ec2.assign_private_ip_addresses(NetworkInterfaceId=inst.primary_eni_id,
+                                    SecondaryPrivateIpAddressCount=1)
+    changed = time.monotonic()
+    after = eni_ips(ec2, inst.primary_eni_id)
+    while time.monotonic() - changed < 0.8:
+        assert imds.ips(inst.mac) == before
+        time.sleep(0.03)
+    wait_for(lambda: imds.ips(inst.mac) == after, 1.0, "the change, one second late")
+    assert time.monotonic() - changed < 1.6
+
+
+def test_stale_of_ips_and_path_glob(server, topo, ec2, fc):
+    inst = topo.instances[0]
+    imds = as_instance(server, topo, 0)
+    before = eni_ips(ec2, inst.primary_eni_id)
+    wait_for(lambda: imds.ips(inst.mac) == before, 0.3, "served equals EC2")
+    victim = before[-1]
+    with fc.stale(ips=[victim]), fc.stale(path="latest/meta-data/network/*/ipv4-prefix"):
+        held_prefix = imds.text(f"{MACS}{inst.mac}/ipv4-prefix")
+        ec2.unassign_private_ip_addresses(NetworkInterfaceId=inst.primary_eni_id,
+                                          PrivateIpAddresses=[victim])
+        fresh = str(ipaddress.ip_network(topo.subnet_cidr)[200])
+        ec2.assign_private_ip_addresses(NetworkInterfaceId=inst.primary_eni_id,
+                                        PrivateIpAddresses=[fresh])
+        ec2.assign_private_ip_addresses(NetworkInterfaceId=inst.primary_eni_id, Ipv4PrefixCount=1)
+        truth = eni_ips(ec2, inst.primary_eni_id)
+        assert victim not in truth and fresh in truth
+        expected = truth + [victim]
+        # The freed IP stays listed, new IPs show up; the prefix list holds.
+        wait_for(lambda: sorted(imds.ips(inst.mac)) == sorted(expected), 0.3, "held IP + new")
+        assert imds.text(f"{MACS}{inst.mac}/ipv4-prefix") == held_prefix
+    wait_for(lambda: imds.ips(inst.mac) == truth, 0.3, "the truth after removal")
+
+
+# -- request faults -----------------------------------------------------------------------------
+
+
+def test_error_always(server, topo, fc):
+    imds = as_instance(server, topo, 0)
+    with fc.error(path="*/instance-id"):
+        status, body, _ = imds.get("/latest/meta-data/instance-id")
+        assert status == 500 and "500 - Internal Server Error" in body
+        assert imds.get("/latest/meta-data/instance-type")[0] == 200
+    with fc.error(status=503, instance_id=topo.instances[0].instance_id):
+        assert imds.get("/latest/meta-data/instance-type")[0] == 503
+        assert as_instance(server, topo, 1).get("/latest/meta-data/instance-type")[0] == 200
+    assert imds.get("/latest/meta-data/instance-id")[0] == 200
+
+
+def _pattern(imds_cloud, topo, seed: int, n: int = 40) -> list[int]:
+    with ImdsServer(ec2_endpoint=imds_cloud.endpoint, seed=seed,
+                    instance_id=topo.instances[0].instance_id) as s:
+        FaultClient(s.control_url).error(probability=0.5)
+        imds = Imds(s.url)
+        return [imds.get("/latest/meta-data/instance-id")[0] for _ in range(n)]
+
+
+def test_error_half_the_time_is_seeded(imds_cloud, topo):
+    print(f"seed {SEED}")
+    first = _pattern(imds_cloud, topo, SEED)
+    again = _pattern(imds_cloud, topo, SEED)
+    other = _pattern(imds_cloud, topo, SEED + 1)
+    assert first == again  # same seed, same answers
+    assert first != other
+    assert set(first) == {200, 500}
+    assert 10 <= first.count(500) <= 30
+
+
+def test_latency(server, topo, fc):
+    imds = as_instance(server, topo, 0)
+    with fc.latency(ms=300, path="*/instance-type"):
+        t = time.monotonic()
+        assert imds.get("/latest/meta-data/instance-type")[0] == 200
+        assert time.monotonic() - t >= 0.29
+        t = time.monotonic()
+        imds.get("/latest/meta-data/instance-id")
+        assert time.monotonic() - t < 0.2
+
+
+def test_drop_closes_without_answer(server, topo, fc):
+    imds = as_instance(server, topo, 0)
+    with fc.drop(path="*/local-ipv4"):
+        with pytest.raises((http.client.RemoteDisconnected, ConnectionError)):
+            imds.get("/latest/meta-data/local-ipv4")
+        assert imds.get("/latest/meta-data/instance-id")[0] == 200
+    assert imds.get("/latest/meta-data/local-ipv4")[0] == 200
+
+
+def test_token_v2_ttl_rules_and_expiry(server, topo):
+    imds = as_instance(server, topo, 0)
+    for bad in (None, "0", "21601", "abc", "-5"):
+        headers = {} if bad is None else {"X-aws-ec2-metadata-token-ttl-seconds": bad}
+        assert imds.request("PUT", "/latest/api/token", headers)[0] == 400, bad
+    status, body, _ = imds.request("PUT", "/latest/api/token",
+                                   {"X-aws-ec2-metadata-token-ttl-seconds": "21600"})
+    assert status == 200 and body
+    token = imds.token(ttl=1)
+    assert imds.get("/latest/meta-data/instance-id", token)[0] == 200
+    assert imds.get("/latest/meta-data/instance-id", "not-a-token")[0] == 401
+    # A token is bound to the instance that asked for it.
+    assert as_instance(server, topo, 1).get("/latest/meta-data/instance-id", token)[0] == 401
+    wait_for(lambda: imds.get("/latest/meta-data/instance-id", token)[0] == 401, 2.5,
+             "a 1 s token to expire")
+    # IMDSv1 is allowed on this server.
+    assert imds.get("/latest/meta-data/instance-id")[0] == 200
+
+
+def test_require_v2(imds_cloud, topo):
+    with ImdsServer(ec2_endpoint=imds_cloud.endpoint, require_v2=True,
+                    instance_id=topo.instances[0].instance_id) as s:
+        imds = Imds(s.url)
+        assert imds.get("/latest/meta-data/instance-id")[0] == 401
+        assert imds.get("/latest/meta-data/instance-id", imds.token())[0] == 200
+
+
+def test_token_fault_reject_and_expire(server, topo, fc):
+    imds = as_instance(server, topo, 0)
+    token = imds.token()
+    with fc.token(mode="reject"):
+        assert imds.get("/latest/meta-data/instance-id", token)[0] == 401
+        assert imds.get("/latest/meta-data/instance-id")[0] == 200  # v1 untouched
+    assert imds.get("/latest/meta-data/instance-id", token)[0] == 200
+    with fc.token(mode="expire"):
+        assert imds.get("/latest/meta-data/instance-id", token)[0] == 401
+    assert imds.get("/latest/meta-data/instance-id", token)[0] == 401  # expired for good
+    assert imds.get("/latest/meta-data/instance-id", imds.token())[0] == 200
+
+
+# -- control API --------------------------------------------------------------------------------
+
+
+BAD_SPECS = [
+    ({"kind": "nope"}, "unknown fault kind"),
+    ({"kind": "stale", "duration": -1}, "duration"),
+    ({"kind": "stale", "duration": 0}, "duration"),
+    ({"kind": "stale", "target": {"mac": "02:00:00:00:00:00"}}, "unknown target mac"),
+    ({"kind": "stale", "target": {"instance_id": "i-00000000"}}, "unknown target instance_id"),
+    ({"kind": "stale", "target": {"eni_id": "eni-0000"}}, "unknown target eni_id"),
+    ({"kind": "stale", "target": {"colour": "red"}}, "unknown target field"),
+    ({"kind": "stale", "target": {"ips": ["10.0.1.300"]}}, "not an IPv4"),
+    ({"kind": "stale", "wobble": 1}, "unknown field"),
+    ({"kind": "stale", "probability": 0.5}, "probability does not apply"),
+    ({"kind": "error", "probability": 1.5}, "probability"),
+    ({"kind": "error", "probability": -0.1}, "probability"),
+    ({"kind": "error", "status": 200}, "status"),
+    ({"kind": "error", "target": {"ips": ["10.0.1.4"]}}, "does not apply"),
+    ({"kind": "lag"}, "needs 'seconds'"),
+    ({"kind": "lag", "seconds": -1}, "seconds"),
+    ({"kind": "latency", "ms": "fast"}, "ms must be a number"),
+    ({"kind": "token", "mode": "maybe"}, "mode"),
+    (["kind", "stale"], "JSON object"),
+]
+
+
+@pytest.mark.parametrize("spec,reason", BAD_SPECS)
+def test_bad_specs_get_400_and_change_nothing(server, fc, spec, reason):
+    before_events = fc.events()
+    req = urllib.request.Request(server.control_url + "/faults", data=json.dumps(spec).encode(),
+                                 method="POST")
+    with pytest.raises(urllib.error.HTTPError) as exc:
+        urllib.request.urlopen(req, timeout=5)
+    assert exc.value.code == 400
+    error = json.loads(exc.value.read())["error"]
+    assert reason in error and "\n" not in error
+    assert fc.list() == []
+    assert fc.events() == before_events
+
+
+def test_not_json_and_unknown_fault_id(server, fc):
+    req = urllib.request.Request(server.control_url + "/faults", data=b"{nope", method="POST")
+    with pytest.raises(urllib.error.HTTPError) as exc:
+        urllib.request.urlopen(req, timeout=5)
+    assert exc.value.code == 400 and "not JSON" in json.loads(exc.value.read())["error"]
+    assert fc.remove("f999999") is False
+    with pytest.raises(FaultError, match="unknown fault kind"):
+        fc.add("nope")
+
+
+def test_events_record_faults_and_served_changes_in_order(server, topo, ec2, fc):
+    inst = topo.instances[1]
+    imds = as_instance(server, topo, 1)
+    since = max([e["seq"] for e in fc.events()], default=0)
+    ec2.assign_private_ip_addresses(NetworkInterfaceId=inst.primary_eni_id,
+                                    SecondaryPrivateIpAddressCount=1)
+    truth = eni_ips(ec2, inst.primary_eni_id)
+    wait_for(lambda: imds.ips(inst.mac) == truth, 0.3, "new IP served")
+    h = fc.missing(mac=inst.mac)
+    h.remove()
+    events = fc.events(since)
+    seqs = [e["seq"] for e in events]
+    assert seqs == sorted(seqs)
+    times = [e["time"] for e in events]
+    assert times == sorted(times)
+    mine = [e for e in events if e.get("instance_id") == inst.instance_id or "fault" in e]
+    summary = [(e["type"], e.get("entry"), e.get("present")) for e in mine]
+    assert summary == [
+        ("served", "local-ipv4s", True),       # EC2 change
+        ("fault_added", None, None),
+        ("served", "local-ipv4s", False),      # the MAC left out
+        ("fault_removed", None, None),
+        ("served", "local-ipv4s", True),       # back
+    ], summary
+    assert mine[0]["values"] == truth and mine[0]["mac"] == inst.mac
+    assert mine[0]["eni_id"] == inst.primary_eni_id
+
+
+def test_add_listener_serves_a_prebound_socket(server, topo):
+    import socket
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    port = sock.getsockname()[1]
+    server.add_listener(sock)
+    extra = Imds(f"http://127.0.0.1:{port}", topo.instances[2].instance_id)
+    assert extra.text("/latest/meta-data/instance-id") == topo.instances[2].instance_id
