@@ -1,0 +1,57 @@
+"""`cnikit ec2`: foreground, prints the endpoint, serves EC2, stops cleanly on SIGTERM/Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import boto3
+import pytest
+
+CNIKIT = Path(sys.executable).parent / "cnikit"
+
+
+def read_endpoint(proc, deadline_s: float = 60.0) -> str:
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if not sel.select(timeout=0.5):
+            continue
+        line = proc.stdout.readline()
+        if not line:
+            break
+        if line.startswith("EC2 endpoint:"):
+            return line.split(":", 1)[1].strip()
+    raise AssertionError("cnikit ec2 printed no endpoint; stderr: " + proc.stderr.read())
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_cnikit_ec2_runs_and_stops(sig):
+    proc = subprocess.Popen([str(CNIKIT), "ec2", "--port", "0"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    try:
+        endpoint = read_endpoint(proc)
+        ec2 = boto3.client("ec2", endpoint_url=endpoint, region_name="us-east-1",
+                           aws_access_key_id="test", aws_secret_access_key="test")
+        vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+        assert vpc.startswith("vpc-")
+        proc.send_signal(sig)
+        assert proc.wait(20) == 0
+        assert "EC2 stopped." in proc.stdout.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_cnikit_ec2_bad_usage_is_one_line_exit_2():
+    r = subprocess.run([str(CNIKIT), "ec2", "--ec2-endpoint", "nonsense"], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr and r.stderr.strip().count("\n") == 0

@@ -1,0 +1,166 @@
+"""EC2 faults on the gate (throttle, error, latency, describe_lag), their HTTP API, the audit log."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+import urllib3
+from botocore.exceptions import ClientError
+
+from cnikit.cloud.faults import FaultSet
+from cnikit.errors import UsageError
+
+SEED = 20261130
+
+
+def error_of(call) -> tuple[str, int]:
+    with pytest.raises(ClientError) as exc:
+        call()
+    r = exc.value.response
+    return r["Error"]["Code"], r["ResponseMetadata"]["HTTPStatusCode"]
+
+
+def wait_until(cond, deadline_s: float = 10.0, step: float = 0.02):
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        value = cond()
+        if value:
+            return value
+        time.sleep(step)
+    raise AssertionError(f"condition not met within {deadline_s}s")
+
+
+@pytest.fixture
+def vpc(gate_cloud, gate_new_vpc):
+    topo = gate_new_vpc(gate_cloud, nodes=1)
+    yield gate_cloud, topo
+    gate_cloud.gate.faults.clear()
+
+
+def test_throttle_one_action_only(vpc):
+    cloud, topo = vpc
+    ec2 = cloud.client()
+    eni = topo.instances[0].primary_eni_id
+    cloud.gate.faults.add("throttle", action="AssignPrivateIpAddresses")
+    assert error_of(lambda: ec2.assign_private_ip_addresses(
+        NetworkInterfaceId=eni, SecondaryPrivateIpAddressCount=1)) == ("RequestLimitExceeded", 503)
+    ec2.describe_network_interfaces(NetworkInterfaceIds=[eni])  # other actions pass
+    assert cloud.gate.owners().enis[eni].ips == [topo.instances[0].primary_ip]
+    outcome = [r.outcome for r in cloud.gate.audit.records()
+               if r.eni_id == eni and r.action == "AssignPrivateIpAddresses"]
+    assert outcome[-1] == "RequestLimitExceeded"
+
+
+def test_throttle_token_bucket():
+    faults = FaultSet(seed=SEED)
+    faults.add("throttle", action="DescribeNetworkInterfaces", rate=5, burst=3)
+    outcomes = [faults.on_request("DescribeNetworkInterfaces")[1] is None for _ in range(10)]
+    assert outcomes[:3] == [True, True, True] and not any(outcomes[3:])
+    assert faults.on_request("AssignPrivateIpAddresses") == (0.0, None)
+    time.sleep(0.25)  # the bucket refills at 5/s: about one token
+    assert faults.on_request("DescribeNetworkInterfaces")[1] is None
+
+
+def test_probability_is_seeded_and_applied():
+    print(f"seed={SEED}")
+    hits = []
+    for _ in range(2):
+        faults = FaultSet(seed=SEED)
+        faults.add("error", probability=0.3)
+        hits.append([faults.on_request("X")[1] is not None for _ in range(400)])
+    assert hits[0] == hits[1]  # same seed, same dice
+    assert 80 <= sum(hits[0]) <= 160
+
+
+def test_error_kinds(vpc):
+    cloud, topo = vpc
+    ec2 = cloud.client()
+    fid = cloud.gate.faults.add("error", action="DescribeNetworkInterfaces")
+    assert error_of(lambda: ec2.describe_network_interfaces()) == ("InternalError", 500)
+    cloud.gate.faults.remove(fid)
+    cloud.gate.faults.add("error", code="Unavailable", action="DescribeNetworkInterfaces")
+    assert error_of(lambda: ec2.describe_network_interfaces()) == ("Unavailable", 503)
+    cloud.gate.faults.clear()
+    ec2.describe_network_interfaces()
+
+
+def test_latency_with_jitter(vpc):
+    cloud, topo = vpc
+    ec2 = cloud.client()
+    cloud.gate.faults.add("latency", action="DescribeNetworkInterfaces", ms=150, jitter_ms=50)
+    started = time.monotonic()
+    ec2.describe_network_interfaces(NetworkInterfaceIds=[topo.instances[0].primary_eni_id])
+    assert time.monotonic() - started >= 0.15
+
+
+def test_fault_expires_by_itself(vpc):
+    cloud, _ = vpc
+    cloud.gate.faults.add("error", duration=0.3)
+    assert cloud.gate.faults.list()
+    wait_until(lambda: not cloud.gate.faults.list(), 5)
+    cloud.client().describe_network_interfaces()
+
+
+def test_describe_lag_shows_old_state_then_catches_up(vpc):
+    cloud, topo = vpc
+    ec2 = cloud.client()
+    eni = topo.instances[0].primary_eni_id
+    cloud.gate.faults.add("describe_lag", seconds=1.0)
+
+    def visible():
+        try:
+            return ec2.describe_network_interfaces(NetworkInterfaceIds=[eni])
+        except ClientError as e:  # the ENI was created less than a lag ago: not yet seen
+            assert e.response["Error"]["Code"] == "InvalidNetworkInterfaceID.NotFound"
+            return None
+
+    wait_until(visible, 5)
+    new = ec2.assign_private_ip_addresses(NetworkInterfaceId=eni, SecondaryPrivateIpAddressCount=1)[
+        "AssignedPrivateIpAddresses"][0]["PrivateIpAddress"]
+    assigned_at = time.monotonic()
+
+    def shown():
+        e = ec2.describe_network_interfaces(NetworkInterfaceIds=[eni])["NetworkInterfaces"][0]
+        return [a["PrivateIpAddress"] for a in e["PrivateIpAddresses"]]
+
+    assert new not in shown()
+    assert new in cloud.gate.owners().enis[eni].ips  # the truth is never lagged
+    wait_until(lambda: new in shown(), 5)
+    assert time.monotonic() - assigned_at >= 0.9
+
+
+def test_fault_set_refuses_bad_specs():
+    faults = FaultSet()
+    for kind, attrs in [("nope", {}), ("throttle", {"probability": 2}), ("latency", {"ms": -1}),
+                        ("error", {"code": "Teapot"}), ("throttle", {"colour": "red"}),
+                        ("latency", {"ms": "fast"})]:
+        with pytest.raises(UsageError):
+            faults.add(kind, **attrs)
+    assert faults.list() == []
+
+
+def test_fault_and_audit_http_api(vpc):
+    cloud, topo = vpc
+    http = urllib3.PoolManager()
+    base = cloud.endpoint + "/_cnikit/faults"
+    r = http.request("POST", base, body=json.dumps({"kind": "throttle", "probability": 1,
+                                                    "action": "DescribeInstances"}))
+    assert r.status == 200
+    fid = json.loads(r.data)["id"]
+    assert [f["id"] for f in json.loads(http.request("GET", base).data)] == [fid]
+    assert error_of(lambda: cloud.client().describe_instances())[0] == "RequestLimitExceeded"
+    for bad in [b"{", json.dumps({"kind": "nope"}).encode(), json.dumps([1]).encode(),
+                json.dumps({"kind": "latency", "ms": "x"}).encode()]:
+        r = http.request("POST", base, body=bad)
+        assert r.status == 400 and "error" in json.loads(r.data)
+    assert http.request("DELETE", f"{base}/{fid}").status == 200
+    assert http.request("DELETE", f"{base}/{fid}").status == 404
+    assert http.request("DELETE", base).status == 200
+    cloud.client().describe_instances()
+    audit = json.loads(http.request("GET", cloud.endpoint + "/_cnikit/audit").data)
+    runs = [a for a in audit if a["action"] == "RunInstances"
+            and a["instance_id"] == topo.instances[0].instance_id]
+    assert runs and runs[0]["ips"] == [topo.instances[0].primary_ip] and runs[0]["outcome"] == "ok"
+    assert {"time", "action", "eni_id", "ips", "prefixes", "outcome"} <= set(audit[0])
