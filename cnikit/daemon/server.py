@@ -24,6 +24,7 @@ from cnikit.daemon import metrics
 from cnikit.daemon.apis import ApiError
 from cnikit.daemon.datastore import DatastoreError, IpamKey, NoAvailableIP
 from cnikit.daemon.ipamd import IpamD
+from cnikit.daemon.podnet import PodNet, PodNetError, veth_name
 
 log = logging.getLogger("cnikit.daemon.server")
 
@@ -35,6 +36,7 @@ MAX_REQUEST = 64 * 1024
 CNI_TRY_AGAIN = 11
 CNI_INVALID_CONFIG = 7
 CNI_IO = 5
+CNI_CHECK_FAILED = 100  # plugin-specific range (spec: codes 100+ are the plugin's)
 
 
 def router_of(subnet_cidr: str) -> str:
@@ -53,6 +55,7 @@ class Daemon:
         self.stopping = threading.Event()
         self._servers: list = []
         self._threads: list[threading.Thread] = []
+        self.podnet: PodNet | None = None
 
     @property
     def socket_path(self) -> Path:
@@ -70,26 +73,79 @@ class Daemon:
         if not isinstance(cid, str) or not cid or not isinstance(ifname, str) or not ifname:
             return {"ok": False, "code": CNI_INVALID_CONFIG, "error": "containerID and ifName are required"}
         key = IpamKey(str(req.get("network") or ""), cid, ifname)
+        netns_path = req.get("netns") if isinstance(req.get("netns"), str) else ""
+        try:
+            if cmd == "add":
+                return self._add(key, req, netns_path)
+            if cmd == "del":
+                return self._del(key, req, netns_path)
+            return self._check(key, req, netns_path)
+        except NoAvailableIP as e:
+            return {"ok": False, "code": CNI_TRY_AGAIN, "error": f"no IP available: {e}"}
+        except PodNetError as e:
+            return {"ok": False, "code": e.code, "error": str(e)}
+        except (DatastoreError, ApiError, OSError) as e:
+            return {"ok": False, "code": CNI_IO, "error": f"{type(e).__name__}: {e}"}
+
+    def _answer(self, a, **extra) -> dict:
+        sub = self.ipamd.subnet_cidr
+        return {"ok": True, "ip": a.ip, "eniId": a.eni_id, "deviceNumber": a.device_number,
+                "subnetCidr": sub, "router": router_of(sub), **extra}
+
+    def _veth(self, key: IpamKey, req: dict) -> str:
+        return veth_name(str(req.get("podNamespace") or ""), str(req.get("podName") or ""),
+                         key.container_id, str(req.get("vethPrefix") or "eni"))
+
+    def _podnet(self) -> PodNet:
+        if self.podnet is None:
+            self.podnet = PodNet()
+        return self.podnet
+
+    def _add(self, key: IpamKey, req: dict, netns_path: str) -> dict:
+        md = req.get("metadata") if isinstance(req.get("metadata"), dict) else {}
         with self.lock:
-            try:
-                if cmd == "add":
-                    md = req.get("metadata") if isinstance(req.get("metadata"), dict) else {}
-                    a = self.ipamd.add(key, md)
-                elif cmd == "del":
-                    a = self.ipamd.delete(key)
-                else:
-                    a = self.ipamd.check(key)
-            except NoAvailableIP as e:
-                return {"ok": False, "code": CNI_TRY_AGAIN, "error": f"no IP available: {e}"}
-            except (DatastoreError, ApiError, OSError) as e:
-                return {"ok": False, "code": CNI_IO, "error": f"{type(e).__name__}: {e}"}
-            if a is None:
-                if cmd == "check":
-                    return {"ok": False, "code": CNI_TRY_AGAIN, "error": f"no IP held by {key}"}
-                return {"ok": True, "released": False}
-            sub = self.ipamd.subnet_cidr
-            return {"ok": True, "ip": a.ip, "eniId": a.eni_id, "deviceNumber": a.device_number,
-                    "subnetCidr": sub, "router": router_of(sub), "released": cmd == "del"}
+            a = self.ipamd.add(key, md)
+        if not netns_path:
+            return self._answer(a)
+        veth = self._veth(key, req)
+        mtu = req.get("mtu") if isinstance(req.get("mtu"), int) else None
+        try:
+            wired = self._podnet().add(netns_path, a.ip, veth, key.if_name, a.device_number,
+                                       router_of(self.ipamd.subnet_cidr), mtu)
+        except BaseException:
+            # Like ptp's cmdAdd: give back what this ADD took before answering the error.
+            with self.lock:
+                self.ipamd.delete(key)
+            raise
+        return self._answer(a, **wired)
+
+    def _del(self, key: IpamKey, req: dict, netns_path: str) -> dict:
+        with self.lock:
+            a = self.ipamd.check(key)
+        if netns_path or a is not None:
+            # Unwire before the IP is released: a freed IP must not be still routed here.
+            self._podnet().delete(netns_path or None, a.ip if a else None, self._veth(key, req),
+                                  a.device_number if a else None)
+        with self.lock:
+            gone = self.ipamd.delete(key)
+        if gone is None:
+            return {"ok": True, "released": False}
+        return self._answer(gone, released=True)
+
+    def _check(self, key: IpamKey, req: dict, netns_path: str) -> dict:
+        with self.lock:
+            a = self.ipamd.check(key)
+        if a is None:
+            return {"ok": False, "code": CNI_TRY_AGAIN, "error": f"no IP held by {key}"}
+        expect = req.get("expectIp")
+        if expect and expect != a.ip:
+            return {"ok": False, "code": CNI_CHECK_FAILED,
+                    "error": f"daemon holds {a.ip} for {key}, prevResult says {expect}"}
+        if netns_path:
+            problem = self._podnet().check(netns_path, a.ip, self._veth(key, req), key.if_name)
+            if problem:
+                return {"ok": False, "code": CNI_CHECK_FAILED, "error": problem}
+        return self._answer(a)
 
     def snapshot(self) -> dict:
         with self.lock:

@@ -1,0 +1,118 @@
+"""The pod data plane for a CNI request, on top of cnikit.fabric.wiring (upstream's layout:
+pod eth0 IP/32 via 169.254.1.1, host veth /32 route, rules 512 and 1536, per-ENI tables).
+
+Runs where the node's network is the current namespace: inside the daemon (default: the
+plugin process stays small) or inside the plugin (`"wiring": "plugin"` in the netconf).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+
+
+class PodNetError(Exception):
+    """`code` is the CNI error code to answer with."""
+
+    def __init__(self, message: str, code: int = 5):
+        super().__init__(message)
+        self.code = code
+
+
+def _open_ns(path: str) -> int:
+    try:
+        return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise PodNetError(f"network namespace {path} does not exist", 3) from None
+    except OSError as e:
+        raise PodNetError(f"network namespace {path}: {e.strerror}", 5) from None
+
+
+def veth_name(pod_namespace: str, pod_name: str, container_id: str, prefix: str = "eni") -> str:
+    from cnikit.fabric import wiring
+
+    if pod_name:
+        return wiring.host_veth_name(pod_namespace or "default", pod_name, prefix)
+    return wiring.host_veth_name("cni", container_id, prefix)
+
+
+class PodNet:
+    def __init__(self, eni_link_wait: float = 10.0):
+        from cnikit.fabric.netlink import Netlink
+
+        self.node = Netlink()
+        self.eni_link_wait = eni_link_wait
+
+    def _wait_eni_link(self, device_index: int) -> None:
+        # The fabric (or a real kernel) shows a just-attached ENI as eth<N> a moment later.
+        deadline = time.monotonic() + self.eni_link_wait
+        while self.node.link_index(f"eth{device_index}") is None:
+            if time.monotonic() > deadline:
+                raise PodNetError(f"eth{device_index} (ENI device {device_index}) never appeared", 11)
+            time.sleep(0.01)
+
+    def add(self, netns_path: str, ip: str, host_veth: str, ifname: str, device_index: int,
+            router: str, mtu: int | None = None) -> dict:
+        from cnikit.fabric import wiring
+        from cnikit.fabric.netlink import NetlinkError
+
+        fd = _open_ns(netns_path)
+        pod = None
+        try:
+            pod = wiring.netlink_in(fd)
+            if device_index:
+                self._wait_eni_link(device_index)
+            try:
+                w = wiring.wire(self.node, pod, fd, ip, host_veth, ifname=ifname,
+                                device_index=device_index, router=router or None, mtu=mtu)
+            except NetlinkError as e:
+                raise PodNetError(f"wiring {ip} into {netns_path}: {e}", 5) from None
+            return {"hostVeth": w.host_veth, "hostMac": w.host_mac, "podMac": w.pod_mac}
+        finally:
+            if pod is not None:
+                pod.close()
+            os.close(fd)
+
+    def delete(self, netns_path: str | None, ip: str | None, host_veth: str,
+               device_index: int | None) -> None:
+        """Tolerates everything already gone. Leaves the veth to die with the namespace when
+        the namespace is still there (a link delete waits ~35 ms for RCU)."""
+        from cnikit.fabric import wiring
+        from cnikit.fabric.netlink import NetlinkError
+
+        ns_alive = bool(netns_path) and os.path.exists(netns_path)
+        try:
+            if ip:
+                wiring.unwire(self.node, ip, host_veth, device_index, delete_link=not ns_alive)
+            elif not ns_alive:
+                self.node.link_del(name=host_veth)
+        except NetlinkError as e:
+            if e.errno not in (errno.ENOENT, errno.ENODEV, errno.ESRCH):
+                raise PodNetError(f"unwiring {ip}: {e}", 5) from None
+
+    def check(self, netns_path: str, ip: str, host_veth: str, ifname: str) -> str | None:
+        """None when the pod's network is as ADD left it, else what is wrong (one line)."""
+        from cnikit.fabric import wiring
+
+        fd = _open_ns(netns_path)
+        pod = None
+        try:
+            pod = wiring.netlink_in(fd)
+            view = wiring.pod_view(pod, ifname)
+        finally:
+            if pod is not None:
+                pod.close()
+            os.close(fd)
+        if not view["present"]:
+            return f"{ifname} is missing in {netns_path}"
+        if f"{ip}/32" not in view["ips"]:
+            return f"{ifname} does not hold {ip}/32 (has {', '.join(view['ips']) or 'nothing'})"
+        if view["gateway"] != wiring.POD_GATEWAY:
+            return f"default route is via {view['gateway']}, not {wiring.POD_GATEWAY}"
+        hidx = self.node.link_index(host_veth)
+        if hidx is None:
+            return f"host veth {host_veth} is missing"
+        if not any(r.dst == f"{ip}/32" and r.oif == hidx for r in self.node.routes()):
+            return f"no host route {ip}/32 dev {host_veth}"
+        return None

@@ -1,0 +1,233 @@
+"""cnikit-cni: a CNI plugin (spec 1.0.0) that is a thin client of the cnikit daemon.
+
+Executed once per pod, so it imports nothing beyond json/os/socket/sys: the daemon
+allocates the IP and (by default) wires the pod with cnikit.fabric.wiring, already
+loaded in its process. With `"wiring": "plugin"` in the netconf the plugin wires the
+pod itself (same code, paid for with the import). ADD gives back its IP when wiring
+fails; DEL tolerates what is already gone; CHECK compares against prevResult.
+
+Netconf keys beyond the spec: `daemonSocket` (default $CNIKIT_DAEMON_SOCKET or
+/run/cnikit/daemon/ipamd.sock), `wiring` ("daemon" | "plugin"), `mtu`, `vethPrefix`.
+"""
+
+import os
+import sys
+
+from cnikit.plugin import tinyjson as json
+
+SUPPORTED = ["0.3.0", "0.3.1", "0.4.0", "1.0.0"]
+DEFAULT_SOCKET = "/run/cnikit/daemon/ipamd.sock"
+GATEWAY = "169.254.1.1"
+
+# CNI spec error codes
+E_VERSION, E_FIELD, E_UNKNOWN_CONTAINER, E_ENV, E_IO, E_DECODE, E_CONFIG, E_TRY_AGAIN = (
+    1, 2, 3, 4, 5, 6, 7, 11)
+
+
+class CniError(Exception):
+    def __init__(self, code, msg, details=""):
+        super().__init__(msg)
+        self.code, self.msg, self.details = code, msg, details
+
+
+def _call(sock_path, req, timeout=60.0):
+    # _socket, not socket: the socket module imports enum (~4 ms per pod).
+    import _socket
+
+    try:
+        s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        try:
+            s.settimeout(timeout)
+            s.connect(sock_path)
+            s.sendall(json.dumps(req).encode() + b"\n")
+            buf = b""
+            while not buf.endswith(b"\n"):
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                buf += chunk
+        finally:
+            s.close()
+    except (FileNotFoundError, ConnectionRefusedError):
+        raise CniError(E_TRY_AGAIN, "cnikit daemon is not running", sock_path) from None
+    except OSError as e:
+        raise CniError(E_TRY_AGAIN, f"cnikit daemon: {e.strerror or e}", sock_path) from None
+    try:
+        resp = json.loads(buf)
+    except ValueError:
+        raise CniError(E_TRY_AGAIN, "cnikit daemon closed the connection", sock_path) from None
+    if not resp.get("ok"):
+        raise CniError(int(resp.get("code") or E_IO), str(resp.get("error") or "daemon error"))
+    return resp
+
+
+def _cni_args(raw):
+    out = {}
+    for part in (raw or "").split(";"):
+        k, sep, v = part.partition("=")
+        if sep:
+            out[k.strip()] = v.strip()
+    return out
+
+
+def _env(name, required=True):
+    v = os.environ.get(name, "")
+    if required and not v:
+        raise CniError(E_ENV, f"{name} is required")
+    return v
+
+
+def _load_conf(raw):
+    try:
+        conf = json.loads(raw)
+    except ValueError as e:
+        raise CniError(E_DECODE, "network configuration is not JSON", str(e)) from None
+    if not isinstance(conf, dict):
+        raise CniError(E_DECODE, "network configuration is not a JSON object")
+    ver = conf.get("cniVersion")
+    if not isinstance(ver, str) or not ver:
+        raise CniError(E_CONFIG, "cniVersion is required")
+    if ver not in SUPPORTED:
+        raise CniError(E_VERSION, f"cniVersion {ver} is not supported ({', '.join(SUPPORTED)})")
+    if conf.get("wiring", "daemon") not in ("daemon", "plugin"):
+        raise CniError(E_FIELD, "wiring must be \"daemon\" or \"plugin\"")
+    if "mtu" in conf and (not isinstance(conf["mtu"], int) or not 68 <= conf["mtu"] <= 65535):
+        raise CniError(E_FIELD, "mtu must be an integer in 68..65535")
+    return conf
+
+
+def _request(cmd, conf, with_netns=True):
+    args = _cni_args(os.environ.get("CNI_ARGS"))
+    req = {
+        "cmd": cmd,
+        "network": conf.get("name") or "",
+        "containerID": _env("CNI_CONTAINERID"),
+        "ifName": _env("CNI_IFNAME"),
+        "podNamespace": args.get("K8S_POD_NAMESPACE", ""),
+        "podName": args.get("K8S_POD_NAME", ""),
+        "vethPrefix": conf.get("vethPrefix") or "eni",
+        "metadata": {k: v for k, v in (("k8sPodNamespace", args.get("K8S_POD_NAMESPACE")),
+                                       ("k8sPodName", args.get("K8S_POD_NAME"))) if v},
+    }
+    if "mtu" in conf:
+        req["mtu"] = conf["mtu"]
+    if with_netns and conf.get("wiring", "daemon") == "daemon":
+        req["netns"] = os.environ.get("CNI_NETNS", "")
+    return req
+
+
+def _socket(conf):
+    return conf.get("daemonSocket") or os.environ.get("CNIKIT_DAEMON_SOCKET") or DEFAULT_SOCKET
+
+
+def _local():
+    from cnikit.daemon.podnet import PodNet, PodNetError, veth_name
+
+    return PodNet, PodNetError, veth_name
+
+
+def cmd_add(conf):
+    netns = _env("CNI_NETNS")
+    req = _request("add", conf)
+    sock = _socket(conf)
+    resp = _call(sock, req)
+    if conf.get("wiring") == "plugin":
+        PodNet, PodNetError, veth_name = _local()
+        veth = veth_name(req["podNamespace"], req["podName"], req["containerID"], req["vethPrefix"])
+        try:
+            resp.update(PodNet().add(netns, resp["ip"], veth, req["ifName"], resp["deviceNumber"],
+                                     resp.get("router") or "", conf.get("mtu")))
+        except PodNetError as e:
+            _call(sock, dict(req, cmd="del"))
+            raise CniError(e.code, str(e)) from None
+    return _result(conf, req, resp, netns)
+
+
+def _result(conf, req, resp, netns):
+    ip = {"address": f"{resp['ip']}/32", "gateway": GATEWAY, "interface": 1}
+    if conf["cniVersion"] != "1.0.0":
+        ip["version"] = "4"
+    result = {
+        "cniVersion": conf["cniVersion"],
+        "interfaces": [
+            {"name": resp.get("hostVeth", ""), "mac": resp.get("hostMac", "")},
+            {"name": req["ifName"], "mac": resp.get("podMac", ""), "sandbox": netns},
+        ],
+        "ips": [ip],
+        "routes": [{"dst": "0.0.0.0/0", "gw": GATEWAY}],
+        "dns": conf.get("dns") or {},
+    }
+    return result
+
+
+def cmd_del(conf):
+    req = _request("del", conf)
+    resp = _call(_socket(conf), req)
+    if conf.get("wiring") == "plugin":
+        PodNet, PodNetError, veth_name = _local()
+        veth = veth_name(req["podNamespace"], req["podName"], req["containerID"], req["vethPrefix"])
+        try:
+            PodNet().delete(os.environ.get("CNI_NETNS") or None, resp.get("ip"), veth,
+                            resp.get("deviceNumber"))
+        except PodNetError as e:
+            raise CniError(e.code, str(e)) from None
+    return None
+
+
+def _prev_ip(conf):
+    prev = conf.get("prevResult")
+    if not isinstance(prev, dict):
+        raise CniError(E_CONFIG, "CHECK needs prevResult")
+    for ip in prev.get("ips") or []:
+        addr = (ip.get("address") or "") if isinstance(ip, dict) else ""
+        if addr:
+            return addr.split("/")[0]
+    raise CniError(E_CONFIG, "prevResult holds no IP")
+
+
+def cmd_check(conf):
+    _env("CNI_NETNS")
+    req = _request("check", conf)
+    req["expectIp"] = _prev_ip(conf)
+    if conf.get("wiring") == "plugin":
+        req.pop("netns", None)
+        resp = _call(_socket(conf), req)
+        PodNet, _, veth_name = _local()
+        veth = veth_name(req["podNamespace"], req["podName"], req["containerID"], req["vethPrefix"])
+        problem = PodNet().check(os.environ["CNI_NETNS"], resp["ip"], veth, req["ifName"])
+        if problem:
+            raise CniError(100, problem)
+    else:
+        _call(_socket(conf), req)
+    return None
+
+
+def main(argv=None):
+    cmd = os.environ.get("CNI_COMMAND", "")
+    ver = "1.0.0"
+    try:
+        if cmd == "VERSION":
+            out = {"cniVersion": "1.0.0", "supportedVersions": SUPPORTED}
+        else:
+            if cmd not in ("ADD", "DEL", "CHECK"):
+                raise CniError(E_ENV, f"unknown CNI_COMMAND {cmd!r}" if cmd else "CNI_COMMAND is required")
+            conf = _load_conf(sys.stdin.read())
+            ver = conf["cniVersion"]
+            out = {"ADD": cmd_add, "DEL": cmd_del, "CHECK": cmd_check}[cmd](conf)
+    except CniError as e:
+        err = {"cniVersion": ver, "code": e.code, "msg": e.msg}
+        if e.details:
+            err["details"] = e.details
+        sys.stdout.write(json.dumps(err) + "\n")
+        return 1
+    except Exception as e:  # never a traceback on the runtime's stdout
+        sys.stdout.write(json.dumps({"cniVersion": ver, "code": 999,
+                                     "msg": f"internal error: {type(e).__name__}: {e}"}) + "\n")
+        return 1
+    if out is not None:
+        sys.stdout.write(json.dumps(out) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
