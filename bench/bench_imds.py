@@ -1,0 +1,169 @@
+"""Benchmark: fault_imds requests/s and p99 for `network/interfaces/macs/<mac>/local-ipv4s`
+with IMDSv2, 8 concurrent clients, side by side with moto's own metadata endpoint.
+
+Moto's endpoint serves fixed values and answers 500 under `network/interfaces/macs/`, so it
+is benched on a path it does answer (`latest/meta-data/instance-id`), also with a token
+(it hands out a fixed one). Each client is its own process (one keep-alive connection,
+closed loop: the next request leaves when the answer is in); the servers run in this
+process, fault_imds following EC2 (moto behind the gate, polled every 100 ms) meanwhile.
+
+    .venv/bin/python bench/bench_imds.py [--quick] [--clients 8] [--seconds 8]
+
+Prints one JSON object on stdout; progress on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.parse
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+GOAL_RPS = 2000
+GOAL_P99_MS = 10.0
+
+
+def worker(url: str, path: str, seconds: float, instance_id: str, start_at: float) -> None:
+    """One client: PUT a token, then GET `path` with it until time is up. Prints JSON."""
+    u = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+    base = {"X-Cnikit-Instance-Id": instance_id} if instance_id else {}
+    conn.request("PUT", "/latest/api/token",
+                 headers={**base, "X-aws-ec2-metadata-token-ttl-seconds": "21600"})
+    resp = conn.getresponse()
+    token = resp.read().decode()
+    assert resp.status == 200, resp.status
+    headers = {**base, "X-aws-ec2-metadata-token": token}
+    while time.time() < start_at:  # all clients start together
+        time.sleep(0.001)
+    lat: list[float] = []
+    errors = 0
+    clock = time.perf_counter
+    end = clock() + seconds
+    while True:
+        t0 = clock()
+        if t0 >= end:
+            break
+        try:
+            conn.request("GET", path, headers=headers)
+            r = conn.getresponse()
+            r.read()
+            if r.status != 200:
+                errors += 1
+        except (OSError, http.client.HTTPException):
+            errors += 1
+            conn.close()
+            conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+        lat.append(clock() - t0)
+    print(json.dumps({"lat": lat, "errors": errors}))
+
+
+def run_clients(url: str, path: str, clients: int, seconds: float, instance_id: str) -> dict:
+    start_at = time.time() + 1.0  # time for every process to start and get its token
+    procs = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--worker", url, path, str(seconds), instance_id or "",
+             str(start_at)],
+            stdout=subprocess.PIPE, text=True,
+        )
+        for _ in range(clients)
+    ]
+    lat: list[float] = []
+    errors = 0
+    for p in procs:
+        out, _ = p.communicate(timeout=seconds + 60)
+        if p.returncode != 0:
+            raise RuntimeError(f"bench client failed (exit {p.returncode})")
+        data = json.loads(out)
+        lat.extend(data["lat"])
+        errors += data["errors"]
+    lat.sort()
+    n = len(lat)
+
+    def pct(q: float) -> float:
+        return round(lat[min(n - 1, int(q * n))] * 1000, 3) if n else 0.0
+
+    return {
+        "requests": n,
+        "errors": errors,
+        "rps": round(n / seconds, 1),
+        "p50_ms": pct(0.50),
+        "p99_ms": pct(0.99),
+        "max_ms": round(lat[-1] * 1000, 3) if n else 0.0,
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description="fault_imds throughput and latency")
+    ap.add_argument("--quick", action="store_true", help="2 s per target instead of 8")
+    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--seconds", type=float, default=None)
+    args = ap.parse_args()
+    seconds = args.seconds or (2.0 if args.quick else 8.0)
+
+    from cnikit.cloud import Cloud
+    from fault_imds.server import ImdsServer
+
+    log = lambda msg: print(f"bench_imds: {msg}", file=sys.stderr, flush=True)  # noqa: E731
+    cloud = Cloud.start(ec2="moto")
+    try:
+        topo = cloud.bootstrap(nodes=1)
+        inst = topo.instances[0]
+        ec2 = cloud.client()
+        ec2.assign_private_ip_addresses(NetworkInterfaceId=inst.primary_eni_id,
+                                        SecondaryPrivateIpAddressCount=9)
+        with ImdsServer(ec2_endpoint=cloud.endpoint, instance_id=inst.instance_id) as imds:
+            path = f"/latest/meta-data/network/interfaces/macs/{inst.mac}/local-ipv4s"
+            log(f"fault_imds {path}, {args.clients} clients, {seconds:g} s")
+            ours = run_clients(imds.url, path, args.clients, seconds, inst.instance_id)
+            log(f"fault_imds: {ours}")
+            # The same with faults active: a stale on this MAC (content: precomputed) and an
+            # error on another path (request stage: evaluated for every request).
+            from fault_imds.client import FaultClient
+
+            fc = FaultClient(imds.control_url)
+            fc.stale(mac=inst.mac)
+            fc.error(path="*/instance-id", probability=0.5)
+            faulted = run_clients(imds.url, path, args.clients, seconds, inst.instance_id)
+            log(f"fault_imds with faults: {faulted}")
+            polls = imds.ec2.polls
+        moto_path = "/latest/meta-data/instance-id"
+        log(f"moto {moto_path}, {args.clients} clients, {seconds:g} s")
+        moto = run_clients(cloud.upstream_url, moto_path, args.clients, seconds, "")
+        log(f"moto: {moto}")
+    finally:
+        cloud.stop()
+
+    met = ours["rps"] >= GOAL_RPS and ours["p99_ms"] < GOAL_P99_MS and ours["errors"] == 0
+    print(json.dumps({
+        "bench": "imds",
+        "clients": args.clients,
+        "seconds": seconds,
+        "fault_imds": {"path": "latest/meta-data/network/interfaces/macs/<mac>/local-ipv4s",
+                       "imdsv2": True, **ours, "ec2_polls_meanwhile": polls},
+        "fault_imds_with_faults": {"faults": ["stale on the MAC", "error p=0.5 on */instance-id"],
+                                   **faulted},
+        "moto_metadata": {"path": moto_path.lstrip("/"), "imdsv2": True,
+                          "note": "moto serves fixed values and 500s on network/interfaces/macs/",
+                          **moto},
+        "goal": {"rps": GOAL_RPS, "p99_ms": GOAL_P99_MS},
+        "met": met,
+        "cpus": os.cpu_count(),
+    }))
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        url, path, seconds, iid, start_at = sys.argv[2:7]
+        worker(url, path, float(seconds), iid, float(start_at))
+        sys.exit(0)
+    sys.exit(main())
