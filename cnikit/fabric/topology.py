@@ -130,6 +130,9 @@ class Fabric:
         self._thread: threading.Thread | None = None
         self._listeners: list[socket.socket] = []
         self.router = routes.router_of(topo.subnet_cidr)
+        # observer(event, pod) with event "add" (after wiring) or "delete" (before unwiring):
+        # how the checkers learn about pods, whoever makes them.
+        self.observers: list = []
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -388,6 +391,7 @@ class Fabric:
             raise
         pod = Pod(name, node, ip, ns, device_index, host_veth=veth)
         self.pods[name] = pod
+        self._notify("add", pod)
         return pod
 
     def add_pod_cni(self, node: int | str | Node, config: dict, cni_path: list[str] | str,
@@ -411,11 +415,20 @@ class Fabric:
         ip = result.ips[0].split("/")[0]
         pod = Pod(name, node, ip, ns, self.device_index_of(node, ip) or 0, cni=sandbox)
         self.pods[name] = pod
+        self._notify("add", pod)
         return pod
+
+    def _notify(self, event: str, pod: Pod) -> None:
+        for fn in list(self.observers):
+            fn(event, pod)
 
     def delete_pod(self, pod: Pod | str) -> None:
         """DEL (plugin pods) or unwire (direct pods), then remove the namespace."""
-        pod = self.pods.pop(pod if isinstance(pod, str) else pod.name)
+        pod = self.pods[pod if isinstance(pod, str) else pod.name]
+        try:
+            self._notify("delete", pod)
+        finally:
+            del self.pods[pod.name]
         try:
             if pod.cni is not None:
                 pod.cni.delete()

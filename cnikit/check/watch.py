@@ -1,0 +1,102 @@
+"""Watching a fabric: the prober (client), the monitor, the history and the invariants.
+
+    with Watch(fabric) as watch:          # tracks every pod the fabric makes or deletes
+        watch.nemesis("unassign", {"ip": ip})
+        watch.wait_for(lambda inv: pod.name in inv.failing_pods(), timeout=1)
+    watch.invariants.violations(); watch.history.dump(path)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from cnikit.check.history import CLIENT, NEMESIS, PROBER, History
+from cnikit.check.invariants import Invariants
+from cnikit.check.monitor import Monitor
+from cnikit.check.prober import Prober, ProbeTarget
+
+
+class Watch:
+    def __init__(self, fabric, history: History | None = None, leak_grace: float = 60.0,
+                 daemon_view: Callable[[str], set[str] | None] | None = None,
+                 interval: float = 0.1, timeout: float = 0.005, fail_after: int = 3):
+        self.fabric = fabric
+        self.history = history or History()
+        self.invariants = Invariants(leak_grace)
+        self.history.subscribe(self.invariants.step)
+        self.monitor = Monitor(fabric.cloud.gate, self.history,
+                               [n.instance_id for n in fabric.nodes], daemon_view)
+        self.prober = Prober(self._on_probe, interval=interval, timeout=timeout,
+                             fail_after=fail_after, run_dir=fabric.run.dir)
+        self.errors: dict[str, str] = {}
+
+    def start(self) -> Watch:
+        self.monitor.start()
+        self.prober.start()
+        try:
+            pods = list(self.fabric.pods.values())
+            for pod in pods:
+                self._record_add(pod)
+            self._probe(pods)
+            self.fabric.observers.append(self._on_pod)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __enter__(self) -> Watch:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        if self._on_pod in self.fabric.observers:
+            self.fabric.observers.remove(self._on_pod)
+        self.prober.stop()
+        self.monitor.stop()
+
+    # -- inputs --------------------------------------------------------------------------
+
+    def _on_probe(self, ev: dict) -> None:
+        self.history.info(PROBER, ev["ev"], ev, at=ev.get("t"), mono=ev.get("m"))
+
+    def _record_add(self, pod) -> None:
+        self.history.append(CLIENT, "ok", "pod-add",
+                            {"pod": pod.name, "node": pod.node.index,
+                             "instance_id": pod.node.instance_id, "ip": pod.ip})
+
+    def _probe(self, pods) -> None:
+        errors = self.prober.add([ProbeTarget(p.name, p.path, p.ip) for p in pods])
+        self.errors.update(errors)
+
+    def _on_pod(self, event: str, pod) -> None:
+        if event == "add":
+            self._record_add(pod)
+            self._probe([pod])
+        elif event == "delete":
+            self.prober.remove([pod.name])
+            self.history.append(CLIENT, "ok", "pod-delete", {"pod": pod.name, "ip": pod.ip})
+
+    def nemesis(self, f: str, value=None) -> dict:
+        """Record a fault (done by the caller) in the history."""
+        return self.history.info(NEMESIS, f, value)
+
+    # -- waiting -------------------------------------------------------------------------
+
+    def wait_for(self, predicate: Callable[[Invariants], bool], timeout: float,
+                 poll: float = 0.005) -> float | None:
+        """Seconds until predicate(invariants) held, or None at the deadline."""
+        start = time.monotonic()
+        end = start + timeout
+        while True:
+            if predicate(self.invariants):
+                return time.monotonic() - start
+            if time.monotonic() >= end:
+                return None
+            time.sleep(poll)
+
+    def sync_ownership(self, timeout: float = 5.0) -> bool:
+        """Wait until the monitor recorded EC2's current ownership."""
+        return self.monitor.wait_version(self.fabric.cloud.gate.owners().version, timeout)

@@ -1,0 +1,78 @@
+"""Build a fabric on an embedded EC2 and hold it until SIGINT/SIGTERM (then clean up).
+
+    python -m cnikit.fabric.hold [--nodes N] [--pods M] [--run-id ID]
+
+Prints one JSON line when ready: {"run_id", "namespaces", "pods": {name: ip}}. A tool for
+poking at the fabric by hand and for the crash tests (kill -9 it, then see the next run
+clean up). Bad input or an unusable environment: one line on stderr, exit code 2.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+
+import click
+
+from cnikit.errors import CnikitError
+from cnikit.runtime import require_root
+
+
+@click.command()
+@click.option("--nodes", default=2, type=click.IntRange(1, 64), show_default=True)
+@click.option("--pods", default=2, type=click.IntRange(0, 200), show_default=True,
+              help="pods per node, wired directly")
+@click.option("--run-id", default=None, help="claim this run id instead of a fresh one")
+@click.option("--instance-type", default="m5.large", show_default=True)
+def hold(nodes: int, pods: int, run_id: str | None, instance_type: str) -> None:
+    require_root("the fabric")
+    from cnikit.cloud import Cloud
+    from cnikit.fabric import ec2ops, netns
+    from cnikit.fabric.cleanup import cleanup_on_signals
+    from cnikit.fabric.topology import Fabric
+    from cnikit.runtime import Run
+
+    run = Run.claim(run_id)
+    try:
+        with cleanup_on_signals():
+            cloud = Cloud.start()
+            try:
+                topo = cloud.bootstrap(nodes=nodes, instance_type=instance_type)
+                with Fabric(cloud, topo, run) as fabric:
+                    for n in range(nodes):
+                        for ip, dev in ec2ops.assign_pod_ips(cloud, fabric, n, pods):
+                            fabric.add_pod(n, ip, dev)
+                    print(json.dumps({"run_id": run.run_id,
+                                      "namespaces": netns.names(f"ck-{run.run_id}-"),
+                                      "pods": {p.name: p.ip for p in fabric.pods.values()}}),
+                          flush=True)
+                    _wait()
+            finally:
+                cloud.stop()
+    finally:
+        run.close()
+
+
+def _wait() -> None:
+    """Sleep until a signal unwinds us (KeyboardInterrupt / Interrupted)."""
+    while True:
+        signal.pause()
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        hold.main(args=argv, prog_name="cnikit-fabric-hold", standalone_mode=False)
+    except CnikitError as e:
+        click.echo(f"cnikit: {e}", err=True)
+        return e.exit_code
+    except click.ClickException as e:
+        e.show()
+        return 2
+    except (KeyboardInterrupt, click.exceptions.Abort):
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
