@@ -92,6 +92,8 @@ class ImdsHandler:
         transport = request.transport
         peer = transport.get_extra_info("peername") if transport else None
         ip = peer[0] if peer else None
+        if ip is not None and ip.startswith("::ffff:"):
+            ip = ip[7:]  # an IPv4 caller on a dual-stack socket
         if _is_loopback(ip):
             iid = request.headers.get(INSTANCE_HEADER) or self.default_instance
             if iid is None and len(self.engine.true_models) == 1:
@@ -296,6 +298,8 @@ class ImdsServer:
             await self._stopping.wait()
         finally:
             ticker.cancel()
+            # The poller hands states to this loop: stop it before the loop goes away.
+            await loop.run_in_executor(None, self.ec2.stop)
             await self._cleanup()
 
     async def _tick(self) -> None:
