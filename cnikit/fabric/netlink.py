@@ -223,18 +223,22 @@ class Netlink:
                 if t == RTM_NEWLINK]
 
     def veth_add(self, name: str, peer: str, peer_ns_fd: int | None = None,
-                 mac: str | None = None, peer_mac: str | None = None) -> None:
+                 mac: str | None = None, peer_mac: str | None = None, index: int = 0,
+                 peer_index: int = 0) -> None:
         """Create veth `name` here and its peer `peer`, placed directly in peer_ns_fd.
 
-        Both ends come up down: a veth peer cannot be created already up.
+        Both ends come up down: a veth peer cannot be created already up. `index` pins the
+        ifindex: give the two ends different ones, because the kernel treats a veth whose
+        ifindex equals its peer's as a plain device and defers its carrier-up (the moment
+        its queue starts passing packets) by up to a second.
         """
         peer_attrs = _name(IFLA_IFNAME, peer)
         if peer_mac:
             peer_attrs += _attr(IFLA_ADDRESS, mac_bytes(peer_mac))
         if peer_ns_fd is not None:
             peer_attrs += _u32(IFLA_NET_NS_FD, peer_ns_fd)
-        peer_info = _IFINFO.pack(socket.AF_UNSPEC, 0, 0, 0, 0) + peer_attrs
-        body = _IFINFO.pack(socket.AF_UNSPEC, 0, 0, 0, 0) + _name(IFLA_IFNAME, name)
+        peer_info = _IFINFO.pack(socket.AF_UNSPEC, 0, peer_index, 0, 0) + peer_attrs
+        body = _IFINFO.pack(socket.AF_UNSPEC, 0, index, 0, 0) + _name(IFLA_IFNAME, name)
         if mac:
             body += _attr(IFLA_ADDRESS, mac_bytes(mac))
         body += _nest(IFLA_LINKINFO, _name(IFLA_INFO_KIND, "veth"),
@@ -331,7 +335,8 @@ class Netlink:
                   gateway: str | None = None) -> bool:
         """Delete the route to dst; False if it was already gone."""
         ip, plen = split_cidr(dst)
-        body = _RTMSG.pack(socket.AF_INET, plen, 0, 0, table if table < 256 else 0, 0, 0, 0, 0)
+        # Scope RT_SCOPE_NOWHERE (255) matches a route of any scope, as `ip route del` does.
+        body = _RTMSG.pack(socket.AF_INET, plen, 0, 0, table if table < 256 else 0, 0, 255, 0, 0)
         if plen:
             body += _ip(RTA_DST, ip)
         if gateway:

@@ -306,7 +306,9 @@ class Fabric:
         router = self._add_router(cidr)
         plen = ipaddress.ip_network(cidr, strict=False).prefixlen
         v, n = self.vpc.nl, node.ns.nl
-        v.veth_add(vpc_name, ifname, peer_ns_fd=node.ns.fd, mac=vpc_mac, peer_mac=spec.mac)
+        # A VPC-side index no node-side link has (see Netlink.veth_add).
+        v.veth_add(vpc_name, ifname, peer_ns_fd=node.ns.fd, mac=vpc_mac, peer_mac=spec.mac,
+                   index=1000 + spec.node * 16 + spec.device_index)
         try:
             vidx = v.link_index(vpc_name)
             nidx = n.link_index(ifname)

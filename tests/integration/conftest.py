@@ -1,0 +1,54 @@
+"""Fixtures for integration tests (root, real namespaces). Other areas add theirs here."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+ROOT = os.geteuid() == 0
+needs_root = pytest.mark.skipif(not ROOT, reason="needs root: network namespaces")
+
+
+def wait_until(predicate, timeout: float, poll: float = 0.01, what: str = "condition"):
+    """Poll predicate until it returns something truthy; fail the test at the deadline."""
+    end = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= end:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(poll)
+
+
+@pytest.fixture(scope="module")
+def fab_cloud():
+    """One embedded EC2 (moto + gate) per test module; each test bootstraps its own VPC."""
+    if not ROOT:
+        pytest.skip("needs root: network namespaces")
+    from cnikit.cloud import Cloud
+
+    cloud = Cloud.start()
+    yield cloud
+    cloud.stop()
+
+
+@pytest.fixture
+def make_fabric(fab_cloud):
+    """make_fabric(nodes=3, instance_type="m5.large", imds=None) -> a started Fabric,
+    closed (everything removed) at the end of the test, whatever happened."""
+    from cnikit.fabric.topology import Fabric
+
+    made = []
+
+    def make(nodes: int = 3, instance_type: str = "m5.large", imds=None) -> Fabric:
+        topo = fab_cloud.bootstrap(nodes=nodes, instance_type=instance_type)
+        fabric = Fabric(fab_cloud, topo, imds=imds).start()
+        made.append(fabric)
+        return fabric
+
+    yield make
+    for fabric in made:
+        fabric.close()
