@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 
@@ -9,6 +10,9 @@ import pytest
 
 ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not ROOT, reason="needs root: network namespaces")
+
+
+_vpc_numbers = itertools.count(10)
 
 
 def wait_until(predicate, timeout: float, poll: float = 0.01, what: str = "condition"):
@@ -44,7 +48,11 @@ def make_fabric(fab_cloud):
     made = []
 
     def make(nodes: int = 3, instance_type: str = "m5.large", imds=None) -> Fabric:
-        topo = fab_cloud.bootstrap(nodes=nodes, instance_type=instance_type)
+        # A fresh VPC CIDR per fabric: EC2's ownership is keyed by IP, so two VPCs of one
+        # cloud must not hand out the same addresses.
+        k = next(_vpc_numbers)
+        topo = fab_cloud.bootstrap(nodes=nodes, instance_type=instance_type,
+                                   vpc_cidr=f"10.{k}.0.0/16", subnet_cidr=f"10.{k}.1.0/24")
         fabric = Fabric(fab_cloud, topo, imds=imds).start()
         made.append(fabric)
         return fabric
