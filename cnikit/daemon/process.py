@@ -41,6 +41,7 @@ class DaemonProcess:
         self.python = python
         self.proc: subprocess.Popen | None = None
         self.starts = 0
+        self.on_start = None  # called with the pid (e.g. to record it for cleanup)
 
     @property
     def socket_path(self) -> Path:
@@ -80,6 +81,8 @@ class DaemonProcess:
         finally:
             log.close()
         self.starts += 1
+        if self.on_start is not None:
+            self.on_start(self.proc.pid)
         if wait:
             self.wait_ready(wait)
         return self

@@ -67,6 +67,8 @@ class Daemon:
         cmd = req.get("cmd")
         if cmd == "ping":
             return {"ok": True}
+        if cmd == "status":
+            return self.status()
         if cmd not in ("add", "del", "check"):
             return {"ok": False, "code": CNI_INVALID_CONFIG, "error": f"unknown command {cmd!r}"}
         cid, ifname = req.get("containerID"), req.get("ifName")
@@ -146,6 +148,20 @@ class Daemon:
             if problem:
                 return {"ok": False, "code": CNI_CHECK_FAILED, "error": problem}
         return self._answer(a)
+
+    def status(self) -> dict:
+        with self.lock:
+            d = self.ipamd
+            st = d.ds.stats()
+            return {"ok": True, "profile": d.cfg.profile,
+                    "stats": {"total": st.total, "assigned": st.assigned, "cooldown": st.cooldown,
+                              "available": st.available, "prefixes": st.prefixes, "enis": st.enis},
+                    "withinTargets": d.within_targets(),
+                    "decision": vars(d.decision()),
+                    "assignments": [{"containerID": a.key.container_id, "ifName": a.key.if_name,
+                                     "ip": a.ip, "eniId": a.eni_id} for a in d.ds.assignments()],
+                    "enis": {e.eni_id: {"device": e.device_number, "ips": e.ips(),
+                                        "prefixes": e.prefixes()} for e in d.ds.enis.values()}}
 
     def snapshot(self) -> dict:
         with self.lock:
