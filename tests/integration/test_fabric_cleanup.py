@@ -1,0 +1,117 @@
+"""Cleanup: a run killed with SIGKILL leaves namespaces; the next run (or `cnikit cleanup`)
+removes them, never a live run's and never anything that is not the kit's. SIGTERM and
+Ctrl-C clean up on the way out. Bad input: one line, exit code 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cnikit import runtime
+from cnikit.fabric import netns
+from cnikit.fabric.cleanup import remove_dead_runs
+from tests.integration.conftest import needs_root, wait_until
+
+pytestmark = [pytest.mark.root, needs_root]
+CNIKIT = str(Path(sys.executable).with_name("cnikit"))
+
+
+def start_hold(*args: str) -> tuple[subprocess.Popen, dict]:
+    proc = subprocess.Popen([sys.executable, "-m", "cnikit.fabric.hold", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    if not line:
+        proc.wait(10)
+        raise AssertionError(f"hold failed: {proc.stderr.read()}")
+    return proc, json.loads(line)
+
+
+def test_sigkill_leaves_namespaces_and_the_next_run_removes_them(make_fabric):
+    proc, ready = start_hold("--nodes", "2", "--pods", "2")
+    rid = ready["run_id"]
+    assert len(ready["namespaces"]) == 1 + 2 + 4
+    proc.kill()
+    proc.wait(10)
+    assert netns.names(f"ck-{rid}-") == ready["namespaces"]  # left behind
+    # Something still running in a dead run's namespace (a daemon nobody recorded).
+    straggler = subprocess.Popen(["nsenter", f"--net=/run/netns/ck-{rid}-n0", "sleep", "300"])
+    wait_until(lambda: os.stat(f"/proc/{straggler.pid}/ns/net").st_ino
+               == os.stat(f"/run/netns/ck-{rid}-n0").st_ino, 5, what="straggler in the netns")
+
+    fabric = make_fabric(nodes=1)  # the next run starts clean
+    assert netns.names(f"ck-{rid}-") == []
+    assert straggler.wait(5) is not None
+    assert not (runtime.RUN_ROOT / rid).exists()
+    assert netns.names(f"ck-{fabric.rid}-")  # and its own namespaces are there
+
+
+def test_cleanup_command_spares_live_runs_and_foreign_namespaces(make_fabric):
+    live = make_fabric(nodes=1)
+    proc, ready = start_hold("--nodes", "1", "--pods", "1")
+    dead = ready["run_id"]
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    foreign = ["ck-notarun", "zz-cnikit-test-foreign"]
+    for name in foreign:
+        os.close(netns.create(name))
+    try:
+        out = subprocess.run([CNIKIT, "cleanup"], capture_output=True, text=True, timeout=60,
+                             env={**os.environ, "PATH": "/nonexistent"})  # needs no `ip`
+        assert out.returncode == 0, out.stderr
+        assert dead in out.stdout and netns.names(f"ck-{dead}-") == []
+        assert live.rid not in out.stdout
+        assert len(netns.names(f"ck-{live.rid}-")) == 1 + 1
+        assert all(netns.exists(name) for name in foreign)
+        assert not remove_dead_runs()  # nothing left to do
+    finally:
+        for name in foreign:
+            netns.remove(name)
+
+
+def test_sigterm_cleans_up_on_the_way_out():
+    proc, ready = start_hold("--nodes", "1", "--pods", "2")
+    rid = ready["run_id"]
+    assert netns.names(f"ck-{rid}-")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) != 0
+    assert netns.names(f"ck-{rid}-") == []
+    assert not (runtime.RUN_ROOT / rid).exists()
+    assert "Traceback" not in proc.stderr.read()
+
+
+def test_sigint_cleans_up_on_the_way_out():
+    proc, ready = start_hold("--nodes", "1", "--pods", "1")
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(30) == 130
+    assert netns.names(f"ck-{ready['run_id']}-") == []
+    assert "Traceback" not in proc.stderr.read()
+
+
+def one_line_exit_2(argv: list[str], **kw) -> str:
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=60, **kw)
+    assert out.returncode == 2, (out.returncode, out.stdout, out.stderr)
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in out.stderr, out.stderr
+    return lines[0]
+
+
+def test_not_root_is_one_line_and_exit_2():
+    nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+    assert "needs root" in one_line_exit_2(nobody + [CNIKIT, "cleanup"])
+    assert "needs root" in one_line_exit_2(nobody + [sys.executable, "-m", "cnikit.fabric.hold"],
+                                           cwd="/")
+
+
+def test_run_id_collision_is_one_line_and_exit_2(make_fabric):
+    live = make_fabric(nodes=1)
+    msg = one_line_exit_2([sys.executable, "-m", "cnikit.fabric.hold", "--run-id", live.rid])
+    assert "already in use" in msg
+    assert "must be 5 letters" in one_line_exit_2(
+        [sys.executable, "-m", "cnikit.fabric.hold", "--run-id", "no!"])
+    assert netns.names(f"ck-{live.rid}-")  # the live run was not touched
