@@ -6,8 +6,8 @@ an IP would blame CNIs for its own bugs, so every client talks to the gate inste
 
 How it works
 - aiohttp serves (`web.SockSite` makes `add_listener(sock)` trivial: the fabric hands a
-  socket bound inside the VPC namespace); a pooled keep-alive aiohttp client forwards to the
-  upstream. Both run on one event loop in a background thread.
+  socket bound inside the VPC namespace); a small pooled keep-alive client (upstream.py)
+  forwards to the upstream. Both run on one event loop in a background thread.
 - The gate keeps a mirror of subnets, instances and ENIs (models.py), loaded from the
   upstream at start and updated after each successful mutating call it forwarded; any
   mutating call it does not model (CreateVpc, CreateTags, ...) is forwarded and followed by
@@ -42,7 +42,6 @@ import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 from urllib.parse import urlencode
 
-import aiohttp
 from aiohttp import web
 
 from cnikit.cloud import responses as R
@@ -52,6 +51,7 @@ from cnikit.cloud.faults import FaultSet
 from cnikit.cloud.limits import FALLBACK, InstanceLimits
 from cnikit.cloud.models import Attachment, Eni, Instance, Mirror
 from cnikit.cloud.ownership import OwnershipSnapshot
+from cnikit.cloud.upstream import UpstreamClient
 from cnikit.errors import CnikitError
 
 log = logging.getLogger("cnikit.cloud.gate")
@@ -115,7 +115,7 @@ class Gate:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
-        self._session: aiohttp.ClientSession | None = None
+        self._upstream: UpstreamClient | None = None
         self._lock: asyncio.Lock | None = None
         self._changed: asyncio.Event | None = None
         self._handlers = {
@@ -182,10 +182,7 @@ class Gate:
     async def _startup(self) -> None:
         self._lock = asyncio.Lock()
         self._changed = asyncio.Event()
-        self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=32, keepalive_timeout=60),
-            timeout=aiohttp.ClientTimeout(total=120),
-        )
+        self._upstream = UpstreamClient(self.upstream_url)
         await self._resync()
         app = web.Application(client_max_size=16 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._handle)
@@ -203,8 +200,8 @@ class Gate:
     async def _shutdown(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
-        if self._session is not None:
-            await self._session.close()
+        if self._upstream is not None:
+            await self._upstream.close()
 
     async def _add_site(self, sock) -> None:
         site = web.SockSite(self._runner, sock)
@@ -227,10 +224,13 @@ class Gate:
 
     async def _forward(self, params: dict[str, str], headers=None) -> tuple[int, bytes]:
         params.setdefault("Version", "2016-11-15")
-        async with self._session.post(self.upstream_url + "/", data=urlencode(params),
-                                      headers=self._headers(headers)) as resp:
-            body = await resp.read()
-            status = resp.status
+        try:
+            status, body = await self._upstream.post(urlencode(params).encode(),
+                                                     self._headers(headers))
+        except (OSError, asyncio.IncompleteReadError, TimeoutError, ValueError) as e:
+            log.warning("upstream %s failed on %s: %r", self.upstream_url, params.get("Action"), e)
+            err = Ec2Error("Unavailable", "The service is unavailable. Retry your request.", 503)
+            return err.status, R.error_xml(err)
         if status >= 400 and R.upstream_error(body) is None:
             log.warning("upstream answered %s to %s without an EC2 error: %.200r",
                         status, params.get("Action"), body)
