@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import errno
 import os
+import queue
+import threading
 import time
 
 
@@ -38,11 +40,40 @@ def veth_name(pod_namespace: str, pod_name: str, container_id: str, prefix: str 
 
 
 class PodNet:
-    def __init__(self, eni_link_wait: float = 10.0):
+    """background_delete: remove host veths after answering DEL (a link delete waits ~35 ms
+    for an RCU grace period). Only for a long-lived process (the daemon); the IP is unrouted
+    before the answer, and an ADD into the same namespace waits for its pending delete."""
+
+    def __init__(self, eni_link_wait: float = 10.0, background_delete: bool = False):
         from cnikit.fabric.netlink import Netlink
 
         self.node = Netlink()
         self.eni_link_wait = eni_link_wait
+        self._pending: dict[str, int] = {}  # netns path -> veth deletes queued
+        self._cond = threading.Condition()
+        self._queue: queue.Queue | None = None
+        if background_delete:
+            self._queue = queue.Queue()
+            self._reaper_nl = Netlink()  # its own socket: a delete holds it for the RCU wait
+            threading.Thread(target=self._reap, name="veth-reaper", daemon=True).start()
+
+    def _reap(self) -> None:
+        while True:
+            netns_path, veth = self._queue.get()
+            try:
+                self._reaper_nl.link_del(name=veth)
+            except OSError:
+                pass  # gone with its namespace already
+            finally:
+                with self._cond:
+                    self._pending[netns_path] -= 1
+                    if not self._pending[netns_path]:
+                        del self._pending[netns_path]
+                    self._cond.notify_all()
+
+    def _wait_pending(self, netns_path: str, timeout: float = 10.0) -> None:
+        with self._cond:
+            self._cond.wait_for(lambda: netns_path not in self._pending, timeout)
 
     def _wait_eni_link(self, device_index: int) -> None:
         # The fabric (or a real kernel) shows a just-attached ENI as eth<N> a moment later.
@@ -57,6 +88,7 @@ class PodNet:
         from cnikit.fabric import wiring
         from cnikit.fabric.netlink import NetlinkError
 
+        self._wait_pending(netns_path)
         fd = _open_ns(netns_path)
         pod = None
         try:
@@ -76,20 +108,24 @@ class PodNet:
 
     def delete(self, netns_path: str | None, ip: str | None, host_veth: str,
                device_index: int | None) -> None:
-        """Tolerates everything already gone. Leaves the veth to die with the namespace when
-        the namespace is still there (a link delete waits ~35 ms for RCU)."""
+        """Tolerates everything already gone. The veth (and so the pod's interface) is deleted
+        too, as ptp's DEL does; in the background when this PodNet has a reaper."""
         from cnikit.fabric import wiring
         from cnikit.fabric.netlink import NetlinkError
 
-        ns_alive = bool(netns_path) and os.path.exists(netns_path)
+        later = self._queue is not None and bool(netns_path) and os.path.exists(netns_path)
         try:
             if ip:
-                wiring.unwire(self.node, ip, host_veth, device_index, delete_link=not ns_alive)
-            elif not ns_alive:
+                wiring.unwire(self.node, ip, host_veth, device_index, delete_link=not later)
+            elif not later:
                 self.node.link_del(name=host_veth)
         except NetlinkError as e:
             if e.errno not in (errno.ENOENT, errno.ENODEV, errno.ESRCH):
                 raise PodNetError(f"unwiring {ip}: {e}", 5) from None
+        if later and self.node.link_index(host_veth) is not None:
+            with self._cond:
+                self._pending[netns_path] = self._pending.get(netns_path, 0) + 1
+            self._queue.put((netns_path, host_veth))
 
     def check(self, netns_path: str, ip: str, host_veth: str, ifname: str) -> str | None:
         """None when the pod's network is as ADD left it, else what is wrong (one line)."""

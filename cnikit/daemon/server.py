@@ -100,7 +100,7 @@ class Daemon:
 
     def _podnet(self) -> PodNet:
         if self.podnet is None:
-            self.podnet = PodNet()
+            self.podnet = PodNet(background_delete=True)
         return self.podnet
 
     def _add(self, key: IpamKey, req: dict, netns_path: str) -> dict:

@@ -1,0 +1,134 @@
+"""CNI ADD/DEL latency: cnikit-cni (with its daemon) against the reference ptp + host-local,
+side by side in one run, each executed as a runtime does (env + stdin) from inside the
+same node namespace. Prints one JSON object; progress on stderr.
+
+Goal (issue 5): ADD median <= 1.5x ptp's, DEL median no slower than ptp's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+PTP_DIR = "/usr/lib/cni"
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+def summary(xs):
+    return {"median_ms": round(statistics.median(xs), 2), "p99_ms": round(pct(xs, 99), 2),
+            "min_ms": round(min(xs), 2), "n": len(xs)}
+
+
+def run_plugin(binary, cni_path, command, conf, cid, netns, name):
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "CNI_COMMAND": command,
+           "CNI_CONTAINERID": cid, "CNI_NETNS": netns, "CNI_IFNAME": "eth0", "CNI_PATH": cni_path,
+           "CNI_ARGS": f"IgnoreUnknown=1;K8S_POD_NAMESPACE=bench;K8S_POD_NAME={name}"}
+    data = json.dumps(conf).encode()
+    t0 = time.perf_counter()
+    p = subprocess.run([binary], input=data, env=env, capture_output=True)
+    ms = (time.perf_counter() - t0) * 1000
+    if p.returncode != 0:
+        raise RuntimeError(f"{binary} {command} {cid}: {p.stdout.decode()[:300]} {p.stderr.decode()[:300]}")
+    return ms
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="30 pods instead of 100")
+    ap.add_argument("--pods", type=int, default=None)
+    opts = ap.parse_args()
+    n = opts.pods or (30 if opts.quick else 100)
+    if os.geteuid() != 0:
+        print(json.dumps({"bench": "cni", "error": "needs root (network namespaces)", "goal_met": False}))
+        return 0
+    if not Path(PTP_DIR, "ptp").exists():
+        print(json.dumps({"bench": "cni", "error": f"{PTP_DIR}/ptp missing", "goal_met": False}))
+        return 0
+
+    from cnikit.daemon.cluster import CniCluster
+    from cnikit.fabric import netns
+
+    env = {"MINIMUM_IP_TARGET": str(n + 10), "WARM_IP_TARGET": "5"}
+    log(f"bench_cni: {n} pods per plugin; starting EC2, IMDS, fabric, daemon")
+    with CniCluster(nodes=1, profile="hardened", instance_type="m5.4xlarge", scale=0.1, env=env) as c:
+        # A warmed node, as the bench measures the plugin path, not EC2's.
+        end = time.monotonic() + 60
+        while not (c.status(0)["withinTargets"] and c.status(0)["stats"]["available"] >= n):
+            if time.monotonic() > end:
+                raise SystemExit("daemon pool never warmed up")
+            time.sleep(0.1)
+        node = c.fabric.nodes[0]
+        rid = c.fabric.rid
+        cnikit_bin = str(c.bin_dir / "cnikit-cni")
+        tmp = tempfile.mkdtemp(prefix="bench-cni-")
+        ptp_conf = {"cniVersion": "1.0.0", "name": "bench-ptp", "type": "ptp", "ipMasq": False,
+                    "ipam": {"type": "host-local", "subnet": "10.244.0.0/16", "dataDir": tmp}}
+        ck_conf = c.netconf(0)
+        pods = []
+        for i in range(n):
+            for kind in ("c", "p"):
+                name = f"ck-{rid}-n0-b{kind}{i}"
+                os.close(netns.create(name))
+                pods.append((kind, i, f"/run/netns/{name}"))
+        lat = {"cnikit": {"ADD": [], "DEL": []}, "ptp": {"ADD": [], "DEL": []}}
+        # Run from inside the node namespace (children inherit this thread's namespace).
+        with netns.entered(node.ns.fd):
+            for command in ("ADD", "DEL"):
+                for kind, i, path in pods:
+                    if kind == "c":
+                        ms = run_plugin(cnikit_bin, str(c.bin_dir), command, ck_conf, f"ck{i}", path, f"c{i}")
+                        lat["cnikit"][command].append(ms)
+                    else:
+                        ms = run_plugin(f"{PTP_DIR}/ptp", PTP_DIR, command, ptp_conf, f"ptp{i}", path, f"p{i}")
+                        lat["ptp"][command].append(ms)
+                log(f"  {command}: cnikit median {statistics.median(lat['cnikit'][command]):.1f} ms, "
+                    f"ptp median {statistics.median(lat['ptp'][command]):.1f} ms")
+            # For reference: the pip console script (Python with site) instead of the -IS launcher.
+            script = Path(sys.executable).parent / "cnikit-cni"
+            console = []
+            if script.exists():
+                for kind, i, path in pods[: 2 * min(n, 20)]:
+                    if kind == "c":
+                        console.append(run_plugin(str(script), str(c.bin_dir), "ADD", ck_conf,
+                                                  f"cs{i}", path, f"cs{i}"))
+                        run_plugin(str(script), str(c.bin_dir), "DEL", ck_conf, f"cs{i}", path, f"cs{i}")
+        for _, _, path in pods:
+            netns.remove(Path(path).name)
+
+    ck, pt = lat["cnikit"], lat["ptp"]
+    add_ratio = statistics.median(ck["ADD"]) / statistics.median(pt["ADD"])
+    del_ratio = statistics.median(ck["DEL"]) / statistics.median(pt["DEL"])
+    out = {
+        "bench": "cni",
+        "pods": n,
+        "cnikit_cni": {"ADD": summary(ck["ADD"]), "DEL": summary(ck["DEL"])},
+        "ptp_host_local": {"ADD": summary(pt["ADD"]), "DEL": summary(pt["DEL"])},
+        "cnikit_console_script_add": summary(console) if console else None,
+        "add_median_ratio": round(add_ratio, 3),
+        "del_median_ratio": round(del_ratio, 3),
+        "goal": "cnikit-cni ADD median <= 1.5x ptp's and DEL median <= ptp's",
+        "goal_met": add_ratio <= 1.5 and del_ratio <= 1.0,
+    }
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
