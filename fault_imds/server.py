@@ -279,14 +279,14 @@ class ImdsServer:
             await self._imds_runner.setup()
             site = web.TCPSite(self._imds_runner, self.listen[0], self.listen[1], backlog=1024)
             await site.start()
-            self.url = _site_url(site)
+            self.url = _url(self._imds_runner.addresses[0])
             self._control_runner = web.AppRunner(
                 control_app(self.engine, self._health), access_log=None, shutdown_timeout=1
             )
             await self._control_runner.setup()
             csite = web.TCPSite(self._control_runner, self.control[0], self.control[1])
             await csite.start()
-            self.control_url = _site_url(csite)
+            self.control_url = _url(self._control_runner.addresses[0])
             self._started_at = time.monotonic()
         except BaseException:
             self.ec2.stop()
@@ -334,10 +334,8 @@ class ImdsServer:
         }
 
 
-def _site_url(site: web.TCPSite) -> str:
-    server = site._server  # aiohttp keeps the bound socket here; the port may be ephemeral
-    sock = server.sockets[0]
-    host, port = sock.getsockname()[:2]
+def _url(sockaddr) -> str:
+    host, port = sockaddr[:2]
     if ":" in host:
         host = f"[{host}]"
     return f"http://{host}:{port}"
