@@ -14,6 +14,7 @@ import boto3
 import botocore.config
 
 from cnikit.cloud.gate import Gate
+from cnikit.cloud.localstack import LocalStackProcess, localstack_python
 from cnikit.cloud.moto_server import MotoServer, wait_http
 from cnikit.errors import UsageError
 
@@ -43,6 +44,13 @@ class Topology:
     instances: list[InstanceInfo] = field(default_factory=list)
 
 
+def _reach(upstream: str, probe: str, deadline_s: float) -> None:
+    try:
+        wait_http(probe, deadline_s=deadline_s)
+    except TimeoutError as e:
+        raise UsageError(f"the EC2 upstream does not answer at {upstream}: {e}") from None
+
+
 def localstack_endpoint() -> str:
     if os.environ.get("AWS_ENDPOINT_URL"):
         return os.environ["AWS_ENDPOINT_URL"]
@@ -51,40 +59,48 @@ def localstack_endpoint() -> str:
 
 
 class Cloud:
-    def __init__(self, gate: Gate, upstream_url: str, moto: MotoServer | None, region: str):
+    def __init__(self, gate: Gate, upstream_url: str, owned, region: str):
         self.gate = gate
         self.upstream_url = upstream_url
         self.region = region
-        self._moto = moto
+        self._owned = owned  # the upstream server this Cloud started (stopped with it)
 
     @classmethod
     def start(cls, ec2: str = "moto", endpoint: str | None = None, port: int = 0,
               host: str = "127.0.0.1", region: str = DEFAULT_REGION,
               seed: int | None = None) -> Cloud:
-        """Start the upstream (moto) or reach it (localstack), then the gate on host:port."""
-        moto = None
+        """Start or reach the upstream, then the gate on host:port.
+
+        moto: embedded (a thread of this process) unless `endpoint` names a running one.
+        localstack: `endpoint`, else localstack-client's default; when nothing answers there
+        and `make localstack` was run, a LocalStack of our own on a free loopback port.
+        """
+        owned = None
         if ec2 == "moto":
             if endpoint:
-                upstream = endpoint  # an already running moto server
-                wait_http(upstream)
+                upstream = endpoint
+                _reach(upstream, upstream, 30)
             else:
-                moto = MotoServer().start()
-                upstream = moto.url
+                owned = MotoServer().start()
+                upstream = owned.url
         elif ec2 == "localstack":
             upstream = endpoint or localstack_endpoint()
             try:
-                wait_http(upstream + "/_localstack/health", deadline_s=30)
-            except TimeoutError as e:
-                raise UsageError(f"LocalStack does not answer at {upstream}: {e}") from None
+                _reach(upstream, upstream + "/_localstack/health", 30 if endpoint else 2)
+            except UsageError:
+                if endpoint or localstack_python() is None:
+                    raise
+                owned = LocalStackProcess().start()
+                upstream = owned.url
         else:
             raise UsageError(f"unknown EC2 upstream {ec2!r} (use moto or localstack)")
         try:
             gate = Gate(upstream, region=region, host=host, port=port, seed=seed).start()
         except BaseException:
-            if moto is not None:
-                moto.stop()
+            if owned is not None:
+                owned.stop()
             raise
-        return cls(gate, upstream, moto, region)
+        return cls(gate, upstream, owned, region)
 
     @property
     def endpoint(self) -> str:
@@ -128,9 +144,9 @@ class Cloud:
 
     def stop(self) -> None:
         self.gate.stop()
-        if self._moto is not None:
-            self._moto.stop()
-            self._moto = None
+        if self._owned is not None:
+            self._owned.stop()
+            self._owned = None
 
     def __enter__(self) -> Cloud:
         return self

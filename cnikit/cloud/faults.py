@@ -11,7 +11,7 @@ Kinds:
 - `error`: `InternalError` (500) by default, or `code="Unavailable"` (503).
 - `latency`: `ms` plus a uniform `jitter_ms` added before the call is served.
 - `describe_lag`: DescribeNetworkInterfaces shows the state as it was `seconds` ago (EC2 is
-  eventually consistent); read by the gate with `FaultSet.describe_lag()`.
+  eventually consistent; at most MAX_LAG_S); read by the gate with `FaultSet.describe_lag()`.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from cnikit.cloud.errors import Ec2Error
 from cnikit.errors import UsageError
 
 KINDS: dict[str, type[Fault]] = {}
+# The gate keeps this much history of its mirror for describe_lag.
+MAX_LAG_S = 300.0
 
 
 def register(cls: type[Fault]) -> type[Fault]:
@@ -145,8 +147,8 @@ class DescribeLag(Fault):
 
     def validate(self) -> None:
         super().validate()
-        if self.seconds < 0:
-            raise UsageError(f"seconds must be >= 0, got {self.seconds}")
+        if not 0 <= self.seconds <= MAX_LAG_S:
+            raise UsageError(f"seconds must be in [0, {MAX_LAG_S:.0f}], got {self.seconds}")
 
 
 class FaultSet:

@@ -47,7 +47,7 @@ from aiohttp import web
 from cnikit.cloud import responses as R
 from cnikit.cloud.audit import AuditLog
 from cnikit.cloud.errors import Ec2Error, internal_error, invalid_value, missing
-from cnikit.cloud.faults import FaultSet
+from cnikit.cloud.faults import MAX_LAG_S, FaultSet
 from cnikit.cloud.limits import FALLBACK, InstanceLimits
 from cnikit.cloud.models import Attachment, Eni, Instance, Mirror
 from cnikit.cloud.ownership import OwnershipSnapshot
@@ -58,7 +58,6 @@ log = logging.getLogger("cnikit.cloud.gate")
 
 READ_PREFIXES = ("Describe", "Get", "List", "Search")
 CONTROL = "/_cnikit/"
-HISTORY_KEEP_S = 600.0
 _FORWARD_HEADERS = ("authorization", "x-amz-date", "x-amz-security-token", "user-agent",
                     "content-type")
 
@@ -286,7 +285,7 @@ class Gate:
             self._cond.notify_all()
         now = time.monotonic()
         self._history.append((now, dict(self.mirror.enis)))
-        while len(self._history) > 1 and self._history[1][0] <= now - HISTORY_KEEP_S:
+        while len(self._history) > 1 and self._history[1][0] <= now - MAX_LAG_S:
             self._history.popleft()
         self._changed.set()
         self._changed = asyncio.Event()
@@ -320,7 +319,10 @@ class Gate:
             if fault is not None:
                 raise fault
             handler = self._handlers.get(action)
-            if handler is not None:
+            if R.bool_param(params, "DryRun"):
+                # The upstream answers DryRunOperation/UnauthorizedOperation; nothing changes.
+                status, out = await self._forward(params, request.headers)
+            elif handler is not None:
                 status, out = await handler(params, request.headers)
             elif action.startswith(READ_PREFIXES):
                 status, out = await self._forward(params, request.headers)
@@ -517,6 +519,12 @@ class Gate:
                     raise Ec2Error("MissingInput", "No subnet given and no default subnet found")
                 subnet_id = default.subnet_id
             subnet = self.mirror.subnet(subnet_id)
+            if params.get(nic + "NetworkInterfaceId"):  # launched on an existing ENI
+                status, out = await self._forward(params, headers)
+                if status >= 300:
+                    raise UpstreamError(status, out)
+                await self._resync()
+                return status, out
             asked = params.get("PrivateIpAddress") or params.get(nic + "PrivateIpAddress")
             if asked and count > 1:
                 raise invalid_value("A private IP address can only be given for one instance")

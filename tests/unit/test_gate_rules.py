@@ -263,3 +263,49 @@ def test_unknown_instance_type_refused(gate_vpc):
                                                  InstanceType="m5.nonsense",
                                                  SubnetId=topo.subnet_id),
             "InvalidParameterValue")
+
+
+def test_new_enis_and_instances_never_take_an_address_in_use(gate_vpc):
+    cloud, topo = gate_vpc
+    ec2 = cloud.client()
+    taken = topo.instances[0].primary_ip
+    refused(lambda: new_eni(ec2, topo, PrivateIpAddress=taken), "InvalidIPAddress.InUse")
+    refused(lambda: ec2.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1,
+                                      InstanceType="m5.large", SubnetId=topo.subnet_id,
+                                      PrivateIpAddress=taken), "InvalidIPAddress.InUse")
+    r = ec2.run_instances(ImageId="ami-12c6146b", MinCount=3, MaxCount=3, InstanceType="t3.large",
+                          SubnetId=topo.subnet_id)
+    primaries = [i["PrivateIpAddress"] for i in r["Instances"]]
+    owners = cloud.gate.owners()
+    assert len(set(primaries)) == 3 and taken not in primaries
+    assert all(owners.ips[ip].primary and owners.ips[ip].device_index == 0 for ip in primaries)
+
+
+def test_secondary_enis_detach_but_the_primary_does_not(gate_vpc):
+    cloud, topo = gate_vpc
+    ec2 = cloud.client()
+    inst = topo.instances[0]
+    primary = ec2.describe_network_interfaces(NetworkInterfaceIds=[inst.primary_eni_id])[
+        "NetworkInterfaces"][0]
+    refused(lambda: ec2.detach_network_interface(AttachmentId=primary["Attachment"]["AttachmentId"]),
+            "OperationNotPermitted")
+    extra = new_eni(ec2, topo)
+    att = ec2.attach_network_interface(NetworkInterfaceId=extra, InstanceId=inst.instance_id,
+                                       DeviceIndex=1)["AttachmentId"]
+    ec2.detach_network_interface(AttachmentId=att)
+    assert cloud.gate.owners().enis[extra].instance_id is None
+    ec2.attach_network_interface(NetworkInterfaceId=extra, InstanceId=inst.instance_id, DeviceIndex=1)
+    assert cloud.gate.owners().enis[extra].device_index == 1
+
+
+def test_dry_run_changes_nothing(gate_vpc):
+    cloud, topo = gate_vpc
+    ec2 = cloud.client()
+    version = cloud.gate.owners().version
+    refused(lambda: new_eni(ec2, topo, DryRun=True), "DryRunOperation", 412)
+    refused(lambda: ec2.terminate_instances(InstanceIds=[topo.instances[0].instance_id],
+                                            DryRun=True), "DryRunOperation", 412)
+    assert cloud.gate.owners().version == version
+    in_subnet = ec2.describe_network_interfaces(
+        Filters=[{"Name": "subnet-id", "Values": [topo.subnet_id]}])["NetworkInterfaces"]
+    assert len(in_subnet) == len(topo.instances)
