@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import ipaddress
 import json
 import logging
@@ -75,6 +76,7 @@ class UpstreamError(Exception):
         return parsed[0] if parsed else f"HTTP{self.status}"
 
 
+@functools.cache
 def _required_params() -> dict[str, list[str]]:
     """Operation name -> top-level parameters EC2 requires (from botocore's own model)."""
     import botocore.session
