@@ -46,8 +46,9 @@ def _client(control_url: str | None):
 
 
 control_option = click.option(
-    "--control-url", default=None, help="Control API URL (default $FAULT_IMDS_CONTROL or "
-    f"http://{DEFAULT_CONTROL})."
+    "--control-url",
+    default=None,
+    help=f"Control API URL (default $FAULT_IMDS_CONTROL or http://{DEFAULT_CONTROL}).",
 )
 
 
@@ -59,8 +60,9 @@ def cli() -> None:
 @cli.command()
 @click.option("--ec2-endpoint", required=True, help="EC2 API endpoint (the cnikit gate).")
 @click.option("--listen", default=DEFAULT_LISTEN, show_default=True, help="IMDS HOST:PORT.")
-@click.option("--control", default=DEFAULT_CONTROL, show_default=True,
-              help="Control API HOST:PORT.")
+@click.option(
+    "--control", default=DEFAULT_CONTROL, show_default=True, help="Control API HOST:PORT."
+)
 @click.option("--instance-id", default=None, help="Instance for loopback callers.")
 @click.option("--require-v2", is_flag=True, help="Refuse IMDSv1 (token-less) requests.")
 @click.option("--seed", type=int, default=None, help="Seed for probabilistic faults.")
@@ -110,8 +112,13 @@ def serve(ec2_endpoint, listen, control, instance_id, require_v2, seed) -> None:
 @control_option
 def add(kind, instance_id, mac, eni_id, path, ips, duration, control_url, **attrs) -> None:
     """Add a fault; prints its id."""
-    target = {"instance_id": instance_id, "mac": mac, "eni_id": eni_id, "path": path,
-              "ips": list(ips) or None}
+    target = {
+        "instance_id": instance_id,
+        "mac": mac,
+        "eni_id": eni_id,
+        "path": path,
+        "ips": list(ips) or None,
+    }
     target = {k: v for k, v in target.items() if v is not None}
     attrs = {k: v for k, v in attrs.items() if v is not None}
     handle = _client(control_url).add(kind, target=target or None, duration=duration, **attrs)
@@ -157,7 +164,9 @@ def events(since, control_url) -> None:
 def kinds(control_url) -> None:
     """Fault kinds the server knows."""
     for name, info in _client(control_url).kinds().items():
-        click.echo(f"{name:8} {info['description']} (attributes: {', '.join(info['attributes']) or '-'})")
+        click.echo(
+            f"{name:8} {info['description']} (attributes: {', '.join(info['attributes']) or '-'})"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -85,7 +85,11 @@ class FaultClient:
     # -- generic -----------------------------------------------------------------------------
 
     def add(
-        self, kind: str, target: dict[str, Any] | None = None, duration: float | None = None, **attrs
+        self,
+        kind: str,
+        target: dict[str, Any] | None = None,
+        duration: float | None = None,
+        **attrs,
     ) -> FaultHandle:
         spec: dict[str, Any] = {"kind": kind, **attrs}
         if target:
@@ -137,21 +141,33 @@ class FaultClient:
         return self._shortcut("lag", duration, {"seconds": seconds}, target)
 
     def error(
-        self, status: int | None = None, probability: float | None = None,
-        seconds: float | None = None, **target,
+        self,
+        status: int | None = None,
+        probability: float | None = None,
+        seconds: float | None = None,
+        **target,
     ) -> FaultHandle:
-        return self._shortcut("error", seconds, {"status": status, "probability": probability}, target)
+        return self._shortcut(
+            "error", seconds, {"status": status, "probability": probability}, target
+        )
 
     def latency(
-        self, ms: float, jitter_ms: float | None = None, probability: float | None = None,
-        seconds: float | None = None, **target,
+        self,
+        ms: float,
+        jitter_ms: float | None = None,
+        probability: float | None = None,
+        seconds: float | None = None,
+        **target,
     ) -> FaultHandle:
         attrs = {"ms": ms, "jitter_ms": jitter_ms, "probability": probability}
         return self._shortcut("latency", seconds, attrs, target)
 
     def token(
-        self, mode: str | None = None, probability: float | None = None,
-        seconds: float | None = None, **target,
+        self,
+        mode: str | None = None,
+        probability: float | None = None,
+        seconds: float | None = None,
+        **target,
     ) -> FaultHandle:
         return self._shortcut("token", seconds, {"mode": mode, "probability": probability}, target)
 

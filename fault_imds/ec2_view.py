@@ -28,7 +28,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from fault_imds.tree import Ec2State
+from fault_imds.tree import Ec2State, eni_key, slim_eni
 
 log = logging.getLogger("fault_imds.ec2")
 
@@ -82,6 +82,7 @@ class Ec2View:
         self._vpcs: dict[str, dict[str, Any]] = {}
         self._network_at = float("-inf")
         self._last_key: tuple | None = None
+        self._enis: dict[tuple, dict[str, Any]] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -170,6 +171,13 @@ class Ec2View:
         for page in c.get_paginator("describe_network_interfaces").paginate():
             enis.extend(page.get("NetworkInterfaces", []))
         observed = time.monotonic()
+        # Snapshots share unchanged ENIs with the previous one: history grows with changes.
+        known, self._enis = self._enis, {}
+        for i, e in enumerate(enis):
+            k = eni_key(e)
+            prev = known.get(k)
+            enis[i] = prev if prev is not None else slim_eni(e)
+            self._enis[k] = enis[i]
         wall = time.time()
         attached = {(e.get("Attachment") or {}).get("InstanceId") for e in enis} - {None}
         if attached - self._instances.keys() or observed - self._instances_at > INSTANCE_REFRESH_S:

@@ -85,7 +85,7 @@ class Ec2State:
         """What the served tree depends on: equal keys serve equal trees."""
         return (
             tuple(sorted((i, _instance_key(d)) for i, d in self.instances.items())),
-            tuple(sorted(_eni_key(e) for e in self.enis)),
+            tuple(sorted(eni_key(e) for e in self.enis)),
             tuple(sorted((s, d.get("CidrBlock")) for s, d in self.subnets.items())),
             tuple(sorted((v, tuple(_vpc_cidrs(d))) for v, d in self.vpcs.items())),
         )
@@ -101,7 +101,8 @@ def _instance_key(d: Mapping[str, Any]) -> tuple:
     )
 
 
-def _eni_key(e: Mapping[str, Any]) -> tuple:
+def eni_key(e: Mapping[str, Any]) -> tuple:
+    """What of a Describe ENI the served tree depends on."""
     att = e.get("Attachment") or {}
     return (
         e.get("NetworkInterfaceId"),
@@ -112,9 +113,42 @@ def _eni_key(e: Mapping[str, Any]) -> tuple:
         att.get("Status"),
         tuple(eni_ips(e)),
         tuple(eni_prefixes(e)),
-        tuple(g.get("GroupId", "") for g in e.get("Groups") or ()),
+        tuple((g.get("GroupId", ""), g.get("GroupName", "")) for g in e.get("Groups") or ()),
         e.get("SubnetId"),
+        e.get("VpcId"),
+        e.get("OwnerId"),
+        e.get("PrivateDnsName"),
     )
+
+
+ENI_FIELDS = (
+    "NetworkInterfaceId",
+    "MacAddress",
+    "PrivateIpAddress",
+    "SubnetId",
+    "VpcId",
+    "OwnerId",
+    "PrivateDnsName",
+)
+
+
+def slim_eni(e: Mapping[str, Any]) -> dict[str, Any]:
+    """Only the parts of a Describe ENI the tree uses (snapshots are kept for `lag`)."""
+    att = e.get("Attachment") or {}
+    out: dict[str, Any] = {k: e[k] for k in ENI_FIELDS if k in e}
+    out["Attachment"] = {
+        k: att[k] for k in ("InstanceId", "DeviceIndex", "NetworkCardIndex", "Status") if k in att
+    }
+    out["PrivateIpAddresses"] = [
+        {"PrivateIpAddress": p.get("PrivateIpAddress"), "Primary": bool(p.get("Primary"))}
+        for p in e.get("PrivateIpAddresses") or ()
+    ]
+    out["Ipv4Prefixes"] = [{"Ipv4Prefix": p.get("Ipv4Prefix")} for p in e.get("Ipv4Prefixes") or ()]
+    out["Groups"] = [
+        {"GroupId": g.get("GroupId", ""), "GroupName": g.get("GroupName", "")}
+        for g in e.get("Groups") or ()
+    ]
+    return out
 
 
 def _vpc_cidrs(vpc: Mapping[str, Any]) -> list[str]:
