@@ -47,8 +47,10 @@ class LocalStackProcess:
         self._dir = tempfile.TemporaryDirectory(prefix="cnikit-localstack-")
         env = dict(os.environ, SERVICES="ec2", EAGER_SERVICE_LOADING="1",
                    GATEWAY_LISTEN=f"127.0.0.1:{self.port}", DNS_ADDRESS="0",
-                   SKIP_SSL_CERT_DOWNLOAD="1", LOCALSTACK_VOLUME_DIR=self._dir.name,
-                   FILESYSTEM_ROOT=self._dir.name)
+                   SKIP_SSL_CERT_DOWNLOAD="1",
+                   # Host mode even inside a container, so every file LocalStack writes
+                   # lands in our temp dir (not /var/lib/localstack) and goes with it.
+                   OVERRIDE_IN_DOCKER="0", FILESYSTEM_ROOT=self._dir.name)
         self.log_path = Path(self._dir.name) / "localstack.log"
         with open(self.log_path, "wb") as logf:
             self._proc = subprocess.Popen(
