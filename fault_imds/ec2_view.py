@@ -33,6 +33,22 @@ from fault_imds.tree import Ec2State, eni_key, slim_eni
 log = logging.getLogger("fault_imds.ec2")
 
 INSTANCE_REFRESH_S = 1.0
+MAX_SNAPSHOTS = 20_000
+INSTANCE_FIELDS = (
+    "InstanceId",
+    "InstanceType",
+    "ImageId",
+    "State",
+    "Placement",
+    "PrivateIpAddress",
+    "PrivateDnsName",
+    "SecurityGroups",
+    "OwnerId",
+    "ReservationId",
+    "Architecture",
+    "LaunchTime",
+    "AmiLaunchIndex",
+)
 NETWORK_REFRESH_S = 5.0
 
 
@@ -210,7 +226,9 @@ class Ec2View:
             # Keep what `lag` may still ask for: everything newer than history_s, plus the
             # snapshot that was current at that horizon.
             horizon = observed - self.history_s
-            cut = bisect.bisect_right(self._times, horizon) - 1
+            cut = max(
+                bisect.bisect_right(self._times, horizon) - 1, len(self._history) - MAX_SNAPSHOTS
+            )
             if cut > 0:
                 del self._history[:cut]
                 del self._times[:cut]
@@ -222,8 +240,10 @@ class Ec2View:
         for page in self._client.get_paginator("describe_instances").paginate():
             for res in page.get("Reservations", []):
                 for inst in res.get("Instances", []):
-                    d = dict(inst)
+                    d = {k: inst[k] for k in INSTANCE_FIELDS if k in inst}
                     d.setdefault("OwnerId", res.get("OwnerId", ""))
                     d.setdefault("ReservationId", res.get("ReservationId", ""))
-                    out[inst["InstanceId"]] = d
+                    prev = self._instances.get(inst["InstanceId"])
+                    # Unchanged instances stay the same object, shared by the snapshots.
+                    out[inst["InstanceId"]] = prev if prev == d else d
         return out
