@@ -1,0 +1,179 @@
+"""The fabric and the prober at scale (root).
+
+- bring-up: 10 nodes x 100 pods wired directly (namespace + veth + addresses + routes +
+  rules + permanent neighbours), pods per second; the EC2 calls that give the nodes their
+  IPs are timed apart (they are the gate's cost, not the fabric's);
+- probe throughput: a 300-pod mesh probed as fast as the prober can, pairs per second;
+- detection: time from an EC2 UnassignPrivateIpAddresses (call start) until the checkers
+  blame exactly that pod, with the 300 pods probed at the default pace (every pod about
+  ten times a second);
+- teardown: seconds per 1,000 pods for the whole fabric (our calls), and until the kernel
+  has destroyed every pod namespace (it does that asynchronously, in batches).
+
+Goals: >= 300 pods/s, >= 30,000 pairs/s, < 1 s per 1,000 pods, detection < 1 s.
+Prints one JSON object on stdout, progress on stderr. `--quick`: 3 x 50 pods, 100-pod mesh.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def log(msg: str) -> None:
+    print(f"bench_fabric: {msg}", file=sys.stderr, flush=True)
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_stats(stats: list, n: int, timeout: float = 30.0) -> None:
+    end = time.monotonic() + timeout
+    while len(stats) < n and time.monotonic() < end:
+        time.sleep(0.02)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--nodes", type=int, default=None)
+    ap.add_argument("--pods", type=int, default=None, help="pods per node")
+    ap.add_argument("--mesh", type=int, default=None, help="pods in the probed mesh")
+    args = ap.parse_args()
+    nodes = args.nodes or (3 if args.quick else 10)
+    per_node = args.pods or (50 if args.quick else 100)
+    mesh_n = args.mesh or (100 if args.quick else 300)
+    goals = {"pods_per_s": 300, "pairs_per_s": 30000, "teardown_s_per_1000": 1.0,
+             "detection_s": 1.0}
+    result: dict = {"nodes": nodes, "pods_per_node": per_node, "mesh_pods": mesh_n,
+                    "goal": {"pods_per_s": ">= 300", "pairs_per_s": ">= 30000",
+                             "teardown_s_per_1000": "< 1", "detection_s": "< 1"},
+                    "note": "2 cores shared with other engineers' runs: figures are noisy"}
+    if os.geteuid() != 0:
+        result.update(error="needs root (network namespaces)", met=False)
+        print(json.dumps(result))
+        return 2
+
+    from cnikit.check.prober import Prober, ProbeTarget
+    from cnikit.check.watch import Watch
+    from cnikit.cloud import Cloud
+    from cnikit.fabric import ec2ops, wiring
+    from cnikit.fabric.topology import Fabric
+
+    cloud = Cloud.start()
+    fabric = None
+    try:
+        topo = cloud.bootstrap(nodes=nodes, instance_type="m5.4xlarge",
+                               vpc_cidr="10.0.0.0/16", subnet_cidr="10.0.0.0/20")
+        fabric = Fabric(cloud, topo).start()
+        t = time.monotonic()
+        plan = [(n, ip, dev) for n in range(nodes)
+                for ip, dev in ec2ops.assign_pod_ips(cloud, fabric, n, per_node)]
+        result["ec2_assign_s"] = round(time.monotonic() - t, 2)
+        log(f"EC2 gave {len(plan)} IPs in {result['ec2_assign_s']} s; wiring pods")
+
+        t = time.monotonic()
+        for n, ip, dev in plan:
+            fabric.add_pod(n, ip, dev)
+        took = time.monotonic() - t
+        result["bringup_s"] = round(took, 2)
+        result["pods_per_s"] = round(len(plan) / took, 1)
+        log(f"{len(plan)} pods in {took:.2f} s = {result['pods_per_s']} pods/s")
+
+        # A mesh spread over every node.
+        pods = sorted(fabric.pods.values(), key=lambda p: (int(p.name.rsplit("-p", 1)[1]),
+                                                             p.node.index))[:mesh_n]
+        stats: list[dict] = []
+        with Prober(lambda ev: stats.append(ev) if ev["ev"] == "stats" else None,
+                    interval=0.0, max_inflight=512, run_dir=fabric.run.dir) as prober:
+            errors = prober.add([ProbeTarget(p.name, p.path, p.ip) for p in pods])
+            assert not errors, errors
+            wait_stats(stats, 1)
+            cpu0, n0 = cpu_seconds(prober.proc.pid), len(stats)
+            wait_stats(stats, n0 + (3 if args.quick else 5))
+            cpu = cpu_seconds(prober.proc.pid) - cpu0
+        steady = stats[n0:]
+        rates = [s["pairs_per_s"] for s in steady]
+        result["pairs_per_s"] = round(statistics.median(rates), 0) if rates else 0
+        result["pairs_per_s_each_second"] = [round(r) for r in rates]
+        # The kernel forwards each probe inside the prober's sendto: its CPU time covers the
+        # whole data plane, so pairs per CPU second shows what other processes' load hides.
+        answered = sum(s["ok"] + s["wrong"] for s in steady)
+        result["prober_cpu_share"] = round(cpu / sum(s["period"] for s in steady), 2)
+        result["pairs_per_cpu_s"] = round(answered / cpu) if cpu else 0
+        result["probe_timeouts"] = sum(s["timeouts"] for s in steady)
+        result["probe_wrong"] = sum(s["wrong"] for s in steady)
+        log(f"mesh of {len(pods)}: {result['pairs_per_s']} pairs/s "
+            f"({result['probe_timeouts']} timeouts)")
+
+        mesh_names = {p.name for p in pods}
+        ec2 = cloud.client()
+        detections = []
+        with Watch(fabric) as watch:
+            watch.prober.remove([p.name for p in fabric.pods.values() if p.name not in mesh_names])
+            watch.wait_for(lambda inv: False, 1.0)  # let every pair be probed once
+            assert watch.invariants.active() == [], watch.invariants.active()
+            for k in range(3):
+                victim = pods[(k * 37 + 5) % len(pods)]
+                eni = cloud.gate.owners().ips[victim.ip].eni_id
+                t = time.monotonic()
+                ec2.unassign_private_ip_addresses(NetworkInterfaceId=eni,
+                                                  PrivateIpAddresses=[victim.ip])
+                took = watch.wait_for(lambda inv, v=victim: v.name in inv.failing_pods(), 5.0)
+                detections.append(took if took is not None else float("inf"))
+                exact = watch.invariants.failing_pods() == {victim.name}
+                log(f"unassign {victim.ip}: detected in {took} s (exactly that pod: {exact})")
+                ec2.assign_private_ip_addresses(NetworkInterfaceId=eni,
+                                                PrivateIpAddresses=[victim.ip])
+                watch.wait_for(lambda inv: not inv.active(), 5.0)
+        result["detection_s"] = [round(d, 3) for d in detections]
+        result["detection_s_max"] = round(max(detections), 3)
+
+        n_pods = len(fabric.pods)
+        # Keep a netlink socket in every node namespace to see the kernel finish: a pod's
+        # host veth disappears when the kernel has destroyed the pod's namespace.
+        watchers = [wiring.netlink_in(node.ns.fd) for node in fabric.nodes]
+        t = time.monotonic()
+        fabric.close()
+        took = time.monotonic() - t
+        fabric = None
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and any(
+                link.name.startswith("eni") for w in watchers for link in w.links()):
+            time.sleep(0.01)
+        kernel = time.monotonic() - t
+        for w in watchers:
+            w.close()
+        result["teardown_s"] = round(took, 3)
+        result["teardown_s_per_1000"] = round(took / n_pods * 1000, 3)
+        result["teardown_kernel_s_per_1000"] = round(kernel / n_pods * 1000, 3)
+        log(f"teardown of {n_pods} pods: {took:.3f} s; kernel done after {kernel:.3f} s")
+    finally:
+        if fabric is not None:
+            fabric.close()
+        cloud.stop()
+
+    met = {
+        "pods_per_s": result["pods_per_s"] >= goals["pods_per_s"],
+        "pairs_per_s": result["pairs_per_s"] >= goals["pairs_per_s"],
+        "teardown_s_per_1000": result["teardown_s_per_1000"] < goals["teardown_s_per_1000"],
+        "detection_s": result["detection_s_max"] < goals["detection_s"],
+    }
+    result["met_by_goal"] = met
+    result["met"] = all(met.values())
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
