@@ -79,14 +79,14 @@ class Cloud:
         if ec2 == "moto":
             if endpoint:
                 upstream = endpoint
-                _reach(upstream, upstream, 30)
+                _reach(upstream, upstream, 10)
             else:
                 owned = MotoServer().start()
                 upstream = owned.url
         elif ec2 == "localstack":
             upstream = endpoint or localstack_endpoint()
             try:
-                _reach(upstream, upstream + "/_localstack/health", 30 if endpoint else 2)
+                _reach(upstream, upstream + "/_localstack/health", 10 if endpoint else 2)
             except UsageError:
                 if endpoint or localstack_python() is None:
                     raise

@@ -63,6 +63,10 @@ _FORWARD_HEADERS = ("authorization", "x-amz-date", "x-amz-security-token", "user
                     "content-type")
 
 
+class UpstreamUnreachable(CnikitError):
+    """No HTTP answer from the upstream at all (refused, reset, timed out)."""
+
+
 class UpstreamError(Exception):
     """The upstream refused a call: pass its answer through unchanged."""
 
@@ -184,7 +188,7 @@ class Gate:
         self._lock = asyncio.Lock()
         self._changed = asyncio.Event()
         self._upstream = UpstreamClient(self.upstream_url)
-        await self._resync()
+        await self._first_resync()
         app = web.Application(client_max_size=16 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
@@ -194,9 +198,20 @@ class Gate:
             await site.start()
         except OSError as e:
             raise CnikitError(f"EC2 gate cannot listen on {self.host}:{self.port}: {e}") from None
-        port = site._server.sockets[0].getsockname()[1]
-        self.port = port
-        self.url = f"http://{self.host}:{port}"
+        self.port = self._runner.addresses[0][1]
+        self.url = f"http://{self.host}:{self.port}"
+
+    async def _first_resync(self, deadline_s: float = 30.0) -> None:
+        """Load the mirror; an upstream that has just started may answer 5xx for a moment."""
+        end = time.monotonic() + deadline_s
+        while True:
+            try:
+                return await self._resync()
+            except UpstreamError as e:
+                if e.status < 500 or time.monotonic() > end:
+                    raise CnikitError(f"EC2 gate cannot read the upstream {self.upstream_url}: "
+                                      f"{e.code()}") from None
+            await asyncio.sleep(0.2)
 
     async def _shutdown(self) -> None:
         if self._runner is not None:
@@ -229,9 +244,8 @@ class Gate:
             status, body = await self._upstream.post(urlencode(params).encode(),
                                                      self._headers(headers))
         except (OSError, asyncio.IncompleteReadError, TimeoutError, ValueError) as e:
-            log.warning("upstream %s failed on %s: %r", self.upstream_url, params.get("Action"), e)
-            err = Ec2Error("Unavailable", "The service is unavailable. Retry your request.", 503)
-            return err.status, R.error_xml(err)
+            raise UpstreamUnreachable(f"the EC2 upstream {self.upstream_url} failed on "
+                                      f"{params.get('Action')}: {e!r}") from None
         if status >= 400 and R.upstream_error(body) is None:
             log.warning("upstream answered %s to %s without an EC2 error: %.200r",
                         status, params.get("Action"), body)
@@ -336,6 +350,11 @@ class Gate:
         except UpstreamError as e:
             self._audit_refusal(action, params, e.code())
             status, out = e.status, e.body
+        except UpstreamUnreachable as e:
+            log.warning("%s", e)
+            self._audit_refusal(action, params, "Unavailable")
+            err = Ec2Error("Unavailable", "The service is unavailable. Retry your request.", 503)
+            status, out = err.status, R.error_xml(err)
         except Exception:  # noqa: BLE001 - a gate bug must answer EC2's InternalError, not a traceback
             log.exception("EC2 gate failed on %s", action)
             self._audit_refusal(action, params, "InternalError")

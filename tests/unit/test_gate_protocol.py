@@ -100,3 +100,22 @@ def test_describe_pagination(gate_cloud, gate_new_vpc):
             break
         kw["NextToken"] = page["NextToken"]
     assert sorted(seen) == sorted(made)
+
+
+def test_upstream_gone_answers_unavailable(http):
+    from cnikit.cloud import Cloud
+
+    cloud = Cloud.start(ec2="moto")
+    try:
+        cloud._owned.stop()  # the upstream dies under the gate
+        # moto still serves a connection accepted before it stopped (the gate's spare one)
+        for _ in range(3):
+            resp = http.request("POST", cloud.endpoint + "/", headers=FORM,
+                                body="Action=DescribeVpcs&Version=2016-11-15")
+            if resp.status != 200:
+                break
+        assert resp.status == 503 and ec2_error(resp) == "Unavailable"
+        resp = http.request("GET", cloud.endpoint + "/_cnikit/owners")
+        assert resp.status == 200  # ownership never needs the upstream
+    finally:
+        cloud.gate.stop()
