@@ -43,8 +43,8 @@ class Config:
     scale: float = 1.0
     cluster_name: str = "cnikit"
     state_dir: str = "/run/cnikit/daemon"
-    metrics_addr: tuple[str, int] = ("0.0.0.0", METRICS_PORT)
-    introspection_addr: tuple[str, int] = ("0.0.0.0", INTROSPECTION_PORT)
+    metrics_addr: tuple[str, int] | None = ("0.0.0.0", METRICS_PORT)  # None: off
+    introspection_addr: tuple[str, int] | None = ("0.0.0.0", INTROSPECTION_PORT)
     instance_id_header: str | None = None
     extra: dict = field(default_factory=dict)
 
@@ -107,9 +107,11 @@ def _bool(env: dict, name: str, default: bool) -> bool:
     raise UsageError(f"{name}={raw!r} must be true or false")
 
 
-def _addr(raw: str | None, default: tuple[str, int], name: str) -> tuple[str, int]:
+def _addr(raw: str | None, default: tuple[str, int], name: str) -> tuple[str, int] | None:
     if not raw:
         return default
+    if raw == "off":
+        return None
     host, _, port = raw.rpartition(":")
     try:
         return (host or "0.0.0.0", int(port))

@@ -25,6 +25,7 @@ class FakeEc2:
         self.used: set[str] = set()
         self.calls: list[str] = []
         self.fail: dict[str, str] = {}  # method -> error code, to inject failures
+        self.reuse_freed = False  # hand a released IP straight back out, lowest first (like the gate)
         self._ids = itertools.count(1)
         hosts = list(self.subnet.hosts())[3:]  # AWS reserves the first three
         self._free = [str(h) for h in hosts]
@@ -130,6 +131,8 @@ class FakeEc2:
         for ip in ips:
             e.ips.remove(ip)
             self.used.discard(ip)
+            if self.reuse_freed:
+                self._free.insert(0, ip)
 
     def assign_prefixes(self, eni_id, count):
         self._call("assign_prefixes")

@@ -35,11 +35,13 @@ class HttpImds:
         finally:
             conn.close()
 
-    def _get_token(self) -> str:
+    def _get_token(self) -> str | None:
         if self._token and time.monotonic() < self._token_until:
             return self._token
         status, body = self._request("PUT", "/latest/api/token",
                                      {"X-aws-ec2-metadata-token-ttl-seconds": str(TOKEN_TTL)})
+        if status in (403, 404, 405):
+            return None  # like the AWS SDKs: an IMDS without v2 tokens is read with IMDSv1
         if status != 200:
             raise ApiError(f"IMDS token: HTTP {status}", f"HTTP{status}")
         self._token, self._token_until = body.strip(), time.monotonic() + TOKEN_TTL / 2
@@ -47,8 +49,9 @@ class HttpImds:
 
     def get(self, path: str) -> str:
         for attempt in range(2):
-            status, body = self._request("GET", f"/latest/meta-data/{path}",
-                                         {"X-aws-ec2-metadata-token": self._get_token()})
+            token = self._get_token()
+            headers = {"X-aws-ec2-metadata-token": token} if token else {}
+            status, body = self._request("GET", f"/latest/meta-data/{path}", headers)
             if status == 200:
                 return body
             if status == 401 and attempt == 0:

@@ -31,12 +31,16 @@ def build(cfg, clock=None):
 def start_with_retry(ipamd, stop: threading.Event, log) -> bool:
     """Upstream exits and is restarted until EC2 and IMDS answer; we retry in place."""
     from cnikit.daemon.apis import ApiError
+    from cnikit.daemon.checkpoint import CheckpointError
 
     delay = 0.2
     while not stop.is_set():
         try:
             ipamd.start()
             return True
+        except CheckpointError as e:
+            # Upstream refuses to start on an unreadable checkpoint rather than forget pods.
+            raise CnikitError(f"cannot recover: {e}") from None
         except ApiError as e:
             log.warning("start-up: %s; retrying in %.1fs", e, delay)
             ipamd.ds.enis.clear()

@@ -153,7 +153,8 @@ class Daemon:
         with self.lock:
             d = self.ipamd
             st = d.ds.stats()
-            return {"ok": True, "profile": d.cfg.profile,
+            return {"ok": True, "profile": d.cfg.profile, "reconciles": d.reconcile_runs,
+                    "events": d.events[-50:],
                     "stats": {"total": st.total, "assigned": st.assigned, "cooldown": st.cooldown,
                               "available": st.available, "prefixes": st.prefixes, "enis": st.enis},
                     "withinTargets": d.within_targets(),

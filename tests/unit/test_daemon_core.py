@@ -312,6 +312,32 @@ def test_issue_3019_stale_imds_with_equal_lengths(profile):
         assert all(d.check(key(n)).ip == ip for n, ip in holders.items())
 
 
+@pytest.mark.parametrize("profile", PROFILES)
+def test_recently_freed_ip_handed_straight_back(profile):
+    """EC2 re-assigns an IP the daemon released seconds ago and a pod takes it. Upstream never
+    clears its reconcile cooldown cache on a re-assign, so within the 60 s the reconcile skips
+    the IP as "recently freed" and then sweeps it although a pod holds it (both upstream
+    profiles); hardened keeps it."""
+    d, ec2, imds, clock, _ = make(profile, instance_type="t3.small", max_eni=1, warm_ip_target=1)
+    ec2.reuse_freed = True
+    held = {n: d.add(key(n)).ip for n in range(2)}
+    settle(d, clock, 5)
+    d.delete(key(0))
+    settle(d, clock, 35)  # out of IP cooldown, then released (over WARM_IP_TARGET)
+    assert held[0] not in ec2.all_ips()
+    again = d.add(key(9))
+    settle(d, clock, 5)
+    if again.ip != held[0]:
+        again = d.add(key(10))
+    assert again.ip == held[0], "EC2 should hand the released IP back"
+    clock.advance(1)  # well within the 60 s reconcile cooldown of the release
+    d.reconcile()
+    if profile == "hardened":
+        assert d.check(again.key) == again
+    else:
+        assert d.check(again.key) is None
+
+
 # ---- reconcile: an ENI missing from IMDS (1967), stale IMDS at start-up (3887) ------------
 
 @pytest.mark.parametrize("profile", PROFILES)

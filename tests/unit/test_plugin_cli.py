@@ -1,0 +1,196 @@
+"""cnikit-cni without root: spec error JSON for every bad input, VERSION, the result it builds
+from a daemon answer (against a real unix-socket server standing in for the daemon), and
+its start-up cost guard (no json/re/enum/socket/boto3/pyroute2 imports)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import threading
+
+import jsonschema
+import pytest
+
+from cnikit.plugin import tinyjson
+from cnikit.plugin.launcher import write_launcher
+
+ERROR_SCHEMA = {
+    "type": "object", "required": ["cniVersion", "code", "msg"],
+    "properties": {"code": {"type": "integer", "minimum": 1},
+                   "msg": {"type": "string", "minLength": 1, "pattern": r"^[^\n]*$"}},
+}
+
+
+@pytest.fixture(scope="module")
+def plugin(tmp_path_factory):
+    return str(write_launcher(tmp_path_factory.mktemp("bin")))
+
+
+class FakeDaemon:
+    """A real unix socket server answering like the daemon, recording the requests."""
+
+    def __init__(self, path, answer):
+        self.path, self.answer, self.requests = str(path), answer, []
+        self.srv = socket.socket(socket.AF_UNIX)
+        self.srv.bind(self.path)
+        self.srv.listen(8)
+        threading.Thread(target=self._loop, daemon=True).start()
+
+    def _loop(self):
+        while True:
+            try:
+                conn, _ = self.srv.accept()
+            except OSError:
+                return
+            with conn:
+                req = json.loads(conn.makefile().readline())
+                self.requests.append(req)
+                resp = self.answer(req)
+                if resp is not None:
+                    conn.sendall(json.dumps(resp).encode() + b"\n")
+
+    def close(self):
+        self.srv.close()
+
+
+def run(plugin, command, stdin=b"", **env):
+    base = {"PATH": os.environ["PATH"], "CNI_COMMAND": command}
+    base.update({k: v for k, v in env.items() if v is not None})
+    p = subprocess.run([plugin], input=stdin, env=base, capture_output=True, timeout=30)
+    assert p.stderr == b""
+    return p.returncode, (json.loads(p.stdout) if p.stdout.strip() else None)
+
+
+CNI_ENV = {"CNI_CONTAINERID": "c1", "CNI_NETNS": "/run/netns/x", "CNI_IFNAME": "eth0",
+           "CNI_ARGS": "IgnoreUnknown=1;K8S_POD_NAMESPACE=ns;K8S_POD_NAME=web"}
+
+
+def conf(**kw):
+    return json.dumps({"cniVersion": "1.0.0", "name": "aws-cni", "type": "cnikit-cni", **kw}).encode()
+
+
+def test_version(plugin):
+    rc, out = run(plugin, "VERSION")
+    assert rc == 0 and out == {"cniVersion": "1.0.0", "supportedVersions": ["0.3.0", "0.3.1", "0.4.0", "1.0.0"]}
+
+
+@pytest.mark.parametrize("command,stdin,env,code", [
+    ("ADD", b"garbage", CNI_ENV, 6),
+    ("ADD", b"", CNI_ENV, 6),
+    ("ADD", b'"str"', CNI_ENV, 6),
+    ("ADD", b'{"name": "n"}', CNI_ENV, 7),
+    ("ADD", b'{"cniVersion": "0.2.0", "name": "n"}', CNI_ENV, 1),
+    ("ADD", conf(mtu=10), CNI_ENV, 2),
+    ("ADD", conf(wiring="magic"), CNI_ENV, 2),
+    ("ADD", conf(), {**CNI_ENV, "CNI_CONTAINERID": None}, 4),
+    ("ADD", conf(), {**CNI_ENV, "CNI_NETNS": None}, 4),
+    ("FROB", conf(), CNI_ENV, 4),
+    ("", conf(), CNI_ENV, 4),
+    ("ADD", conf(daemonSocket="/nonexistent/ipamd.sock"), CNI_ENV, 11),
+    ("DEL", conf(daemonSocket="/nonexistent/ipamd.sock"), CNI_ENV, 11),
+    ("CHECK", conf(daemonSocket="/nonexistent/ipamd.sock"), CNI_ENV, 7),  # no prevResult
+])
+def test_errors_are_spec_json(plugin, command, stdin, env, code):
+    rc, err = run(plugin, command, stdin, **env)
+    assert rc != 0
+    jsonschema.validate(err, ERROR_SCHEMA)
+    assert err["code"] == code, err
+
+
+def test_add_result_and_request(plugin, tmp_path):
+    def answer(req):
+        return {"ok": True, "ip": "10.0.1.23", "eniId": "eni-1", "deviceNumber": 1,
+                "subnetCidr": "10.0.1.0/24", "router": "10.0.1.1", "hostVeth": "eni0123456789a",
+                "hostMac": "02:00:00:00:00:01", "podMac": "0a:00:00:00:00:02"}
+
+    d = FakeDaemon(tmp_path / "s.sock", answer)
+    try:
+        rc, res = run(plugin, "ADD", conf(daemonSocket=d.path, mtu=9001), **CNI_ENV)
+    finally:
+        d.close()
+    assert rc == 0, res
+    assert res["ips"] == [{"address": "10.0.1.23/32", "gateway": "169.254.1.1", "interface": 1}]
+    assert res["interfaces"][1] == {"name": "eth0", "mac": "0a:00:00:00:00:02", "sandbox": "/run/netns/x"}
+    assert res["routes"] == [{"dst": "0.0.0.0/0", "gw": "169.254.1.1"}]
+    (req,) = d.requests
+    assert req["cmd"] == "add" and req["containerID"] == "c1" and req["netns"] == "/run/netns/x"
+    assert req["podNamespace"] == "ns" and req["podName"] == "web" and req["mtu"] == 9001
+    assert req["metadata"] == {"k8sPodNamespace": "ns", "k8sPodName": "web"}
+
+
+def test_old_versions_get_their_result_format(plugin, tmp_path):
+    d = FakeDaemon(tmp_path / "s.sock", lambda r: {"ok": True, "ip": "10.0.1.9", "deviceNumber": 0})
+    try:
+        rc, res = run(plugin, "ADD", json.dumps({"cniVersion": "0.4.0", "name": "n",
+                                                 "daemonSocket": d.path}).encode(), **CNI_ENV)
+    finally:
+        d.close()
+    assert rc == 0 and res["cniVersion"] == "0.4.0" and res["ips"][0]["version"] == "4"
+
+
+def test_daemon_errors_pass_through(plugin, tmp_path):
+    d = FakeDaemon(tmp_path / "s.sock", lambda r: {"ok": False, "code": 11, "error": "no IP available"})
+    try:
+        rc, err = run(plugin, "ADD", conf(daemonSocket=d.path), **CNI_ENV)
+    finally:
+        d.close()
+    assert rc != 0 and err["code"] == 11 and "no IP" in err["msg"]
+
+
+def test_daemon_dying_mid_request_is_try_again(plugin, tmp_path):
+    d = FakeDaemon(tmp_path / "s.sock", lambda r: None)  # closes without answering
+    try:
+        rc, err = run(plugin, "ADD", conf(daemonSocket=d.path), **CNI_ENV)
+    finally:
+        d.close()
+    assert rc != 0 and err["code"] == 11
+
+
+def test_check_sends_prev_result_ip(plugin, tmp_path):
+    d = FakeDaemon(tmp_path / "s.sock", lambda r: {"ok": True, "ip": "10.0.1.9", "deviceNumber": 0})
+    prev = {"cniVersion": "1.0.0", "ips": [{"address": "10.0.1.9/32", "interface": 1}]}
+    try:
+        rc, out = run(plugin, "CHECK", conf(daemonSocket=d.path, prevResult=prev), **CNI_ENV)
+    finally:
+        d.close()
+    assert (rc, out) == (0, None)
+    assert d.requests[0]["cmd"] == "check" and d.requests[0]["expectIp"] == "10.0.1.9"
+
+
+def test_startup_imports_stay_small():
+    from cnikit.plugin.launcher import ROOT
+
+    code = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); import cnikit.plugin.main; "
+            "print(' '.join(sorted(sys.modules)))")
+    mods = set(subprocess.run([sys.executable, "-IS", "-c", code], capture_output=True,
+                              text=True, check=True).stdout.split())
+    heavy = {"json", "re", "enum", "socket", "boto3", "botocore", "pyroute2", "cnikit.fabric",
+             "cnikit.daemon", "click", "asyncio"}
+    assert not heavy & mods, heavy & mods
+
+
+def test_tinyjson_matches_json():
+    seed = 11
+    print(f"seed={seed}")
+    rng = random.Random(seed)
+
+    def value(depth=0):
+        kinds = [lambda: None, lambda: True, lambda: False, lambda: rng.randint(-10**6, 10**6),
+                 lambda: rng.random() * 1e3,
+                 lambda: "".join(chr(rng.randrange(1, 0x2FF)) for _ in range(rng.randrange(6)))]
+        if depth < 3:
+            kinds += [lambda: [value(depth + 1) for _ in range(rng.randrange(4))],
+                      lambda: {f"k{i}\"": value(depth + 1) for i in range(rng.randrange(4))}]
+        return rng.choice(kinds)()
+
+    for _ in range(300):
+        v = value()
+        assert tinyjson.loads(tinyjson.dumps(v)) == v == json.loads(tinyjson.dumps(v))
+        assert tinyjson.loads(json.dumps(v)) == v
+    for bad in ["", "{", "[1,]", "1 2", "NaN", '{"a" 1}', "nul"]:
+        with pytest.raises(ValueError):
+            tinyjson.loads(bad)
