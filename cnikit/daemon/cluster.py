@@ -50,7 +50,8 @@ class CniCluster:
             self.bin_dir = write_launcher(self.fabric.run.dir / "cni-bin").parent
             self.state_root = state_root(self.fabric.rid, self.fabric.run.dir)
             for node in self.fabric.nodes:
-                self.daemons.append(self._daemon(node))
+                node.daemon = self._daemon(node)
+                self.daemons.append(node.daemon)
             for d in self.daemons:
                 d.start(wait=0)
             for d in self.daemons:
@@ -103,13 +104,10 @@ class CniCluster:
         return request(self.daemons[node].socket_path, {"cmd": "status"})
 
     def kill_daemon(self, node: int, sig: int = signal.SIGKILL) -> None:
-        self.daemons[node].kill(sig)
+        self.fabric.nodes[node].kill_daemon(sig)
 
     def restart_daemon(self, node: int) -> None:
-        d = self.daemons[node]
-        if d.alive():
-            d.stop()
-        d.start(wait=60)
+        self.fabric.nodes[node].restart_daemon()
 
     def close(self) -> None:
         for d in self.daemons:
