@@ -193,19 +193,27 @@ def test_stale_holds_old_list_until_expiry(server, topo, ec2, fc):
     ec2.assign_private_ip_addresses(NetworkInterfaceId=eni, SecondaryPrivateIpAddressCount=3)
     old = eni_ips(ec2, eni)
     wait_for(lambda: imds.ips(inst.mac) == old, 0.5, "3 IPs appear")
+    asked = time.monotonic()
     handle = fc.stale(mac=inst.mac, seconds=2)
-    started = time.monotonic()
+    expires = handle.fault["expires"]  # wall clock, as the server set it
     ec2.assign_private_ip_addresses(NetworkInterfaceId=eni, SecondaryPrivateIpAddressCount=1)
     ec2.unassign_private_ip_addresses(NetworkInterfaceId=eni, PrivateIpAddresses=[old[1]])
     new = eni_ips(ec2, eni)
     assert new != old
-    # Served stays the old list for as long as the fault holds...
-    while time.monotonic() - started < 1.7:
-        assert imds.ips(inst.mac) == old
+    # Served stays the old list for as long as the fault holds (every answer that came
+    # back before the expiry time is checked, however slow the machine is)...
+    checked = 0
+    while True:
+        served = imds.ips(inst.mac)
+        if time.time() >= expires - 0.02:
+            break
+        assert served == old
+        checked += 1
         time.sleep(0.05)
+    assert checked >= 5
     # ...and becomes the truth once it expires by itself.
     wait_for(lambda: imds.ips(inst.mac) == new, 1.0, "the true list after expiry")
-    assert time.monotonic() - started >= 1.9
+    assert time.monotonic() - asked >= 2.0
     assert handle.id not in [f["id"] for f in fc.list()]
     kinds = [(e["type"], e.get("fault", {}).get("id")) for e in fc.events()]
     assert ("fault_added", handle.id) in kinds and ("fault_expired", handle.id) in kinds
@@ -255,12 +263,16 @@ def test_lag_shows_changes_one_second_late(server, topo, ec2, fc):
     fc.lag(seconds=1.0, mac=inst.mac)
     # What changed in the last second shows up late as well: let it settle first.
     wait_for(lambda: imds.ips(inst.mac) == before, 1.5, "lagged view equals EC2")
+    sent = time.monotonic()  # EC2 cannot change before this
     ec2.assign_private_ip_addresses(NetworkInterfaceId=inst.primary_eni_id,
                                     SecondaryPrivateIpAddressCount=1)
     changed = time.monotonic()
     after = eni_ips(ec2, inst.primary_eni_id)
-    while time.monotonic() - changed < 0.8:
-        assert imds.ips(inst.mac) == before
+    while True:
+        served = imds.ips(inst.mac)
+        if time.monotonic() - sent >= 0.95:
+            break
+        assert served == before
         time.sleep(0.03)
     wait_for(lambda: imds.ips(inst.mac) == after, 1.0, "the change, one second late")
     assert time.monotonic() - changed < 1.6
