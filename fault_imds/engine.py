@@ -122,6 +122,7 @@ class Engine(Resolver):
         self._lag_refs: dict[str, int] = {}
         self._cache: dict[int, tuple[Ec2State, dict[str, InstanceMeta]]] = {}
         self._leaf_cache: dict[tuple[int, str], dict[str, str]] = {}
+        self._render_cache: dict[InstanceMeta, tuple] = {}
         self._next = 0
 
     # -- EC2 side ----------------------------------------------------------------------------
@@ -263,19 +264,39 @@ class Engine(Resolver):
             if f.kind == "lag":
                 self._lag_refs[f.id] = id(self._state_at(f.reference_time(now)))
         self.served_models = dict(view.models)
-        leaves = {iid: render(m) for iid, m in view.models.items()}
+        # An instance whose model did not change (and that no path fault edits) keeps its
+        # rendered tree: with many instances, one ENI's change re-renders one tree.
+        edited = {iid for iid, _ in view.leaf_ops}
+        cache: dict[InstanceMeta, tuple] = {}
+        leaves: dict[str, dict[str, str]] = {}
+        served: dict[str, dict[str, bytes]] = {}
+        lists: dict[str, dict] = {}
+        for iid, m in view.models.items():
+            if iid in edited:
+                leaves[iid] = render(m)
+                continue
+            hit = self._render_cache.get(m)
+            if hit is None:
+                lv = render(m)
+                hit = (lv, serve_map(lv), served_lists(lv))
+            cache[m] = hit
+            leaves[iid], served[iid], lists[iid] = hit
         for iid, fn in view.leaf_ops:
             fn(leaves.setdefault(iid, {}))
+        for iid in edited:
+            served[iid] = serve_map(leaves[iid])
+            lists[iid] = served_lists(leaves[iid])
+        self._render_cache = cache
         self.served_leaves = leaves
-        self.served = {iid: serve_map(lv) for iid, lv in leaves.items()}
+        self.served = served
         self.recomputes += 1
-        self._log_served_changes()
+        self._log_served_changes(lists)
 
-    def _log_served_changes(self) -> None:
+    def _log_served_changes(self, lists: dict[str, dict]) -> None:
         current: dict[tuple[str, str], tuple[str, dict[str, tuple[str, ...]]]] = {}
-        for iid, lv in self.served_leaves.items():
+        for iid, by_mac in lists.items():
             model = self.served_models.get(iid)
-            for mac, entries in served_lists(lv).items():
+            for mac, entries in by_mac.items():
                 eni = model.eni(mac) if model else None
                 current[(iid, mac)] = (eni.eni_id if eni else "", entries)
         for key in dict.fromkeys([*self._served_lists, *current]):
