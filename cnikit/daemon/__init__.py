@@ -1,1 +1,16 @@
-"""cnikit.daemon"""
+"""The reference CNI daemon (upstream's ipamd) with upstream-faithful and hardened profiles.
+
+    config.py      upstream's environment variables (+ CNIKIT_PROFILE, CNIKIT_TIME_SCALE)
+    apis.py        the two views it reads: Ec2Api (truth) and ImdsApi (maybe stale)
+    datastore.py   ENIs, /32 IPs and /28 prefixes, who holds each IP, IP cooldown
+    checkpoint.py  ipam.json in upstream's vpc-cni-ipam/1 format, atomic writes
+    pool.py        warm-pool arithmetic (WARM_ENI/IP/PREFIX_TARGET, MINIMUM_IP_TARGET)
+    ipamd.py       IpamD: start-up, ADD/DEL/CHECK, pool manager, ENI lifecycle, tick()
+    reconcile.py   what each profile trusts IMDS with (1.18.3, 1.18.4, hardened)
+    ec2_boto.py / imds_http.py   the real views (boto3, IMDSv2)
+    fakes.py       in-memory views for unit tests; clock.py: real and fake clocks
+    server.py      the process: unix socket for the plugin, metrics, introspection
+    podnet.py      the pod data plane for a request, over cnikit.fabric.wiring
+    process.py     DaemonProcess: run / kill / restart `cnikit daemon` in a namespace
+    cluster.py     CniCluster: EC2 + IMDS + fabric + one daemon per node, pods via cnikit-cni
+"""

@@ -156,18 +156,24 @@ class IpamD:
 
     # ---- periodic work ----------------------------------------------------------------
 
-    def tick(self) -> None:
-        """One pass of upstream's pool manager loop: reconcile when due, then the pool."""
-        now = self.clock.now()
-        if now - self.last_reconcile >= self.cfg.reconcile_interval:
-            self.reconcile()
+    def reconcile_due(self) -> bool:
+        return self.clock.now() - self.last_reconcile >= self.cfg.reconcile_interval
+
+    def tick(self, imds_view=None) -> None:
+        """One pass of upstream's pool manager loop: reconcile when due, then the pool.
+
+        imds_view: IMDS read beforehand (a list of EniView or the ApiError it raised), so a
+        process can do the slow read without holding the lock its CNI requests need.
+        """
+        if self.reconcile_due():
+            self.reconcile(imds_view)
         self.pool_step()
 
-    def reconcile(self) -> None:
+    def reconcile(self, imds_view=None) -> None:
         self.reconcile_runs += 1
         self.metrics.inc("awscni_reconcile_count", fn="nodeIPPoolReconcile")
         try:
-            reconcile.run(self)
+            reconcile.run(self, imds_view)
         finally:
             self.last_reconcile = self.clock.now()
 

@@ -61,9 +61,11 @@ def setup_new_eni(d: IpamD, created: EniView) -> None:
         d.clock.sleep(min(1.0, d.cfg.imds_sync_timeout / 10))
 
 
-def run(d: IpamD) -> None:
+def run(d: IpamD, imds_view=None) -> None:
     try:
-        imds_enis = d.imds.enis()
+        if isinstance(imds_view, ApiError):
+            raise imds_view
+        imds_enis = d.imds.enis() if imds_view is None else imds_view
     except ApiError as e:
         d.metrics.inc("awscni_ipamd_error_count", fn="reconcileFailedGetENIs")
         log.warning("reconcile: IMDS failed: %s", e)

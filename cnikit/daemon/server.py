@@ -251,8 +251,17 @@ class Daemon:
     def _pool_loop(self) -> None:
         while not self.stopping.wait(self.pool_interval):
             with self.lock:
+                due = self.ipamd.reconcile_due()
+            view = None
+            if due:
+                # IMDS can be slow or faulty: read it without holding up CNI requests.
                 try:
-                    self.ipamd.tick()
+                    view = self.ipamd.imds.enis()
+                except ApiError as e:
+                    view = e
+            with self.lock:
+                try:
+                    self.ipamd.tick(view)
                 except Exception:  # a bug in one pass must not stop the pool manager
                     log.exception("pool manager pass failed")
                     self.ipamd.metrics.inc("awscni_ipamd_error_count", fn="poolLoop")
