@@ -111,10 +111,6 @@ class Instance:
     az: str
     state: str = "running"
 
-    @property
-    def alive(self) -> bool:
-        return self.state not in ("terminated", "shutting-down")
-
 
 @dataclass
 class AssignPlan:
@@ -170,10 +166,6 @@ class Mirror:
 
     def put_instance(self, inst: Instance) -> None:
         self.instances[inst.instance_id] = inst
-
-    def put_subnet(self, subnet: Subnet) -> None:
-        self.subnets[subnet.subnet_id] = subnet
-        self._used.setdefault(subnet.subnet_id, set())
 
     def changed(self) -> None:
         self.version += 1

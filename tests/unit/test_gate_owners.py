@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import socket
 import threading
@@ -96,3 +97,14 @@ def test_add_listener_serves_a_prebound_socket(gate_cloud):
     assert "NetworkInterfaces" in ec2.describe_network_interfaces()
     r = urllib3.PoolManager().request("GET", f"http://127.0.0.1:{port}/_cnikit/owners")
     assert json.loads(r.data)["version"] == gate_cloud.gate.owners().version
+
+
+def test_resync_picks_up_changes_made_behind_the_gate(gate_cloud, gate_new_vpc):
+    topo = gate_new_vpc(gate_cloud, nodes=1)
+    eni = topo.instances[0].primary_eni_id
+    behind = gate_cloud.client(endpoint=gate_cloud.upstream_url)
+    ip = str(ipaddress.ip_network(topo.subnet_cidr)[77])
+    behind.assign_private_ip_addresses(NetworkInterfaceId=eni, PrivateIpAddresses=[ip])
+    assert ip not in gate_cloud.gate.owners().ips
+    gate_cloud.gate.resync()
+    assert gate_cloud.gate.owners().ips[ip].eni_id == eni
