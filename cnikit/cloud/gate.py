@@ -467,7 +467,11 @@ class Gate:
             if len(ips) > 1:
                 extra = {"NetworkInterfaceId": eni.eni_id}
                 extra.update({f"PrivateIpAddress.{n}": ip for n, ip in enumerate(ips[1:], 1)})
-                await self._call("AssignPrivateIpAddresses", extra, headers)
+                try:
+                    await self._call("AssignPrivateIpAddresses", extra, headers)
+                except UpstreamError:  # all or nothing, as EC2: take the new ENI back
+                    await self._call("DeleteNetworkInterface", {"NetworkInterfaceId": eni.eni_id})
+                    raise
             eni = Eni(eni.eni_id, subnet.subnet_id, subnet.vpc_id, eni.mac, tuple(ips),
                       tuple(prefixes), None, eni.template)
             self._mutate(self._put_eni, eni)
@@ -532,6 +536,12 @@ class Gate:
             if count < 1 or min_count < 1 or min_count > count:
                 raise invalid_value(f"Invalid MinCount {min_count} / MaxCount {count}")
             nic = "NetworkInterface.1."
+            if params.get(nic + "NetworkInterfaceId"):  # launched on an existing ENI
+                status, out = await self._forward(params, headers)
+                if status >= 300:
+                    raise UpstreamError(status, out)
+                await self._resync()
+                return status, out
             uses_nic = any(k.startswith(nic) for k in params)
             subnet_id = params.get("SubnetId") or params.get(nic + "SubnetId")
             if not subnet_id:
@@ -540,12 +550,6 @@ class Gate:
                     raise Ec2Error("MissingInput", "No subnet given and no default subnet found")
                 subnet_id = default.subnet_id
             subnet = self.mirror.subnet(subnet_id)
-            if params.get(nic + "NetworkInterfaceId"):  # launched on an existing ENI
-                status, out = await self._forward(params, headers)
-                if status >= 300:
-                    raise UpstreamError(status, out)
-                await self._resync()
-                return status, out
             asked = params.get("PrivateIpAddress") or params.get(nic + "PrivateIpAddress")
             if asked and count > 1:
                 raise invalid_value("A private IP address can only be given for one instance")
