@@ -15,6 +15,7 @@ import os
 import socket
 import struct
 import threading
+import time
 from dataclasses import dataclass
 
 NETLINK_ROUTE = 0
@@ -31,7 +32,8 @@ NLM_F_DUMP = 0x300
 NLM_F_REPLACE, NLM_F_EXCL, NLM_F_CREATE, NLM_F_APPEND = 0x100, 0x200, 0x400, 0x800
 NLA_F_NESTED = 0x8000
 # link attributes
-IFLA_ADDRESS, IFLA_IFNAME, IFLA_MTU, IFLA_LINKINFO, IFLA_NET_NS_FD = 1, 3, 4, 18, 28
+IFLA_ADDRESS, IFLA_IFNAME, IFLA_MTU, IFLA_OPERSTATE, IFLA_LINKINFO, IFLA_NET_NS_FD = 1, 3, 4, 16, 18, 28
+IF_OPER_UP = 6
 IFLA_INFO_KIND, IFLA_INFO_DATA, VETH_INFO_PEER = 1, 2, 1
 IFF_UP = 1
 # address attributes
@@ -69,6 +71,7 @@ class Link:
     name: str
     mac: str
     up: bool
+    oper_up: bool = False  # carrier on and the kernel's link watcher has opened its queue
 
 
 @dataclass(frozen=True)
@@ -212,6 +215,23 @@ class Netlink:
                 return None
             raise
         return _parse_link(replies[0][1]) if replies else None
+
+    def wait_oper_up(self, name: str, timeout: float = 2.0) -> bool:
+        """Wait until a link's queue passes packets.
+
+        A veth whose peer came up has its carrier on at once, but the kernel attaches its
+        real qdisc (until then every packet is dropped) from a worker thread a moment later.
+        """
+        end = time.monotonic() + timeout
+        delay = 0.0002
+        while True:
+            link = self.link(name)
+            if link is None or link.oper_up:
+                return link is not None
+            if time.monotonic() >= end:
+                return False
+            time.sleep(delay)
+            delay = min(delay * 2, 0.01)
 
     def link_index(self, name: str) -> int | None:
         link = self.link(name)
@@ -460,4 +480,5 @@ def _parse_link(p: bytes) -> Link:
     a = _attrs(p, _IFINFO.size)
     name = a.get(IFLA_IFNAME, b"").rstrip(b"\0").decode()
     mac = mac_str(a[IFLA_ADDRESS]) if IFLA_ADDRESS in a else ""
-    return Link(index, name, mac, bool(flags & IFF_UP))
+    oper = a.get(IFLA_OPERSTATE, b"\0")[0] == IF_OPER_UP
+    return Link(index, name, mac, bool(flags & IFF_UP), oper)

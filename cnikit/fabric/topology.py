@@ -218,8 +218,9 @@ class Fabric:
     def close(self) -> None:
         """Remove everything this fabric made. Safe to call twice, and after a failed start."""
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        # No join: the sync thread may sit in a long-poll for up to half a second. Taking
+        # the lock waits out an apply in progress; after it the thread only sees _stop.
+        with self._lock:
             self._thread = None
         # The servers own the listening sockets now (their stop() closes them): closing one
         # under a running event loop would leave a stale fd in its selector.
@@ -246,7 +247,10 @@ class Fabric:
     # -- EC2 -> fabric -------------------------------------------------------------------
 
     def _sync_loop(self) -> None:
+        failed = False
         while not self._stop.is_set():
+            if failed:
+                self._stop.wait(0.05)  # a failing apply is retried, not spun on
             try:
                 snap = self.cloud.gate.wait_change(self.version, 0.5)
             except Exception as e:  # the gate stopping under us ends the loop quietly
@@ -255,13 +259,18 @@ class Fabric:
                 self.sync_errors.append(f"wait_change: {e}")
                 self._stop.wait(0.1)
                 continue
-            if snap is not None and snap.version != self.version:
+            with self._lock:
+                if self._stop.is_set():
+                    return
+                if snap is None or snap.version == self.version:
+                    continue
                 try:
                     self.apply(snap)
+                    failed = False
                 except Exception as e:
                     log.exception("fabric sync failed")
                     self.sync_errors.append(f"apply v{snap.version}: {e}")
-                    self._stop.wait(0.05)
+                    failed = True
 
     def apply(self, snap) -> None:
         """Make links and vpc routes match one ownership snapshot."""
@@ -331,6 +340,8 @@ class Fabric:
             v.link_set(vidx, up=True)
             v.route_replace(f"{spec.primary_ip}/32", oif=vidx)
             v.neigh_replace(vidx, spec.primary_ip, spec.mac)
+            if not (n.wait_oper_up(ifname) and v.wait_oper_up(vpc_name)):
+                raise NetlinkError(110, f"ENI link {vpc_name}/{ifname} did not come up")
         except BaseException:
             v.link_del(name=vpc_name)
             raise

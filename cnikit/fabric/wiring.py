@@ -113,6 +113,9 @@ def wire(node: Netlink, pod: Netlink, pod_ns_fd: int, ip: str, host_veth: str,
             if router:
                 setup_eni_table(node, device_index, router)
             node.rule_add(RULE_FROM_POD, eni_table(device_index), src=f"{ip}/32")
+        # Usually already true by now: without it the pod's first packets are dropped.
+        if not (pod.wait_oper_up(ifname) and node.wait_oper_up(host_veth)):
+            raise NetlinkError(errno.ETIMEDOUT, f"{host_veth}/{ifname} did not come up")
     except BaseException:
         with contextlib.suppress(Exception):
             unwire(node, ip, host_veth, device_index)

@@ -7,6 +7,7 @@ import json
 import socket
 import statistics
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -126,13 +127,18 @@ def test_imds_and_ec2_gate_answer_inside_the_vpc(make_fabric, fab_cloud):
     imds = ImdsServer(ec2_endpoint=fab_cloud.endpoint).start()
     try:
         fabric = make_fabric(nodes=2, imds=imds)
+        def get(node, url):
+            with netns.entered(node.ns.fd):  # the connection is made from the node
+                try:
+                    return urllib.request.urlopen(url, timeout=5).read().decode()
+                except urllib.error.HTTPError:
+                    return None  # the IMDS follows EC2 a moment late: not there yet
+
         for node in fabric.nodes:
-            with netns.entered(node.ns.fd):
-                iid = urllib.request.urlopen(
-                    f"{fabric.imds_endpoint}/latest/meta-data/instance-id", timeout=5).read()
-                owners = json.loads(urllib.request.urlopen(
-                    f"{fabric.ec2_endpoint}/_cnikit/owners", timeout=5).read())
-            assert iid.decode() == node.instance_id
+            iid = wait_until(lambda n=node: get(n, f"{fabric.imds_endpoint}/latest/meta-data/"
+                                                   "instance-id"), 5, 0.05, "IMDS answer")
+            assert iid == node.instance_id
+            owners = json.loads(get(node, f"{fabric.ec2_endpoint}/_cnikit/owners"))
             assert owners["ips"][node.primary_ip]["instance_id"] == node.instance_id
     finally:
         imds.stop()
