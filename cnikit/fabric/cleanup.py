@@ -43,6 +43,11 @@ def _recorded(run_dir: Path) -> list[tuple[int, str]]:
     return out
 
 
+def kill_pids(pids: list[int], grace: float = 2.0) -> list[int]:
+    """SIGTERM, then SIGKILL whatever still runs after `grace` seconds; returns those signalled."""
+    return _kill(pids, grace) if pids else []
+
+
 def _kill(pids: list[int], grace: float = 2.0) -> list[int]:
     killed = []
     for pid in pids:

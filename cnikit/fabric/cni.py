@@ -17,6 +17,7 @@ from pathlib import Path
 
 from cnikit.errors import CnikitError
 from cnikit.fabric import cleanup, wiring
+from cnikit.runtime import require_tool
 
 
 class CniError(CnikitError):
@@ -91,7 +92,7 @@ class CniSandbox:
         binary = find_plugin(conf["type"], self.cni_path)
         argv = [binary]
         if self.runner_ns:
-            argv = ["nsenter", f"--net={self.runner_ns}", "--", binary]
+            argv = [require_tool("nsenter"), f"--net={self.runner_ns}", "--", binary]
         proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE)
         if self.run_dir is not None:

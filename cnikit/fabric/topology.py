@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from cnikit.fabric import cleanup, names, netns, routes, wiring
 from cnikit.fabric.netlink import Netlink, NetlinkError
-from cnikit.runtime import Run, require_root
+from cnikit.runtime import Run, require_root, require_tool
 
 log = logging.getLogger(__name__)
 
@@ -225,6 +225,10 @@ class Fabric:
         # The servers own the listening sockets now (their stop() closes them): closing one
         # under a running event loop would leave a stale fd in its selector.
         self._listeners.clear()
+        cleanup.kill_recorded(self.run.dir)
+        # Anything else still running inside our namespaces (a daemon nobody recorded).
+        ours = [n.name for n in self.nodes] + [p.name for p in self.pods.values()]
+        cleanup.kill_pids(cleanup.processes_in(ours))
         for pod in list(self.pods.values()):
             if pod.cni is not None:
                 with contextlib.suppress(Exception):
@@ -240,7 +244,6 @@ class Fabric:
         # Anything created under our name but not tracked (an interrupted create).
         for name in netns.names(f"ck-{self.rid}-"):
             netns.remove(name)
-        cleanup.kill_recorded(self.run.dir)
         if self._own_run:
             self.run.close()
 
@@ -470,7 +473,7 @@ class Fabric:
         import subprocess
 
         node = self.node(node)
-        nsenter = ["nsenter", f"--net={node.ns.path}", "--"]
+        nsenter = [require_tool("nsenter"), f"--net={node.ns.path}", "--"]
         proc = subprocess.Popen(nsenter + list(argv), **popen)
         cleanup.record_process(self.run.dir, proc.pid)
         return proc

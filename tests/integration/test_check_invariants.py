@@ -12,6 +12,7 @@ import json
 import pytest
 
 from cnikit.check.invariants import judge
+from cnikit.check.nemesis import Ec2Nemesis
 from cnikit.check.watch import Watch
 from cnikit.fabric import ec2ops
 from tests.integration.conftest import needs_root, wait_until
@@ -46,7 +47,6 @@ def healthy_for(watch, seconds: int) -> None:
 
 def test_lost_ip_then_shared_ip_then_restored(mesh, fab_cloud):
     fabric, watch = mesh
-    ec2 = fab_cloud.client()
     assert not watch.errors
     healthy_for(watch, 1)
     assert watch.invariants.ok()
@@ -55,9 +55,10 @@ def test_lost_ip_then_shared_ip_then_restored(mesh, fab_cloud):
     eni0 = fabric.topo.instances[0].primary_eni_id
     eni1 = fabric.topo.instances[1].primary_eni_id
 
+    nemesis = Ec2Nemesis(fab_cloud, watch.history)
+
     # 1. EC2 takes the IP back: exactly that pod fails, within a second.
-    watch.nemesis("unassign", {"ip": victim.ip, "eni": eni0})
-    ec2.unassign_private_ip_addresses(NetworkInterfaceId=eni0, PrivateIpAddresses=[victim.ip])
+    assert nemesis.unassign(victim.ip) == eni0
     took = watch.wait_for(lambda inv: victim.name in inv.failing_pods(), 1.0)
     assert took is not None, "the lost pod was not detected within 1 s"
     print(f"lost pod detected in {took * 1000:.0f} ms")
@@ -68,8 +69,7 @@ def test_lost_ip_then_shared_ip_then_restored(mesh, fab_cloud):
     assert [v.subject for v in owned] == [victim.name] and owned[0].detail["held_by"] is None
 
     # 2. The IP goes to node 1 and a pod there gets it: a shared IP.
-    watch.nemesis("reassign", {"ip": victim.ip, "eni": eni1})
-    ec2.assign_private_ip_addresses(NetworkInterfaceId=eni1, PrivateIpAddresses=[victim.ip])
+    nemesis.assign(victim.ip, eni1)
     fabric.wait_synced(fab_cloud.gate.owners().version)
     twin = fabric.add_pod(1, victim.ip)
     shared = wait_until(lambda: watch.invariants.active("shared-ip"), 1.0, what="shared IP")
@@ -81,14 +81,16 @@ def test_lost_ip_then_shared_ip_then_restored(mesh, fab_cloud):
 
     # 3. Ownership restored: the failure clears.
     fabric.delete_pod(twin)
-    ec2.unassign_private_ip_addresses(NetworkInterfaceId=eni1, PrivateIpAddresses=[victim.ip])
-    ec2.assign_private_ip_addresses(NetworkInterfaceId=eni0, PrivateIpAddresses=[victim.ip])
-    watch.nemesis("restore", {"ip": victim.ip, "eni": eni0})
+    nemesis.reassign(victim.ip, eni0)
     took = watch.wait_for(lambda inv: not inv.active(), 2.0)
     assert took is not None, watch.invariants.active()
     healthy_for(watch, 1)
 
     # The run is judged a failure, with the evidence kept, and a replay agrees.
+    faults = [e for e in watch.history.entries() if e["process"] == "nemesis"]
+    assert [(e["type"], e["f"]) for e in faults] == [
+        ("invoke", "unassign"), ("ok", "unassign"), ("invoke", "assign"), ("ok", "assign"),
+        ("invoke", "assign"), ("ok", "assign")]
     kinds = {v.kind for v in watch.invariants.violations()}
     assert kinds == {"unreachable", "ip-not-owned", "shared-ip"}
     assert {v.subject for v in watch.invariants.violations("unreachable")} == {victim.name}
