@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 
 import click
@@ -38,6 +39,7 @@ def ec2(port: int, host: str, ec2_kind: str, ec2_endpoint: str | None, seed: int
             click.echo(f"  export AWS_ENDPOINT_URL_EC2={cloud.endpoint} AWS_DEFAULT_REGION="
                        f"{cloud.region} AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test")
             click.echo("Ctrl-C to stop.")
+            sys.stdout.flush()  # scripts read the endpoint from a pipe while we run
             while not stop.wait(3600):
                 pass
         finally:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import selectors
 import signal
 import subprocess
@@ -34,7 +33,7 @@ def read_endpoint(proc, deadline_s: float = 60.0) -> str:
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_cnikit_ec2_runs_and_stops(sig):
     proc = subprocess.Popen([str(CNIKIT), "ec2", "--port", "0"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+                            stderr=subprocess.PIPE, text=True)
     try:
         endpoint = read_endpoint(proc)
         ec2 = boto3.client("ec2", endpoint_url=endpoint, region_name="us-east-1",
