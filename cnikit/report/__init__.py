@@ -1,1 +1,151 @@
-"""cnikit.report"""
+"""Run reports: `report.json` (the whole record, machine-readable) and `report.html` (the
+same record drawn: per ENI the three views over time, faults, pods, violations).
+
+    paths = write_report(out_dir, result)   # -> {"json": Path, "html": Path}
+
+`result` is a scenario RunResult (any object with the attributes below) or a plain dict:
+{"scenario", "profile", "seed", "verdict", "seconds", "violations": [...], "warnings": [...],
+ "history": [entries of cnikit.check.history], "imds_events": [fault IMDS GET /events],
+ "audit": [gate audit records], "versions": {...}}. Violations may be dicts or
+cnikit.check Violation objects; missing violations are judged from the history.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import platform
+from importlib import metadata
+from pathlib import Path
+
+from cnikit.errors import UsageError
+
+SCHEMA_VERSION = "cnikit-report/1"
+FIELDS = ("scenario", "profile", "seed", "verdict", "seconds", "violations", "warnings",
+          "history", "imds_events", "audit", "versions")
+
+# The shape of report.json, as a JSON Schema (draft 2020-12); tests validate against it.
+SCHEMA = {
+    "type": "object",
+    "required": ["schema", "verdict", "violations", "warnings", "history", "seed", "profile",
+                 "versions", "summary", "started", "ended"],
+    "properties": {
+        "schema": {"const": SCHEMA_VERSION},
+        "scenario": {"type": ["string", "null"]},
+        "profile": {"type": ["string", "null"]},
+        "seed": {"type": ["integer", "null"]},
+        "verdict": {"enum": ["holds", "violation"]},
+        "seconds": {"type": ["number", "null"]},
+        "started": {"type": "number"},
+        "ended": {"type": "number"},
+        "summary": {"type": "array", "items": {"type": "string"}},
+        "violations": {"type": "array", "items": {"$ref": "#/$defs/violation"}},
+        "warnings": {"type": "array", "items": {"$ref": "#/$defs/violation"}},
+        "history": {"type": "array", "items": {
+            "type": "object", "required": ["index", "time", "process", "type", "f"],
+            "properties": {"index": {"type": "integer"}, "time": {"type": "number"},
+                           "process": {"type": "string"}, "type": {"type": "string"},
+                           "f": {"type": "string"}}}},
+        "imds_events": {"type": "array", "items": {"type": "object", "required": ["type", "time"]}},
+        "audit": {"type": "array", "items": {"type": "object", "required": ["time", "action"]}},
+        "versions": {"type": "object", "required": ["cnikit", "moto", "boto3", "python", "kernel"],
+                     "additionalProperties": {"type": ["string", "null"]}},
+    },
+    "$defs": {"violation": {
+        "type": "object", "required": ["kind", "subject", "since"],
+        "properties": {"kind": {"type": "string"}, "subject": {"type": "string"},
+                       "since": {"type": "number"}, "until": {"type": ["number", "null"]},
+                       "severity": {"type": "string"}, "detail": {"type": "object"}}}},
+}
+
+
+def versions() -> dict[str, str | None]:
+    def v(dist: str) -> str | None:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return None
+
+    return {"cnikit": v("cnikit"), "moto": v("moto"), "boto3": v("boto3"),
+            "python": platform.python_version(), "kernel": platform.release()}
+
+
+def _plain(x):
+    """Violations, histories and audit records as JSON-ready dicts and lists."""
+    if x is None or isinstance(x, (str, int, float, bool)):
+        return x
+    if isinstance(x, dict):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple, set, frozenset)):
+        return [_plain(v) for v in x]
+    if hasattr(x, "to_json"):
+        return _plain(x.to_json())
+    if hasattr(x, "entries") and callable(x.entries):  # a live History
+        return _plain(x.entries())
+    if dataclasses.is_dataclass(x):
+        return _plain(dataclasses.asdict(x))
+    return str(x)
+
+
+def normalize(result) -> dict:
+    """A RunResult or dict -> the report document's fields (without summary)."""
+    if isinstance(result, dict):
+        raw = dict(result)
+    else:
+        raw = {k: getattr(result, k) for k in FIELDS if hasattr(result, k)}
+        if not raw:
+            raise UsageError(f"cannot report on a {type(result).__name__}: "
+                             "expected a RunResult or a dict")
+    doc = {k: _plain(raw.get(k)) for k in FIELDS}
+    if isinstance(doc.get("imds_events"), dict):  # GET /events answered as a whole
+        doc["imds_events"] = doc["imds_events"].get("events", [])
+    for k in ("history", "imds_events", "audit"):
+        doc[k] = doc[k] or []
+        if not isinstance(doc[k], list):
+            raise UsageError(f"report field {k!r} must be a list, not {type(doc[k]).__name__}")
+    if raw.get("violations") is None or raw.get("warnings") is None:
+        from cnikit.check.invariants import judge
+
+        inv = judge(doc["history"])
+        if raw.get("violations") is None:
+            doc["violations"] = [v.to_json() for v in inv.violations()]
+        if raw.get("warnings") is None:
+            doc["warnings"] = [v.to_json() for v in inv.warnings()]
+    doc["violations"] = sorted(doc["violations"], key=lambda v: v.get("since") or 0)
+    if doc.get("verdict") not in ("holds", "violation"):
+        doc["verdict"] = "violation" if doc["violations"] else "holds"
+    doc["versions"] = {**versions(), **(doc.get("versions") or {})}
+    if isinstance(doc.get("seed"), str) and doc["seed"].isdigit():
+        doc["seed"] = int(doc["seed"])
+    return doc
+
+
+def build(result) -> tuple[dict, object]:
+    """(report document, timeline) for a result."""
+    from cnikit.report import summary, timeline
+
+    doc = normalize(result)
+    tl = timeline.build(doc["history"], doc["imds_events"], doc["audit"], doc["violations"])
+    doc["summary"] = summary.summarize(tl, doc["verdict"], doc["violations"], doc["warnings"])
+    doc["started"], doc["ended"] = tl.t0, tl.t1
+    ordered = {"schema": SCHEMA_VERSION}
+    for k in ("scenario", "profile", "seed", "verdict", "seconds", "started", "ended", "summary",
+              "violations", "warnings", "versions", "history", "imds_events", "audit"):
+        ordered[k] = doc.get(k)
+    return ordered, tl
+
+
+def write_report(out_dir, result) -> dict[str, Path]:
+    """Write report.json and report.html into out_dir (made if missing)."""
+    from cnikit.report import html
+
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"cannot write the report into {out}: {e.strerror}") from None
+    doc, tl = build(result)
+    paths = {"json": out / "report.json", "html": out / "report.html"}
+    paths["json"].write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    paths["html"].write_text(html.render(doc, tl))
+    return paths

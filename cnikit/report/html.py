@@ -1,0 +1,380 @@
+"""The self-contained HTML report: inline CSS and one inline SVG drawn here, no script, no
+external resource, so it opens offline and in any mail or CI artifact viewer.
+
+Rows, top to bottom: faults (labelled bars; each also shades the whole chart), EC2 calls
+(ticks), per ENI the three views of its IPs, one lane per pod. Violations are numbered red
+lines through the chart. Hovering a segment shows its IPs (SVG <title>).
+"""
+
+from __future__ import annotations
+
+import html
+import math
+
+from cnikit.report.summary import rel
+from cnikit.report.timeline import Segment, Timeline, sorted_ips, value_at
+
+LABEL_W, PLOT_W, RIGHT = 300, 1060, 20
+LANE_H, LANE_GAP, GROUP_GAP = 18, 3, 12
+TOP = 34
+
+C_EC2, C_IMDS, C_DAEMON, C_DIFF = "#4e79a7", "#59a14f", "#8c6bb1", "#f28e2b"
+C_POD, C_LOST, C_NOTOWNED, C_SHARED = "#c9d6c2", "#e15759", "#ff9da7", "#b07aa1"
+C_FAULT, C_VIOL = "#edc948", "#d62728"
+
+
+def esc(s) -> str:
+    return html.escape(str(s), quote=True)
+
+
+def short(ip: str) -> str:
+    """10.0.1.7 -> .7 and 10.0.1.16/28 -> .16/28: enough to tell IPs of one subnet apart."""
+    head, _, mask = ip.partition("/")
+    return "." + head.rsplit(".", 1)[-1] + (f"/{mask}" if mask else "")
+
+
+def _ticks(span: float) -> float:
+    raw = span / 10
+    mag = 10 ** math.floor(math.log10(raw)) if raw > 0 else 1
+    for m in (1, 2, 5, 10):
+        if raw <= m * mag:
+            return m * mag
+    return 10 * mag
+
+
+class Svg:
+    def __init__(self, tl: Timeline):
+        self.tl = tl
+        self.parts: list[str] = []
+        self.y = TOP
+        self.span = max(tl.t1 - tl.t0, 1e-3)
+
+    def x(self, t: float) -> float:
+        return LABEL_W + (min(max(t, self.tl.t0), self.tl.t1) - self.tl.t0) / self.span * PLOT_W
+
+    def add(self, s: str) -> None:
+        self.parts.append(s)
+
+    def label(self, text: str, y: float, bold: bool = False, indent: int = 0, title: str = "") -> None:
+        w = ' font-weight="600"' if bold else ""
+        t = f"<title>{esc(title)}</title>" if title else ""
+        self.add(f'<text x="{8 + indent}" y="{y + LANE_H - 5}" class="lbl"{w}>{t}{esc(text)}</text>')
+
+    def rect(self, t0: float, t1: float, y: float, fill: str, title: str = "", text: str = "",
+             h: float = LANE_H, cls: str = "") -> None:
+        x0, x1 = self.x(t0), self.x(t1)
+        w = max(x1 - x0, 1.5)
+        c = f' class="{cls}"' if cls else ""
+        tt = f"<title>{esc(title)}</title>" if title else ""
+        self.add(f'<g{c}><rect x="{x0:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h}" '
+                 f'fill="{fill}" rx="2">{tt}</rect>')
+        if text and w <= 7 * len(text) + 6:
+            text = text.split(" ", 1)[0]  # the count alone when the whole does not fit
+        if text and w > 7 * len(text) + 6:
+            self.add(f'<text x="{x0 + 4:.1f}" y="{y + h - 5:.1f}" class="seg">{tt}{esc(text)}</text>')
+        self.add("</g>")
+
+
+def _diff(ips, ref) -> tuple[list[str], list[str]]:
+    if ips is None or ref is None:
+        return [], []
+    return sorted_ips(ips - ref), sorted_ips(ref - ips)
+
+
+def _pieces(view: list[Segment], ec2: list[Segment]) -> list[tuple[float, float, object, object]]:
+    """Split a view at EC2's change points: (start, end, ips, ips in EC2 then), merged."""
+    cuts = sorted({s.start for s in view} | {s.start for s in ec2} | {s.end for s in view})
+    out: list[list] = []
+    for a, b in zip(cuts, cuts[1:], strict=False):
+        if b <= a:
+            continue
+        mid = (a + b) / 2
+        ips = value_at(view, mid)
+        if ips is None and not any(s.start <= mid <= s.end for s in view):
+            continue  # the view is not known here at all
+        ref = value_at(ec2, mid)
+        if out and out[-1][1] == a and out[-1][2] == ips and out[-1][3] == ref:
+            out[-1][1] = b
+        else:
+            out.append([a, b, ips, ref])
+    return [tuple(p) for p in out]
+
+
+def _lane(svg: Svg, name: str, view: list[Segment], ec2: list[Segment] | None, color: str,
+          y: float) -> None:
+    svg.label(name, y, indent=14)
+    svg.add(f'<rect x="{LABEL_W}" y="{y}" width="{PLOT_W}" height="{LANE_H}" class="lane"/>')
+    if ec2 is None:
+        pieces = [(s.start, s.end, s.ips, s.ips) for s in view]
+    else:
+        pieces = _pieces(view, ec2)
+    for a, b, ips, ref in pieces:
+        if ips is None:
+            svg.rect(a, b, y, "url(#absent)", f"{name}: absent / unknown", "absent", cls="absent")
+            continue
+        extra, missing = _diff(ips, ref) if ec2 is not None else ([], [])
+        fill = C_DIFF if (extra or missing) else color
+        text = f"{len(ips)}"
+        if extra or missing:
+            text += " \u2260 EC2: " + " ".join(["+" + short(i) for i in extra] +
+                                              ["\u2212" + short(i) for i in missing])
+        title = (f"{name} {rel(svg.tl, a)} .. {rel(svg.tl, b)}: {len(ips)} IPs\n"
+                 + " ".join(sorted_ips(ips)))
+        if extra:
+            title += "\nnot in EC2: " + " ".join(extra)
+        if missing:
+            title += "\nin EC2 but not here: " + " ".join(missing)
+        svg.rect(a, b, y, fill, title, text)
+
+
+def _violation_ips(tl: Timeline, violations: list[dict]) -> dict[str, list[int]]:
+    ips: dict[str, list[int]] = {}
+    pod_ip = {p.name: p.ip for p in tl.pods}
+    for n, v in enumerate(violations, 1):
+        kind, d = v.get("kind"), v.get("detail") or {}
+        ip = v.get("subject") if kind == "shared-ip" else d.get("ip") or pod_ip.get(v.get("subject"))
+        if ip:
+            ips.setdefault(ip, []).append(n)
+    return dict(list(ips.items())[:8])
+
+
+def _ip_stories(svg: Svg, violations: list[dict]) -> None:
+    """For each IP a violation names: which ENI held it in each view, and which pod."""
+    tl = svg.tl
+    for ip, nums in _violation_ips(tl, violations).items():
+        svg.y += GROUP_GAP
+        svg.label(f"IP {ip}  (violation {', '.join(f'#{n}' for n in nums)})", svg.y, bold=True)
+        svg.y += LANE_H
+        for name, attr, color in (("EC2 holder", "ec2", C_EC2), ("IMDS lists it", "imds", C_IMDS),
+                                  ("daemon holds it", "daemon", C_DAEMON)):
+            svg.label(name, svg.y, indent=14)
+            svg.add(f'<rect x="{LABEL_W}" y="{svg.y}" width="{PLOT_W}" height="{LANE_H}" class="lane"/>')
+            for eni in tl.enis:
+                held: list[list[float]] = []
+                for seg in getattr(eni, attr):
+                    if seg.ips is not None and ip in seg.ips:
+                        if held and held[-1][1] >= seg.start:
+                            held[-1][1] = seg.end
+                        else:
+                            held.append([seg.start, seg.end])
+                for a, b in held:
+                    svg.rect(a, b, svg.y, color,
+                             f"{name}: {eni.eni_id} {rel(tl, a)} .. {rel(tl, b)}", eni.eni_id)
+            svg.y += LANE_H + LANE_GAP
+        svg.label("pod using it", svg.y, indent=14)
+        svg.add(f'<rect x="{LABEL_W}" y="{svg.y}" width="{PLOT_W}" height="{LANE_H}" class="lane"/>')
+        for p in tl.pods:
+            if p.ip == ip:
+                svg.rect(p.start, p.end, svg.y, "#8f9f86", f"{p.name} {rel(tl, p.start)} .. "
+                         f"{rel(tl, p.end) if p.deleted else 'end'}", p.name)
+        svg.y += LANE_H + LANE_GAP
+
+
+def render_svg(tl: Timeline, violations: list[dict]) -> str:
+    svg = Svg(tl)
+    rows_start = TOP
+
+    # faults lane: pack overlapping spans into sub-rows
+    rows: list[float] = []
+    placed: list[tuple[int, object]] = []
+    for f in sorted(tl.faults, key=lambda s: s.start):
+        end = f.end if not f.instant else f.start + svg.span / 200
+        for i, free_at in enumerate(rows):
+            if free_at <= f.start:
+                rows[i] = end
+                placed.append((i, f))
+                break
+        else:
+            rows.append(end)
+            placed.append((len(rows) - 1, f))
+    if placed:
+        svg.label("faults", svg.y, bold=True)
+        for i, f in placed:
+            y = svg.y + i * (LANE_H + LANE_GAP)
+            title = f"{f.label}\n{rel(tl, f.start)} .. {rel(tl, f.end)}"
+            if f.instant:
+                x = svg.x(f.start)
+                svg.add(f'<g><path d="M{x:.1f},{y + 2} l5,7 l-5,7 l-5,-7 z" fill="{C_FAULT}" '
+                        f'stroke="#8a6d00"><title>{esc(title)}</title></path>'
+                        f'<text x="{x + 7:.1f}" y="{y + LANE_H - 5}" class="seg">'
+                        f'{esc(f.label[:40])}</text></g>')
+            else:
+                svg.rect(f.start, f.end, y, C_FAULT, title, f.label, cls="fault")
+        svg.y += len(rows) * (LANE_H + LANE_GAP) + GROUP_GAP
+
+    if tl.calls:
+        svg.label("EC2 calls", svg.y, bold=True)
+        svg.add(f'<rect x="{LABEL_W}" y="{svg.y}" width="{PLOT_W}" height="{LANE_H}" class="lane"/>')
+        for r in tl.calls:
+            action = r.get("action", "")
+            ok = r.get("outcome") == "ok"
+            color = "#999" if not ok else (C_LOST if action.startswith(("Unassign", "Detach", "Delete"))
+                                           else C_EC2)
+            x = svg.x(r["time"])
+            title = (f"{action} {r.get('eni_id') or ''} {' '.join(r.get('ips') or [])} "
+                     f"{' '.join(r.get('prefixes') or [])} -> {r.get('outcome')} at {rel(tl, r['time'])}")
+            svg.add(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{svg.y + 2}" y2="{svg.y + LANE_H - 2}" '
+                    f'stroke="{color}" stroke-width="2"><title>{esc(title)}</title></line>')
+        svg.y += LANE_H + GROUP_GAP
+
+    for eni in tl.enis:
+        head = f"{eni.eni_id}" + (f"  ({eni.instance_id})" if eni.instance_id else "")
+        svg.label(head, svg.y, bold=True)
+        svg.y += LANE_H
+        ec2 = eni.ec2
+        _lane(svg, "EC2", ec2, None, C_EC2, svg.y)
+        svg.y += LANE_H + LANE_GAP
+        _lane(svg, "IMDS served", eni.imds, ec2, C_IMDS, svg.y)
+        svg.y += LANE_H + LANE_GAP
+        _lane(svg, "daemon datastore", eni.daemon, ec2, C_DAEMON, svg.y)
+        svg.y += LANE_H + GROUP_GAP
+
+    if tl.pods:
+        svg.label("pods", svg.y, bold=True)
+        svg.y += LANE_H
+    by_pod: dict[str, list[dict]] = {}
+    for v in violations:
+        pod = v.get("subject")
+        if v.get("kind") == "shared-ip":
+            for p in (v.get("detail") or {}).get("pods") or []:
+                by_pod.setdefault(p, []).append(v)
+        else:
+            by_pod.setdefault(pod, []).append(v)
+    colors = {"unreachable": C_LOST, "ip-not-owned": C_NOTOWNED, "shared-ip": C_SHARED}
+    for p in tl.pods:
+        svg.label(f"{p.name}  {p.ip}", svg.y, indent=14,
+                  title=f"{p.name} on {p.instance_id} (node {p.node}), IP {p.ip}")
+        svg.add(f'<rect x="{LABEL_W}" y="{svg.y}" width="{PLOT_W}" height="{LANE_H}" class="lane"/>')
+        svg.rect(p.start, p.end, svg.y, C_POD, f"{p.name} {p.ip} alive {rel(tl, p.start)} .. "
+                 + (rel(tl, p.end) if p.deleted else "end"), "connected")
+        for v in sorted(by_pod.get(p.name, []), key=lambda v: v.get("kind") != "unreachable"):
+            until = v.get("until") or tl.t1
+            kind = v.get("kind", "")
+            h = LANE_H if kind == "unreachable" else LANE_H / 2
+            y = svg.y if kind == "unreachable" else svg.y + LANE_H / 2
+            svg.rect(v["since"], until, y, colors.get(kind, C_LOST),
+                     f"{kind} {rel(tl, v['since'])} .. {rel(tl, v.get('until'))}",
+                     "lost" if kind == "unreachable" else "", h=h, cls="viol")
+        svg.y += LANE_H + LANE_GAP
+    _ip_stories(svg, violations)
+    bottom = svg.y + 4
+
+    # shading of fault spans behind everything (inserted first), axis and violation lines on top
+    shade = []
+    for f in tl.faults:
+        if f.instant:
+            continue
+        x0, x1 = svg.x(f.start), svg.x(f.end)
+        shade.append(f'<rect x="{x0:.1f}" y="{rows_start}" width="{max(x1 - x0, 1):.1f}" '
+                     f'height="{bottom - rows_start}" class="shade"/>')
+    axis = []
+    step = _ticks(svg.span)
+    k = 0
+    while k * step <= svg.span + 1e-9:
+        x = svg.x(tl.t0 + k * step)
+        axis.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{TOP - 6}" y2="{bottom}" class="grid"/>'
+                    f'<text x="{x:.1f}" y="{TOP - 10}" class="tick">{k * step:g}s</text>')
+        k += 1
+    marks = []
+    last_x, level = -100.0, 0
+    for n, v in enumerate(violations, 1):
+        x = svg.x(v["since"])
+        level = level + 1 if x - last_x < 20 else 0
+        last_x = x
+        cy = bottom + 10 + 20 * (level % 3)
+        title = f"#{n} {v.get('kind')} {v.get('subject')} at {rel(tl, v['since'])}"
+        marks.append(f'<g class="vmark"><title>{esc(title)}</title>'
+                     f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{TOP - 4}" y2="{bottom}" stroke="{C_VIOL}" '
+                     f'stroke-width="1.5" stroke-dasharray="5,3"/>'
+                     f'<circle cx="{x:.1f}" cy="{cy}" r="9" fill="{C_VIOL}"/>'
+                     f'<text x="{x:.1f}" y="{cy + 4}" class="vnum">{n}</text></g>')
+    height = bottom + 26 + (40 if len(violations) > 1 else 0)
+    width = LABEL_W + PLOT_W + RIGHT
+    defs = ('<defs><pattern id="absent" width="6" height="6" patternUnits="userSpaceOnUse" '
+            'patternTransform="rotate(45)"><rect width="6" height="6" fill="#eee"/>'
+            '<line x1="0" y1="0" x2="0" y2="6" stroke="#aaa" stroke-width="3"/></pattern></defs>')
+    return (f'<svg class="timeline" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}" role="img">{defs}'
+            + "".join(shade) + "".join(axis) + "".join(svg.parts) + "".join(marks) + "</svg>")
+
+
+CSS = """
+body{font:14px/1.4 system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:20px;color:#222}
+h1{font-size:20px;margin:0 0 4px} h2{font-size:16px;margin:22px 0 6px}
+.verdict{display:inline-block;padding:2px 10px;border-radius:4px;color:#fff;font-weight:600}
+.holds{background:#2e7d32} .violation{background:#c62828}
+.meta{color:#555} ul.summary li{margin:3px 0} ul.summary li.v{color:#b71c1c}
+.legend span{display:inline-block;margin:0 14px 4px 0} .legend i{display:inline-block;width:14px;
+height:12px;vertical-align:-1px;margin-right:5px;border-radius:2px}
+svg.timeline{font:12px system-ui,Helvetica,Arial,sans-serif;background:#fff}
+svg .lbl{fill:#222} svg .seg{fill:#fff;font-size:11px;pointer-events:none}
+svg .lane{fill:#f6f6f6} svg .shade{fill:#edc948;opacity:.16} svg .grid{stroke:#ddd}
+svg .tick{fill:#666;text-anchor:middle;font-size:11px}
+svg .vnum{fill:#fff;text-anchor:middle;font-weight:700;font-size:11px}
+svg .fault .seg,svg .absent .seg{fill:#4a3b00}
+table{border-collapse:collapse;margin:4px 0} td,th{border:1px solid #ddd;padding:3px 8px;
+text-align:left;vertical-align:top;font-size:13px} th{background:#f3f3f3}
+.scroll{overflow-x:auto} code{font-size:12px}
+"""
+
+LEGEND = [
+    (C_EC2, "EC2 (DescribeNetworkInterfaces: the truth)"),
+    (C_IMDS, "IMDS served, same IPs as EC2"),
+    (C_DAEMON, "daemon datastore, same IPs as EC2"),
+    (C_DIFF, "differs from EC2 (+ extra, \u2212 missing)"),
+    ("repeating-linear-gradient(45deg,#aaa 0 3px,#eee 3px 6px)", "absent (MAC not served / daemon down)"),
+    (C_FAULT, "fault (also shaded through the chart)"),
+    (C_POD, "pod connected"),
+    (C_LOST, "pod unreachable"),
+    (C_NOTOWNED, "pod IP not held by its node in EC2"),
+    (C_SHARED, "IP shared by two pods"),
+    (C_VIOL, "violation (numbered)"),
+]
+
+
+def render(doc: dict, tl: Timeline) -> str:
+    verdict = doc.get("verdict", "?")
+    violations = doc.get("violations") or []
+    title = f"cnikit report: {doc.get('scenario') or 'run'} / {doc.get('profile') or '?'}"
+    meta = (f"seed {esc(doc.get('seed'))} \u00b7 {tl.t1 - tl.t0:.1f}s recorded"
+            + (f" \u00b7 run took {doc['seconds']:.1f}s" if isinstance(doc.get("seconds"), (int, float)) else "")
+            + f" \u00b7 {len(tl.pods)} pods \u00b7 {len(tl.enis)} ENIs \u00b7 {len(tl.faults)} faults")
+    summary = "".join(
+        f'<li class="{"v" if n < len(violations) else ""}">'
+        + (f"<b>#{n + 1}</b> " if n < len(violations) else "") + f"{esc(line)}</li>"
+        for n, line in enumerate(doc.get("summary") or []))
+    legend = "".join(f'<span><i style="background:{c}"></i>{esc(t)}</span>' for c, t in LEGEND)
+    vrows = "".join(
+        f"<tr><td>{n}</td><td>{esc(v.get('kind'))}</td><td>{esc(v.get('subject'))}</td>"
+        f"<td>{esc(rel(tl, v.get('since')))}</td><td>{esc(rel(tl, v.get('until')))}</td>"
+        f"<td><code>{esc(_compact(v.get('detail')))}</code></td></tr>"
+        for n, v in enumerate(violations, 1))
+    frows = "".join(
+        f"<tr><td>{esc(f.source)}</td><td>{esc(f.label)}</td><td>{esc(rel(tl, f.start))}</td>"
+        f"<td>{esc('' if f.instant else rel(tl, f.end))}</td></tr>" for f in tl.faults)
+    versions = " \u00b7 ".join(f"{esc(k)} {esc(v)}" for k, v in (doc.get("versions") or {}).items())
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>
+<style>{CSS}</style></head><body>
+<h1>{esc(title)} <span class="verdict {esc(verdict)}">{esc(verdict)}</span></h1>
+<div class="meta">{meta}</div>
+<h2>Summary</h2><ul class="summary">{summary}</ul>
+<h2>Timeline</h2>
+<div class="legend">{legend}</div>
+<p class="meta">Per ENI: its secondary IPs and prefixes as each view saw them (primary IPs left
+out). A number is the count; hover a segment for its IPs. Times are seconds from the first
+record.</p>
+<div class="scroll">{render_svg(tl, violations)}</div>
+<h2>Violations</h2>
+{f'<table><tr><th>#</th><th>kind</th><th>subject</th><th>since</th><th>until</th><th>detail</th></tr>{vrows}</table>' if vrows else '<p>none</p>'}
+<h2>Faults</h2>
+{f'<table><tr><th>source</th><th>fault</th><th>from</th><th>to</th></tr>{frows}</table>' if frows else '<p>none</p>'}
+<p class="meta">{versions}</p>
+</body></html>
+"""
+
+
+def _compact(d) -> str:
+    if not d:
+        return ""
+    return ", ".join(f"{k}={v}" for k, v in d.items())

@@ -1,0 +1,329 @@
+"""From a run's record (history, IMDS events, gate audit) to the timelines a report draws.
+
+Per ENI, three views of its secondary IPs and prefixes over time (primary IPs left out: the
+daemon never holds them): EC2 (the monitor's `ownership` diffs), IMDS as served (`served`
+events of the fault IMDS) and the daemon's datastore (the monitor's `daemon-view`). Plus
+fault spans, EC2 calls, and one lane per pod.
+
+A view is a list of Segment(start, end, ips) with ips None when the view is absent (the MAC
+not served, the daemon down). Times are epoch seconds, like every record they come from.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+
+ABSENT = None
+
+
+def ip_key(s: str):
+    try:
+        n = ipaddress.ip_network(s, strict=False)
+        return (0, int(n.network_address), n.prefixlen)
+    except ValueError:
+        return (1, 0, 0, s)
+
+
+def sorted_ips(ips) -> list[str]:
+    return sorted(ips, key=ip_key)
+
+
+@dataclass
+class Segment:
+    start: float
+    end: float
+    ips: frozenset[str] | None
+
+
+@dataclass
+class EniTimeline:
+    eni_id: str
+    instance_id: str | None = None
+    device_index: int | None = None
+    ec2: list[Segment] = field(default_factory=list)
+    imds: list[Segment] = field(default_factory=list)
+    daemon: list[Segment] = field(default_factory=list)
+
+
+@dataclass
+class Span:
+    start: float
+    end: float
+    label: str
+    source: str  # "imds", "nemesis", "ec2"
+    detail: dict = field(default_factory=dict)
+    instant: bool = False
+
+
+@dataclass
+class PodTimeline:
+    name: str
+    ip: str
+    instance_id: str | None
+    node: object
+    start: float
+    end: float
+    deleted: bool = False
+
+
+@dataclass
+class Timeline:
+    t0: float
+    t1: float
+    enis: list[EniTimeline]
+    faults: list[Span]
+    calls: list[dict]
+    pods: list[PodTimeline]
+    instances: list[str]
+    primaries: set[str]
+    # ip -> [(time, eni_id or None, instance_id or None)]: every EC2 ownership change
+    ip_owners: dict[str, list[tuple[float, str | None, str | None]]]
+
+
+class _Steps:
+    """Change points of one view; turned into segments once the end is known."""
+
+    def __init__(self) -> None:
+        self.points: list[tuple[float, frozenset[str] | None]] = []
+
+    def set(self, t: float, ips) -> None:
+        ips = None if ips is None else frozenset(ips)
+        if self.points and self.points[-1][1] == ips:
+            return
+        if self.points and self.points[-1][0] == t:
+            self.points[-1] = (t, ips)
+        else:
+            self.points.append((t, ips))
+
+    def segments(self, t0: float, t1: float) -> list[Segment]:
+        out: list[Segment] = []
+        for i, (t, ips) in enumerate(self.points):
+            end = self.points[i + 1][0] if i + 1 < len(self.points) else t1
+            start = max(t, t0)
+            if end <= t0 or start >= t1:
+                continue
+            out.append(Segment(start, min(end, t1), ips))
+        return out
+
+
+def _time_range(history: list[dict], imds_events: list[dict], violations: list[dict]) -> tuple[float, float]:
+    times = [e["time"] for e in history if isinstance(e.get("time"), (int, float))]
+    if not times:
+        times = [e["time"] for e in imds_events if isinstance(e.get("time"), (int, float))]
+    for v in violations:
+        for k in ("since", "until"):
+            if isinstance(v.get(k), (int, float)):
+                times.append(v[k])
+    if not times:
+        return 0.0, 1.0
+    t0, t1 = min(times), max(times)
+    return t0, max(t1, t0 + 0.001)
+
+
+def build(history: list[dict], imds_events: list[dict] | None = None,
+          audit: list[dict] | None = None, violations: list[dict] | None = None) -> Timeline:
+    imds_events = imds_events or []
+    audit = audit or []
+    t0, t1 = _time_range(history, imds_events, violations or [])
+
+    # -- EC2: replay the ownership diffs ------------------------------------------------
+    ips: dict[str, list] = {}
+    prefixes: dict[str, list] = {}
+    primaries: set[str] = set()
+    eni_instance: dict[str, str] = {}
+    ec2_steps: dict[str, _Steps] = {}
+    ip_owners: dict[str, list] = {}
+    instances: list[str] = []
+    for e in history:
+        if e.get("process") != "monitor" or e.get("f") != "ownership":
+            continue
+        v, t = e.get("value") or {}, e["time"]
+        before = {ip: (o[1], o[0]) for ip, o in ips.items()}
+        if v.get("full"):
+            ips, prefixes = {}, {}
+        ips.update(v.get("set", {}))
+        for ip in v.get("unset", []):
+            ips.pop(ip, None)
+        prefixes.update(v.get("prefixes_set", {}))
+        for cidr in v.get("prefixes_unset", []):
+            prefixes.pop(cidr, None)
+        per_eni: dict[str, set[str]] = {eni: set() for eni in ec2_steps}
+        for ip, (inst, eni, primary) in ips.items():
+            eni_instance[eni] = inst
+            if inst not in instances:
+                instances.append(inst)
+            if primary:
+                primaries.add(ip)
+                per_eni.setdefault(eni, set())
+                continue
+            per_eni.setdefault(eni, set()).add(ip)
+        for cidr, (inst, eni) in prefixes.items():
+            eni_instance[eni] = inst
+            per_eni.setdefault(eni, set()).add(cidr)
+        for eni, s in per_eni.items():
+            ec2_steps.setdefault(eni, _Steps()).set(t, s)
+        after = {ip: (o[1], o[0]) for ip, o in ips.items()}
+        for ip in set(before) | set(after):
+            if before.get(ip) != after.get(ip):
+                eni, inst = after.get(ip, (None, None))
+                ip_owners.setdefault(ip, []).append((t, eni, inst))
+
+    # -- IMDS as served ------------------------------------------------------------------
+    imds_steps: dict[str, _Steps] = {}
+    served: dict[str, dict] = {}
+    mac_eni: dict[str, str] = {}
+    for ev in sorted((e for e in imds_events if e.get("type") == "served"),
+                     key=lambda e: e.get("seq", 0)):
+        inst = ev.get("instance_id")
+        if instances and inst not in instances:
+            continue
+        eni = ev.get("eni_id") or mac_eni.get(ev.get("mac", "")) or f"mac {ev.get('mac')}"
+        if ev.get("eni_id"):
+            mac_eni[ev.get("mac", "")] = ev["eni_id"]
+        eni_instance.setdefault(eni, inst)
+        st = served.setdefault(eni, {"local-ipv4s": set(), "ipv4-prefix": set(), "present": True})
+        st[ev.get("entry", "local-ipv4s")] = set(ev.get("values") or ())
+        st["present"] = bool(ev.get("present", True))
+        value = (st["local-ipv4s"] | st["ipv4-prefix"]) - primaries if st["present"] else None
+        imds_steps.setdefault(eni, _Steps()).set(ev["time"], value)
+
+    # -- the daemon's datastore ----------------------------------------------------------
+    daemon_steps: dict[str, _Steps] = {}
+    owner_now: dict[str, str] = {}  # ip -> eni, replayed alongside
+    last_eni: dict[str, str] = {}  # ip -> the last ENI that held it
+    ips_replay: dict[str, list] = {}
+    for e in history:
+        if e.get("process") != "monitor":
+            continue
+        v, t, f = e.get("value") or {}, e["time"], e.get("f")
+        if f == "ownership":
+            if v.get("full"):
+                ips_replay = {}
+            ips_replay.update(v.get("set", {}))
+            for ip in v.get("unset", []):
+                ips_replay.pop(ip, None)
+            for cidr, o in v.get("prefixes_set", {}).items():
+                last_eni[cidr] = o[1]
+            owner_now = {ip: o[1] for ip, o in ips_replay.items()}
+            last_eni.update(owner_now)
+        elif f == "daemon-view":
+            inst = v.get("instance_id")
+            mine = [eni for eni, i in eni_instance.items() if i == inst]
+            per_eni: dict[str, set[str]] = {eni: set() for eni in mine}
+            if isinstance(v.get("enis"), dict):
+                for eni, held in v["enis"].items():
+                    per_eni.setdefault(eni, set()).update(held)
+            else:
+                for ip in v.get("ips", []):
+                    eni = owner_now.get(ip) or last_eni.get(ip)
+                    if eni is None or eni_instance.get(eni) != inst:
+                        eni = f"unattributed on {inst}"
+                        eni_instance.setdefault(eni, inst)
+                    per_eni.setdefault(eni, set()).add(ip)
+            for eni, s in per_eni.items():
+                daemon_steps.setdefault(eni, _Steps()).set(t, s - primaries)
+        elif f == "daemon-view-error":
+            inst = v.get("instance_id")
+            for eni, i in eni_instance.items():
+                if i == inst:
+                    daemon_steps.setdefault(eni, _Steps()).set(t, ABSENT)
+
+    # -- assemble per ENI, ordered by instance then device index --------------------------
+    order = {inst: n for n, inst in enumerate(instances)}
+    names = list(dict.fromkeys([*ec2_steps, *imds_steps, *daemon_steps]))
+    enis = []
+    for eni in names:
+        enis.append(EniTimeline(
+            eni, eni_instance.get(eni), None,
+            ec2_steps[eni].segments(t0, t1) if eni in ec2_steps else [],
+            imds_steps[eni].segments(t0, t1) if eni in imds_steps else [],
+            daemon_steps[eni].segments(t0, t1) if eni in daemon_steps else []))
+    enis.sort(key=lambda x: (order.get(x.instance_id, len(order)), x.eni_id.startswith("unattr")))
+
+    return Timeline(t0, t1, enis, _faults(history, imds_events, instances, mac_eni, eni_instance,
+                                           t0, t1),
+                    _calls(audit, instances, t0, t1), _pods(history, t1), instances, primaries,
+                    ip_owners)
+
+
+def _fault_label(fault: dict) -> str:
+    target = fault.get("target") or {}
+    what = ", ".join(f"{k}={(','.join(v) if isinstance(v, list) else v)}"
+                     for k, v in target.items())
+    extra = "".join(f" {k}={fault[k]}" for k in ("seconds", "status", "ms", "probability")
+                    if k in fault)
+    return f"IMDS {fault.get('kind')}{extra}" + (f" ({what})" if what else "")
+
+
+def _faults(history, imds_events, instances, mac_eni, eni_instance, t0, t1) -> list[Span]:
+    spans: list[Span] = []
+    open_: dict[str, Span] = {}
+    ours_enis = set(eni_instance)
+    macs = set(mac_eni)
+    for ev in sorted(imds_events, key=lambda e: e.get("seq", 0)):
+        kind = ev.get("type")
+        fault = ev.get("fault") or {}
+        if kind == "fault_added":
+            target = fault.get("target") or {}
+            if instances and (
+                    ("instance_id" in target and target["instance_id"] not in instances)
+                    or ("eni_id" in target and target["eni_id"] not in ours_enis)
+                    or ("mac" in target and macs and target["mac"] not in macs)):
+                continue
+            end = fault.get("expires") or t1
+            span = Span(ev["time"], end, _fault_label(fault), "imds", fault)
+            open_[fault.get("id")] = span
+            spans.append(span)
+        elif kind in ("fault_expired", "fault_removed") and fault.get("id") in open_:
+            open_.pop(fault["id"]).end = ev["time"]
+    for e in history:
+        if e.get("process") != "nemesis":
+            continue
+        v = e.get("value")
+        dur = v.get("duration") if isinstance(v, dict) else None
+        label = e.get("f", "fault")
+        if isinstance(v, dict) and v:
+            label += " " + ", ".join(f"{k}={v[k]}" for k in list(v)[:3] if k != "duration")
+        end = e["time"] + dur if isinstance(dur, (int, float)) else e["time"]
+        spans.append(Span(e["time"], end, label, "nemesis", v if isinstance(v, dict) else {},
+                          instant=not isinstance(dur, (int, float))))
+    return [s for s in spans if s.end >= t0 and s.start <= t1]
+
+
+def _calls(audit, instances, t0, t1) -> list[dict]:
+    out = []
+    for r in audit:
+        t = r.get("time")
+        if not isinstance(t, (int, float)) or t < t0 or t > t1:
+            continue
+        if instances and r.get("instance_id") and r["instance_id"] not in instances:
+            continue
+        out.append(r)
+    return out
+
+
+def _pods(history, t1) -> list[PodTimeline]:
+    pods: dict[str, PodTimeline] = {}
+    for e in history:
+        if e.get("process") != "client" or e.get("type") != "ok":
+            continue
+        v = e.get("value") or {}
+        if e.get("f") == "pod-add" and v.get("pod"):
+            pods[v["pod"]] = PodTimeline(v["pod"], v.get("ip", "?"), v.get("instance_id"),
+                                         v.get("node"), e["time"], t1)
+        elif e.get("f") == "pod-delete" and v.get("pod") in pods:
+            p = pods[v["pod"]]
+            p.end, p.deleted = e["time"], True
+    return list(pods.values())
+
+
+def value_at(segments: list[Segment], t: float):
+    """The set a view showed at t (the last segment starting at or before t)."""
+    found = None
+    for s in segments:
+        if s.start <= t:
+            found = s
+        else:
+            break
+    return found.ips if found is not None and t <= found.end else None
