@@ -202,7 +202,7 @@ class FaultSet:
             del self._faults[fid]
 
     def on_request(self, action: str) -> tuple[float, Ec2Error | None]:
-        """(delay in seconds, error to answer or None) for one call: the only probability roll."""
+        """(delay in seconds, error to answer or None) for one call."""
         now = time.monotonic()
         delay = 0.0
         error = None
@@ -211,9 +211,7 @@ class FaultSet:
                 return 0.0, None
             self._expire(now)
             for f in self._faults.values():
-                if isinstance(f, DescribeLag) or not f.matches(action):
-                    continue
-                if not f.candidate(action, now) or self.rng.random() >= f.probability:
+                if isinstance(f, DescribeLag) or not self._fires(f, action, now):
                     continue
                 effect = f.effect(self.rng)
                 if isinstance(effect, float):
@@ -223,10 +221,17 @@ class FaultSet:
         return delay, error
 
     def describe_lag(self) -> float:
+        """Seconds of lag for this DescribeNetworkInterfaces call (0: the current state)."""
+        now = time.monotonic()
         with self._lock:
             if not self._faults:
                 return 0.0
-            self._expire(time.monotonic())
-            lags = [f.seconds for f in self._faults.values()
-                    if isinstance(f, DescribeLag) and self.rng.random() < f.probability]
+            self._expire(now)
+            lags = [f.seconds for f in self._faults.values() if isinstance(f, DescribeLag)
+                    and self._fires(f, "DescribeNetworkInterfaces", now)]
         return max(lags, default=0.0)
+
+    def _fires(self, f: Fault, action: str, now: float) -> bool:
+        """The one place a fault's action, rate and probability decide (lock held)."""
+        return (f.matches(action) and f.candidate(action, now)
+                and self.rng.random() < f.probability)
