@@ -22,7 +22,7 @@ How it works
   no upstream call. Other reads are forwarded untouched.
 - Faults (faults.py) are applied before a call is served; every mutating call lands in the
   audit log (audit.py) with its outcome.
-- Ownership (`owners()`, `wait_change()`, `GET /_cnikit/owners`) is served from the mirror,
+- Ownership (`owners()`, `wait_change()`, `GET /_cnikit/owners` in control.py) is served from the mirror,
   one immutable snapshot per version, never by calling the upstream.
 - Errors: the gate's own refusals and unexpected failures answer EC2's XML error format
   (`InternalError` 500 for a gate bug, logged); a non-XML upstream error (moto's HTML 500)
@@ -35,7 +35,6 @@ import asyncio
 import collections
 import functools
 import ipaddress
-import json
 import logging
 import threading
 import time
@@ -47,6 +46,7 @@ from aiohttp import web
 
 from cnikit.cloud import responses as R
 from cnikit.cloud.audit import AuditLog
+from cnikit.cloud.control import ControlApi
 from cnikit.cloud.errors import Ec2Error, internal_error, invalid_value, missing
 from cnikit.cloud.faults import MAX_LAG_S, FaultSet
 from cnikit.cloud.limits import FALLBACK, InstanceLimits
@@ -116,7 +116,7 @@ class Gate:
         self._required = _required_params()
         self._cond = threading.Condition(threading.RLock())
         self._history: collections.deque[tuple[float, dict[str, Eni]]] = collections.deque()
-        self._owners_json: tuple[int, bytes] = (-1, b"")
+        self._control = ControlApi(self, CONTROL)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
@@ -321,7 +321,7 @@ class Gate:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         if request.path.startswith(CONTROL):
-            return await self._control(request)
+            return await self._control.handle(request)
         action = "?"
         params: dict[str, str] = {}
         try:
@@ -690,69 +690,10 @@ class Gate:
             selected = selected[start:]
         return 200, R.describe_enis_xml(selected, next_token)
 
-    # -- control API (/_cnikit/...) ----------------------------------------------------------------
-
-    async def _control(self, request: web.Request) -> web.StreamResponse:
-        path = request.path[len(CONTROL):].strip("/")
-        try:
-            if path == "owners" and request.method == "GET":
-                return await self._control_owners(request)
-            if path == "audit" and request.method == "GET":
-                return web.json_response(self.audit.to_json())
-            if path == "faults":
-                if request.method == "GET":
-                    return web.json_response(self.faults.list())
-                if request.method == "DELETE":
-                    self.faults.clear()
-                    return web.json_response({"cleared": True})
-                if request.method == "POST":
-                    try:
-                        spec = await request.json()
-                    except (json.JSONDecodeError, UnicodeDecodeError):
-                        return _bad("body is not JSON")
-                    if not isinstance(spec, dict) or "kind" not in spec:
-                        return _bad('expected a JSON object with "kind"')
-                    kind = spec.pop("kind")
-                    return web.json_response({"id": self.faults.add(kind, **spec)})
-            if path.startswith("faults/") and request.method == "DELETE":
-                fid = path.split("/", 1)[1]
-                if not self.faults.remove(fid):
-                    return web.json_response({"error": f"no fault {fid}"}, status=404)
-                return web.json_response({"removed": fid})
-        except CnikitError as e:
-            return _bad(str(e))
-        return web.json_response({"error": f"no such endpoint: {request.method} {request.path}"},
-                                 status=404)
-
-    async def _control_owners(self, request: web.Request) -> web.StreamResponse:
-        q = request.query
-        try:
-            since = int(q["since"]) if "since" in q else None
-            wait = min(float(q.get("wait", "30")), 300.0)
-        except ValueError:
-            return _bad("since must be an integer and wait a number of seconds")
-        if since is not None and self.mirror.version <= since:
-            try:
-                await asyncio.wait_for(self._wait_version(since), wait)
-            except TimeoutError:
-                pass
-        return web.Response(body=self._owners_bytes(), content_type="application/json")
-
-    async def _wait_version(self, since: int) -> None:
+    async def wait_version(self, since: int) -> None:
+        """Return once the mirror's version exceeds `since` (event-loop side of wait_change)."""
         while self.mirror.version <= since:
             await self._changed.wait()
-
-    def _owners_bytes(self) -> bytes:
-        version, body = self._owners_json
-        if version != self.mirror.version:
-            snap = self.owners()
-            body = json.dumps(snap.to_json()).encode()
-            self._owners_json = (snap.version, body)
-        return body
-
-
-def _bad(reason: str) -> web.Response:
-    return web.json_response({"error": reason}, status=400)
 
 
 def _now_iso() -> str:

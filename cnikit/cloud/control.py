@@ -1,0 +1,89 @@
+"""The gate's control API, on the EC2 port under a path EC2 never uses (`/_cnikit/`).
+
+    GET    /_cnikit/owners[?since=V&wait=S]   OwnershipSnapshot as JSON; with `since`, waits
+                                              up to S seconds (default 30, at most 300)
+                                              until the version exceeds V
+    GET    /_cnikit/audit                     the audit log
+    GET    /_cnikit/faults                    live EC2 faults
+    POST   /_cnikit/faults                    {"kind": K, ...attributes} -> {"id": ...}
+    DELETE /_cnikit/faults[/ID]               remove one, or all
+
+Bad input answers 400 with {"error": "<one line>"}. The owners JSON is encoded once per
+mirror version, so polling it many times a second costs little.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from aiohttp import web
+
+from cnikit.errors import CnikitError
+
+MAX_WAIT_S = 300.0
+
+
+def _bad(reason: str, status: int = 400) -> web.Response:
+    return web.json_response({"error": reason}, status=status)
+
+
+class ControlApi:
+    def __init__(self, gate, prefix: str):
+        self.gate = gate
+        self.prefix = prefix
+        self._owners_json: tuple[int, bytes] = (-1, b"")
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        path = request.path[len(self.prefix):].strip("/")
+        method = request.method
+        faults = self.gate.faults
+        try:
+            if path == "owners" and method == "GET":
+                return await self._owners(request)
+            if path == "audit" and method == "GET":
+                return web.json_response(self.gate.audit.to_json())
+            if path == "faults" and method == "GET":
+                return web.json_response(faults.list())
+            if path == "faults" and method == "DELETE":
+                faults.clear()
+                return web.json_response({"cleared": True})
+            if path == "faults" and method == "POST":
+                try:
+                    spec = await request.json()
+                except (json.JSONDecodeError, UnicodeDecodeError):
+                    return _bad("body is not JSON")
+                if not isinstance(spec, dict) or "kind" not in spec:
+                    return _bad('expected a JSON object with "kind"')
+                kind = spec.pop("kind")
+                return web.json_response({"id": faults.add(kind, **spec)})
+            if path.startswith("faults/") and method == "DELETE":
+                fid = path.split("/", 1)[1]
+                if not faults.remove(fid):
+                    return _bad(f"no fault {fid}", 404)
+                return web.json_response({"removed": fid})
+        except CnikitError as e:
+            return _bad(str(e))
+        return _bad(f"no such endpoint: {method} {request.path}", 404)
+
+    async def _owners(self, request: web.Request) -> web.StreamResponse:
+        q = request.query
+        try:
+            since = int(q["since"]) if "since" in q else None
+            wait = min(float(q.get("wait", "30")), MAX_WAIT_S)
+        except ValueError:
+            return _bad("since must be an integer and wait a number of seconds")
+        if since is not None:
+            try:
+                await asyncio.wait_for(self.gate.wait_version(since), max(wait, 0.0))
+            except TimeoutError:
+                pass
+        return web.Response(body=self._owners_bytes(), content_type="application/json")
+
+    def _owners_bytes(self) -> bytes:
+        version, body = self._owners_json
+        if version != self.gate.mirror.version:
+            snap = self.gate.owners()
+            body = json.dumps(snap.to_json()).encode()
+            self._owners_json = (snap.version, body)
+        return body
