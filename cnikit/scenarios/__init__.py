@@ -1,1 +1,66 @@
-"""cnikit.scenarios"""
+"""Named, seeded scenarios: clients (pod add/delete) and a nemesis (IMDS and EC2 faults,
+daemon kills and restarts) driven against a live CniCluster while the checkers watch.
+
+    from cnikit.scenarios import names, get, run
+    result = run("imds-stale-equal-length", profile="vpc-cni-1.18.3", seed=1)
+    result.verdict          # "holds" | "violation" | "error"
+
+A scenario is one module with one function decorated by `@scenario(...)`; it never judges
+itself: the verdict comes from the checkers over the history (cnikit.check).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from cnikit.errors import UsageError
+from cnikit.scenarios.engine import (  # noqa: F401 - the package's public API
+    PROFILES,
+    Ctx,
+    RunResult,
+    Scenario,
+    ScenarioFailed,
+    run_scenario,
+    scenario,
+)
+from cnikit.scenarios.engine import REGISTRY as _REGISTRY
+
+# One module per scenario, in the order `cnikit scenarios` lists them.
+MODULES = (
+    "imds_stale_equal_length",
+    "imds_missing_eni",
+    "restart_stale_imds",
+    "prefix_partial_read",
+    "ip_reuse_cooldown",
+    "ec2_throttle_storm",
+    "imds_outage",
+    "daemon_crash_churn",
+    "random_chaos",
+)
+
+_loaded = False
+
+
+def _load() -> None:
+    global _loaded
+    if not _loaded:
+        for m in MODULES:
+            importlib.import_module(f"cnikit.scenarios.{m}")
+        _loaded = True
+
+
+def names() -> list[str]:
+    _load()
+    return list(_REGISTRY)
+
+
+def get(name: str) -> Scenario:
+    _load()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise UsageError(f"unknown scenario {name!r}; 'cnikit scenarios' lists them") from None
+
+
+def run(name: str, profile: str = "hardened", seed: int = 1, **kw) -> RunResult:
+    return run_scenario(get(name), profile=profile, seed=seed, **kw)

@@ -1,0 +1,87 @@
+"""Upstream issue 3019, replayed step by step as the incident report tells it.
+
+IMDS freezes the node's ENI (`stale` on its MAC). Pods come and go: 4 freed IPs stay listed
+in IMDS, new IPs never show up there, until a pod is created and the warm pool adds one
+more IP, so `1 + len(datastore) == len(IMDS local-ipv4s)` while the contents differ. A
+length-comparing reconcile then trusts IMDS and force-removes the in-use IPs; the next
+reconcile (lengths differ, EC2 asked) re-adds them as free; the pool releases them to EC2
+or hands them to new pods. The checkers see the pods go dark or share an IP.
+"""
+
+from __future__ import annotations
+
+from cnikit.scenarios.engine import Ctx, ScenarioFailed, scenario
+
+M = 6  # pods holding IPs that stay common to IMDS and the datastore at first
+FREED = 4
+NODE = 0
+
+
+@scenario(
+    "imds-stale-equal-length",
+    "upstream 3019: stale IMDS with equal lengths makes the reconcile drop in-use IPs",
+    expected={"vpc-cni-1.18.3": "violation", "vpc-cni-1.18.4": "holds", "hardened": "holds"},
+    why="1.18.3 compares lengths only (the bug); 1.18.4 compares contents and asks EC2; "
+        "hardened never removes an address on IMDS evidence.",
+    nodes=2,
+    env={"WARM_IP_TARGET": "1", "MAX_ENI": "1"},
+)
+def run(ctx: Ctx) -> None:
+    eni = ctx.node_enis(NODE)[0]
+    focus = {"node": NODE, "eni": eni.eni_id, "mac": eni.mac}
+
+    # A peer on the other node: pod traffic across nodes crosses the VPC fabric, which
+    # routes by EC2's assignments, so an IP EC2 took back goes dark there.
+    peers = [ctx.add_pod(1) for _ in range(2)]
+    pods = [ctx.add_pod(NODE) for _ in range(M)]
+    if None in peers or None in pods:
+        raise ScenarioFailed("the daemon gave no IP to the first pods")
+    ctx.wait_within_targets(NODE)
+    ctx.step(f"{M} pods; EC2, IMDS and the datastore agree", **focus)
+
+    stale = ctx.imds_fault("stale", target={"mac": eni.mac})
+    frozen = set(ctx.imds_served(NODE, eni.mac) or []) - {eni.primary_ip}
+    ctx.step("IMDS stops following the ENI (stale)", **focus)
+
+    for pod in pods[:FREED]:
+        ctx.delete_pod(pod)
+    # The IP cooldown ends, the pool is over WARM_IP_TARGET: the daemon releases to EC2.
+    ctx.wait_until(lambda: len(frozen - set(ctx.ec2_eni(eni.eni_id).ips)) >= FREED, 20,
+                   f"{FREED} IPs released to EC2")
+    freed = sorted(frozen - set(ctx.ec2_eni(eni.eni_id).ips))
+    # A busy subnet: another node picks the freed IPs up, so EC2 will not hand them back.
+    ctx.ec2_take(1, freed)
+    ctx.step(f"{len(freed)} IPs released to EC2 (and taken by another node), still listed in IMDS",
+             **focus)
+
+    for _ in range(FREED - 1):
+        if ctx.add_pod(NODE) is None:
+            raise ScenarioFailed("a pod got no IP")
+    ctx.wait_within_targets(NODE)
+    ctx.step("new pods: their IPs are missing from IMDS", **focus)
+
+    if ctx.add_pod(NODE) is None:
+        raise ScenarioFailed("a pod got no IP")
+
+    def lengths_match():
+        pool = sum(len(v) for v in ctx.daemon_ips(NODE).values())
+        return pool == len(frozen)
+
+    ctx.wait_until(lengths_match, 15, "the warm pool to make the lengths match")
+    ctx.step("a pod created; the warm pool adds an IP: lengths match, contents differ", **focus)
+
+    ctx.wait_reconciles(NODE, 1)
+    ctx.step("reconcile", **focus)
+
+    ctx.run_for(ctx.t(30))  # the pool manager tops up (more warm IPs)
+    ctx.step("more warm IPs", **focus)
+
+    ctx.wait_reconciles(NODE, 1)
+    ctx.step("reconcile", **focus)
+
+    # Release: the pool shrinks after its decrease interval; new pods take free IPs.
+    ctx.run_for(ctx.t(40))
+    for _ in range(2):
+        ctx.add_pod(NODE, retry_for=5)
+    ctx.end_imds_fault(stale)
+    ctx.step("release; IMDS catches up", **focus)
