@@ -20,7 +20,7 @@ from cnikit.check.prober import Prober, ProbeTarget
 class Watch:
     def __init__(self, fabric, history: History | None = None, leak_grace: float = 60.0,
                  daemon_view: Callable[[str], set[str] | None] | None = None,
-                 interval: float = 0.1, timeout: float = 0.005, fail_after: int = 3):
+                 interval: float | None = None, timeout: float = 0.005, fail_after: int = 3):
         self.fabric = fabric
         self.history = history or History()
         self.invariants = Invariants(leak_grace)
