@@ -35,12 +35,14 @@ class Prober:
     def __init__(self, on_event: Callable[[dict], None] | None = None,
                  interval: float | None = None,
                  timeout: float = 0.005, fail_after: int = 3, max_inflight: int = 256,
+                 confirm_timeout: float = 0.15,
                  run_dir: Path | None = None):
         self.on_event = on_event or (lambda ev: None)
         # interval: seconds per round (every pod probed once as source and as destination);
         # None: automatic, 0.1 s up to 500 pods, slower beyond (at most 0.5 s).
         self.config = {"interval": -1.0 if interval is None else interval,
                        "timeout": timeout, "fail_after": fail_after,
+                       "confirm_timeout": confirm_timeout,
                        "max_inflight": max_inflight}
         self.run_dir = run_dir
         self.proc: subprocess.Popen | None = None

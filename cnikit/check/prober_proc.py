@@ -8,10 +8,12 @@ from the wrong pod shows a shared IP) and sends them. Pairs are scheduled in rou
 pairs pod i with pod i+k (k cycling through 1..N-1), so every pod is probed once per round as
 destination and as source, and all pairs are covered every N-1 rounds. A probe times out
 after `timeout` seconds, but only once the event queue is empty (a prober that was
-descheduled must not blame the network); `fail_after` consecutive timeouts fail a pair.
+descheduled must not blame the network); after `fail_after` consecutive timeouts one
+confirmation probe with a long timeout (`confirm_timeout`) decides whether the pair failed.
 
 Control:  {"op": "add", "pods": [{"id", "netns", "ip"}]}   {"op": "remove", "ids": [...]}
-          {"op": "config", "interval", "timeout", "fail_after", "max_inflight"}  {"op": "stop"}
+          {"op": "config", "interval", "timeout", "fail_after", "max_inflight",
+                           "confirm_timeout"}  {"op": "stop"}
 Events:   ready, added {ids, errors}, fail {src, dst, reason}, recover {src, dst},
           wrong {src, dst, by}, right {src, dst}, stats {...} once a second.
 """
@@ -53,6 +55,9 @@ class Prober:
         self.max_inflight = 256
         self.inflight: dict[int, tuple[int, int, float]] = {}  # seq -> (src, dst, sent)
         self.sent_q: collections.deque[tuple[float, int]] = collections.deque()
+        self.confirm_q: collections.deque[tuple[float, int]] = collections.deque()
+        self.confirm: collections.deque[tuple[int, int]] = collections.deque()
+        self.confirm_timeout = 0.15
         self.retry: collections.deque[tuple[int, int]] = collections.deque()
         self.misses: dict[tuple[int, int], int] = {}
         self.failed: set[tuple[int, int]] = set()
@@ -135,6 +140,8 @@ class Prober:
         self.wrong = {k for k in self.wrong if k[0] not in gone and k[1] not in gone}
         self.suspect_src = {k[0] for k in self.wrong}
         self.retry = collections.deque(k for k in self.retry if k[0] not in gone and k[1] not in gone)
+        self.confirm = collections.deque(k for k in self.confirm
+                                         if k[0] not in gone and k[1] not in gone)
         for seq in [s for s, v in self.inflight.items() if v[0] in gone or v[1] in gone]:
             del self.inflight[seq]
         self.round_i = min(self.round_i, len(self.order))
@@ -162,7 +169,8 @@ class Prober:
                 self.remove([int(i) for i in msg["ids"]])
                 self.emit("removed", ids=msg["ids"])
             elif op == "config":
-                for key in ("interval", "timeout", "fail_after", "max_inflight"):
+                for key in ("interval", "timeout", "fail_after", "max_inflight",
+                            "confirm_timeout"):
                     if key in msg:
                         setattr(self, key, type(getattr(self, key))(msg[key]))
                 self.emit("configured")
@@ -202,28 +210,41 @@ class Prober:
 
     def send(self, now: float) -> None:
         socks, inflight = self.socks, self.inflight
+        while self.confirm:
+            src, dst = self.confirm.popleft()
+            if self._send_one(src, dst, now, self.confirm_q) is False:
+                return
         while len(inflight) < self.max_inflight:
             pair = self.next_pair(now)
             if pair is None:
                 return
             src, dst = pair
-            s = socks.get(src)
-            ip = self.ips.get(dst)
-            if s is None or ip is None:
+            if socks.get(src) is None or dst not in self.ips:
                 continue
-            self.seq += 1
-            try:
-                s.sendto(_PROBE.pack(b"P", src, dst, self.seq), (ip, PORT))
-            except BlockingIOError:
+            if self._send_one(src, dst, now, self.sent_q) is False:
                 self.retry.appendleft(pair)
                 return
-            except OSError as e:
-                self.stats["send_errors"] += 1
-                self.miss(src, dst, now, f"send: {errno.errorcode.get(e.errno, e.errno)}")
-                continue
-            inflight[self.seq] = (src, dst, now)
-            self.sent_q.append((now, self.seq))
-            self.n_sent += 1
+
+    def _send_one(self, src: int, dst: int, now: float, queue) -> bool | None:
+        """False when the socket is full (try later); None after a send error."""
+        s = self.socks.get(src)
+        ip = self.ips.get(dst)
+        if s is None or ip is None:
+            return None
+        self.seq += 1
+        try:
+            s.sendto(_PROBE.pack(b"P", src, dst, self.seq), (ip, PORT))
+        except BlockingIOError:
+            return False
+        except OSError as e:
+            self.stats["send_errors"] += 1
+            self.miss(src, dst, now, f"send: {errno.errorcode.get(e.errno, e.errno)}",
+                      confirming=queue is self.confirm_q)
+            return None
+        self.inflight[self.seq] = (src, dst, now)
+        queue.append((now, self.seq))
+        self.n_sent += 1
+        return True
 
     def receive(self, fd: int, now: float) -> None:
         """One datagram per readiness event: epoll is level-triggered, so anything left
@@ -272,30 +293,39 @@ class Prober:
             self.failed.discard(key)
             self.emit("recover", src=src, dst=dst)
 
-    def miss(self, src: int, dst: int, now: float, reason: str) -> None:
+    def miss(self, src: int, dst: int, now: float, reason: str, confirming: bool = False) -> None:
+        """A probe went unanswered. After `fail_after` quick misses in a row one more probe
+        with the long `confirm_timeout` decides: a loaded machine answers late, a lost IP
+        never does."""
         key = (src, dst)
         self.last_probed[dst] = now
         n = self.misses.get(key, 0) + 1
         self.misses[key] = n
-        if n >= self.fail_after:
-            if key not in self.failed:
-                self.failed.add(key)
-                self.emit("fail", src=src, dst=dst, reason=reason)
+        if key in self.failed:
+            return
+        if confirming and n > self.fail_after:  # no answer came in between either
+            self.failed.add(key)
+            self.emit("fail", src=src, dst=dst, reason=reason, misses=n)
+        elif n >= self.fail_after:
+            self.confirm.append(key)
         else:
             self.retry.append(key)
 
     def expire(self, now: float, queue_empty: bool) -> None:
-        q, inflight = self.sent_q, self.inflight
-        limit = now - self.timeout
-        hard = now - 20 * self.timeout
-        while q and q[0][0] < limit and (queue_empty or q[0][0] < hard):
-            _t, seq = q.popleft()
-            probe = inflight.pop(seq, None)
-            if probe is not None:
-                self.stats["timeouts"] += 1
-                self.miss(probe[0], probe[1], now, "timeout")
+        inflight = self.inflight
+        for q, timeout, confirming in ((self.sent_q, self.timeout, False),
+                                       (self.confirm_q, self.confirm_timeout, True)):
+            limit = now - timeout
+            hard = now - 20 * timeout
+            while q and q[0][0] < limit and (queue_empty or q[0][0] < hard):
+                _t, seq = q.popleft()
+                probe = inflight.pop(seq, None)
+                if probe is not None:
+                    self.stats["timeouts"] += 1
+                    self.miss(probe[0], probe[1], now, "timeout", confirming)
         if not inflight:
-            q.clear()
+            self.sent_q.clear()
+            self.confirm_q.clear()
 
     def report(self, now: float, period: float) -> None:
         stale = [p for p in self.order if now - self.last_probed.get(p, 0) > 1.0]
@@ -336,11 +366,13 @@ class Prober:
         probe expires or the next round starts."""
         n = len(self.order)
         round_due = n >= 2 and (self.round_i < n or now >= self.round_start + self.pace())
-        if len(self.inflight) < self.max_inflight and (self.retry or round_due):
+        if self.confirm or (len(self.inflight) < self.max_inflight and (self.retry or round_due)):
             return 0.0
         deadline = now + 0.25
         if self.sent_q:
             deadline = min(deadline, self.sent_q[0][0] + self.timeout)
+        if self.confirm_q:
+            deadline = min(deadline, self.confirm_q[0][0] + self.confirm_timeout)
         if n >= 2 and self.round_i >= n:
             deadline = min(deadline, self.round_start + self.pace())
         return max(0.0, deadline - now)
