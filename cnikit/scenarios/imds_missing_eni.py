@@ -1,0 +1,54 @@
+"""Upstream issue 1967: an ENI missing from IMDS is force-removed with its pods.
+
+IMDS stops listing a secondary ENI that holds pods (`missing` on its MAC). A reconcile
+that trusts IMDS sweeps the ENI out of the datastore, pods and all; when IMDS lists it again
+the ENI comes back with every IP free: the pool frees the ENI (detach, delete) or hands its
+IPs to new pods, while the old pods still use them.
+"""
+
+from __future__ import annotations
+
+from cnikit.scenarios.common import fill, peers
+from cnikit.scenarios.engine import Ctx, ScenarioFailed, scenario
+
+NODE = 0
+
+
+@scenario(
+    "imds-missing-eni",
+    "upstream 1967: an ENI missing from IMDS is swept from the datastore with its pods",
+    expected={"vpc-cni-1.18.3": "violation", "vpc-cni-1.18.4": "violation", "hardened": "holds"},
+    why="both upstream profiles trust IMDS in the ENI sweep (not fixed by 1.18.4); hardened "
+        "asks EC2, which still has the ENI attached.",
+    nodes=2,
+)
+def run(ctx: Ctx) -> None:
+    peers(ctx)
+    # WARM_ENI_TARGET=1 fills the primary ENI first; pods spill onto the warm ENI.
+    fill(ctx, NODE, 9)
+    for _ in range(6):
+        held = {a["eniId"] for a in ctx.status(NODE)["assignments"]}
+        secondary = [e for e in ctx.node_enis(NODE) if e.device_index and e.eni_id in held]
+        if secondary:
+            break
+        fill(ctx, NODE, 1)
+    else:
+        raise ScenarioFailed("no pod landed on a secondary ENI")
+    eni = secondary[0]
+    focus = {"node": NODE, "eni": eni.eni_id, "mac": eni.mac}
+    ctx.wait_within_targets(NODE)
+    ctx.step("pods on a secondary ENI", **focus)
+
+    missing = ctx.imds_fault("missing", target={"mac": eni.mac})
+    ctx.step("IMDS stops listing the ENI", **focus)
+    ctx.wait_reconciles(NODE, 1)
+    ctx.step("reconcile without the ENI in IMDS", **focus)
+
+    ctx.end_imds_fault(missing)
+    ctx.wait_reconciles(NODE, 1)
+    ctx.step("IMDS lists the ENI again; reconcile", **focus)
+    # The pool frees surplus ENIs and IPs after its decrease interval; new pods take IPs.
+    ctx.run_for(ctx.t(35))
+    for _ in range(3):
+        ctx.add_pod(NODE, retry_for=5)
+    ctx.step("pool settles; new pods", **focus)

@@ -1,0 +1,50 @@
+"""Upstream issue 3887: after a restart, a stale IMDS re-adds IPs EC2 already took back.
+
+IMDS holds the node's ENI stale. The daemon releases IPs (pods deleted, pool over its
+target) and another node gets them from EC2. The daemon restarts (an upgrade, a crash):
+start-up builds the datastore from IMDS, the released IPs come back as free and go to new
+pods, which are then dark: EC2 routes those IPs to the other node.
+"""
+
+from __future__ import annotations
+
+from cnikit.scenarios.common import fill, peers
+from cnikit.scenarios.engine import Ctx, scenario
+
+NODE = 0
+
+
+@scenario(
+    "restart-stale-imds",
+    "upstream 3887: a restart with stale IMDS re-adds IPs EC2 already took back",
+    expected={"vpc-cni-1.18.3": "violation", "vpc-cni-1.18.4": "violation", "hardened": "holds"},
+    why="both upstream profiles build the datastore from IMDS at start-up; hardened from EC2.",
+    nodes=2,
+    env={"WARM_IP_TARGET": "1", "MAX_ENI": "1"},
+)
+def run(ctx: Ctx) -> None:
+    peers(ctx)
+    eni = ctx.node_enis(NODE)[0]
+    focus = {"node": NODE, "eni": eni.eni_id, "mac": eni.mac}
+    pods = fill(ctx, NODE, 5)
+    ctx.wait_within_targets(NODE)
+    stale = ctx.imds_fault("stale", target={"mac": eni.mac})
+    frozen = set(ctx.imds_served(NODE, eni.mac) or []) - {eni.primary_ip}
+    ctx.step("IMDS frozen", **focus)
+
+    for pod in pods[:3]:
+        ctx.delete_pod(pod)
+    ctx.wait_until(lambda: len(frozen - set(ctx.ec2_eni(eni.eni_id).ips)) >= 3, 20,
+                   "3 IPs released to EC2")
+    gone = sorted(frozen - set(ctx.ec2_eni(eni.eni_id).ips))
+    ctx.ec2_take(1, gone)
+    ctx.step("IPs released; EC2 gave them to another node; IMDS still lists them", **focus)
+
+    ctx.restart_daemon(NODE)
+    ctx.step("daemon restarted", **focus)
+    for _ in range(4):
+        ctx.add_pod(NODE, retry_for=5)
+    ctx.step("new pods", **focus)
+    ctx.wait_reconciles(NODE, 1)
+    ctx.end_imds_fault(stale)
+    ctx.step("reconcile; IMDS catches up", **focus)
