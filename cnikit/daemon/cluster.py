@@ -23,13 +23,15 @@ from cnikit.daemon.server import request
 
 class CniCluster:
     def __init__(self, nodes: int = 3, profile: str = "hardened", instance_type: str = "m5.large",
-                 scale: float = 0.1, env: dict[str, str] | None = None, imds_seed: int | None = None):
+                 scale: float = 0.1, env: dict[str, str] | None = None, imds_seed: int | None = None,
+                 runtime: str = "process"):
         self.n_nodes = nodes
         self.profile = profile
         self.instance_type = instance_type
         self.scale = scale
         self.env = dict(env or {})
         self.imds_seed = imds_seed
+        self.runtime = runtime  # process | podman | docker (cnikit.containers.noderuntime)
         self.cloud = self.imds = self.fabric = None
         self.topo = None
         self.daemons: list[DaemonProcess] = []
@@ -70,7 +72,13 @@ class CniCluster:
             "CNIKIT_TIME_SCALE": str(self.scale),
             **self.env,
         }
-        d = DaemonProcess(self.state_root / f"daemon-{node.name}", env=env, netns=node.ns.path)
+        if self.runtime == "process":
+            d = DaemonProcess(self.state_root / f"daemon-{node.name}", env=env, netns=node.ns.path)
+        else:
+            from cnikit.containers.noderuntime import make_daemon
+
+            d = make_daemon(self.runtime, self.state_root / f"daemon-{node.name}", env=env,
+                            netns=node.ns.path, run_id=self.fabric.rid)
         d.on_start = lambda pid: self._record(pid)
         return d
 
@@ -146,3 +154,17 @@ def state_root(rid: str, run_dir: Path) -> Path:
     root = SHM / f"cnikit-{rid}"
     root.mkdir(parents=True, exist_ok=True)
     return root
+
+
+def ec2_ips_of(snap, instance_id: str) -> dict[str, tuple[str, int, bool]]:
+    """ip -> (eni_id, device_index, is_primary) for the ENIs EC2 attaches to instance_id.
+
+    Read per ENI rather than from `snap.ips`: moto in one process keeps every VPC a test
+    session made, so the same address can exist on another, unrelated ENI.
+    """
+    out = {}
+    for eni in snap.enis.values():
+        if eni.instance_id == instance_id:
+            for ip in eni.ips:
+                out[ip] = (eni.eni_id, eni.device_index, ip == eni.primary_ip)
+    return out
