@@ -1,0 +1,41 @@
+"""Removing the kit's containers that dead runs left behind.
+
+Every container the kit starts carries the label io.cnikit.kit and its run's id in
+io.cnikit.run; one whose run is no longer alive (runtime.live_run_ids) is removed. A live
+run's containers and anything without the kit's label are never touched.
+"""
+
+from __future__ import annotations
+
+from cnikit import runtime
+from cnikit.containers.podman import LABEL_KIT, LABEL_RUN, Podman
+
+
+def kit_containers(engine) -> list[tuple[str, str]]:
+    """(name, run id) of every container with the kit's label."""
+    # podman's Labels is a map; docker has a Label method instead.
+    label = (f'index .Labels "{LABEL_RUN}"' if isinstance(engine, Podman) else f'.Label "{LABEL_RUN}"')
+    out = engine.out("ps", "-a", "--filter", f"label={LABEL_KIT}", "--format",
+                     f"{{{{.Names}}}}\t{{{{{label}}}}}", check=False)
+    rows = []
+    for line in out.splitlines():
+        name, _, rid = line.partition("\t")
+        if name:
+            rows.append((name.strip(), rid.strip()))
+    return rows
+
+
+def remove_dead_containers(engine=None) -> list[str]:
+    """Remove the kit's containers whose run is dead; returns their names."""
+    engine = engine or Podman()
+    if engine.available() is not None:
+        return []
+    live = runtime.live_run_ids()
+    dead = [name for name, rid in kit_containers(engine) if rid not in live]
+    # Re-check right before removing: a run may have claimed its id meanwhile.
+    live = runtime.live_run_ids()
+    dead = [name for name, rid in kit_containers(engine) if name in dead and rid not in live]
+    if dead:
+        extra = ["--time", "0"] if isinstance(engine, Podman) else []
+        engine.run("rm", "-f", *extra, *dead, check=False)
+    return dead
