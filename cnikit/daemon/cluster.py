@@ -24,14 +24,15 @@ from cnikit.daemon.server import request
 class CniCluster:
     def __init__(self, nodes: int = 3, profile: str = "hardened", instance_type: str = "m5.large",
                  scale: float = 0.1, env: dict[str, str] | None = None, imds_seed: int | None = None,
-                 runtime: str = "process"):
+                 runtime: str | None = None):
         self.n_nodes = nodes
         self.profile = profile
         self.instance_type = instance_type
         self.scale = scale
         self.env = dict(env or {})
         self.imds_seed = imds_seed
-        self.runtime = runtime  # process | podman | docker (cnikit.containers.noderuntime)
+        # process | podman | docker (cnikit.containers.noderuntime); default $CNIKIT_RUNTIME.
+        self.runtime = runtime or os.environ.get("CNIKIT_RUNTIME") or "process"
         self.cloud = self.imds = self.fabric = None
         self.topo = None
         self.daemons: list[DaemonProcess] = []
