@@ -1,11 +1,28 @@
 """pytest plugin for cnikit (entry point `pytest11`).
 
-Options select the profile, the EC2 upstream and where reports go. The fixtures
-(`cloud`, `imds`, `cluster`, `invariants`) come with the scenarios issue; until then
-the options are registered so every cnikit test run accepts them.
+Options: `--cnikit-profile` (daemon profile), `--cnikit-ec2` (moto or localstack behind the
+gate), `--cnikit-report DIR` (write a report for every test that uses `invariants`; without
+it a report is written only when an invariant breaks, under pytest's temp directory).
+
+Fixtures (see docs/pytest.md):
+  cloud       the embedded EC2 (one per session; EC2 faults cleared after each test):
+              .ec2 (boto3 client on the gate), .faults (gate faults), .gate, .endpoint
+  imds        FaultClient of a fault IMDS following that cloud (one per test; .server, .url)
+  cluster     factory: cluster(nodes=2, pods=0, profile=None) -> a VPC with the daemon on
+              every node; .add_pod/.delete_pod/.kill_daemon/.restart_daemon/.unassign/.status
+  invariants  the checkers on every cluster of the test; when the test body returns, any
+              violation fails the test with what broke, when, which pod and IP, and the report
 """
 
 from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+PROFILES = ("vpc-cni-1.18.3", "vpc-cni-1.18.4", "hardened")
 
 
 def pytest_addoption(parser) -> None:
@@ -13,6 +30,7 @@ def pytest_addoption(parser) -> None:
     group.addoption(
         "--cnikit-profile",
         default="hardened",
+        choices=PROFILES,
         help="daemon profile: vpc-cni-1.18.3, vpc-cni-1.18.4 or hardened (default)",
     )
     group.addoption(
@@ -22,3 +40,141 @@ def pytest_addoption(parser) -> None:
         help="EC2 upstream behind the gate (default: embedded moto)",
     )
     group.addoption("--cnikit-report", default=None, help="directory for run reports")
+
+
+def pytest_configure(config) -> None:
+    config.addinivalue_line("markers", "cnikit: uses the cnikit fixtures")
+
+
+def pytest_report_header(config) -> str:
+    report = config.getoption("--cnikit-report")
+    return (f"cnikit: profile={config.getoption('--cnikit-profile')} "
+            f"ec2={config.getoption('--cnikit-ec2')}"
+            + (f" reports={report}" if report else ""))
+
+
+class CloudFixture:
+    """The session's Cloud with the two things tests reach for: the EC2 client and faults."""
+
+    def __init__(self, cloud):
+        self.cloud = cloud
+        self.gate = cloud.gate
+        self.faults = cloud.gate.faults
+        self.endpoint = cloud.endpoint
+        self.ec2 = cloud.client()
+
+    def __getattr__(self, name):  # client(), bootstrap(), region, upstream_url, ...
+        return getattr(self.cloud, name)
+
+
+@pytest.fixture(scope="session")
+def cnikit_options(pytestconfig) -> dict:
+    return {"profile": pytestconfig.getoption("--cnikit-profile"),
+            "ec2": pytestconfig.getoption("--cnikit-ec2"),
+            "report": pytestconfig.getoption("--cnikit-report")}
+
+
+@pytest.fixture(scope="session")
+def _cnikit_cloud(cnikit_options):
+    from cnikit.cloud import Cloud
+    from cnikit.errors import CnikitError
+
+    try:
+        cloud = Cloud.start(ec2=cnikit_options["ec2"])
+    except CnikitError as e:
+        pytest.skip(f"cnikit: no EC2 ({cnikit_options['ec2']}): {e}")
+    yield cloud
+    cloud.stop()
+
+
+@pytest.fixture
+def cloud(_cnikit_cloud):
+    """EC2 (moto or LocalStack behind the gate), shared by the session; faults cleared after."""
+    yield CloudFixture(_cnikit_cloud)
+    _cnikit_cloud.gate.faults.clear()
+
+
+@pytest.fixture
+def _cnikit_imds(_cnikit_cloud):
+    from fault_imds.server import ImdsServer
+
+    server = ImdsServer(ec2_endpoint=_cnikit_cloud.endpoint).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def imds(_cnikit_imds):
+    """FaultClient of this test's fault IMDS (it follows the cloud; clusters use it)."""
+    from fault_imds.client import FaultClient
+
+    client = FaultClient(_cnikit_imds.control_url)
+    client.server = _cnikit_imds
+    client.imds_url = _cnikit_imds.url
+    return client
+
+
+@pytest.fixture
+def _cnikit_kit(request, cloud, _cnikit_imds, cnikit_options):
+    from cnikit.testkit import Kit
+
+    kit = Kit(cloud.cloud, _cnikit_imds, profile=cnikit_options["profile"])
+    request.node._cnikit_kit = kit
+    yield kit
+    # Stop the checkers before any namespace goes away: teardown is not a fault.
+    if kit.invariants is not None:
+        _finish(request.node, kit)
+    kit.close()
+
+
+@pytest.fixture
+def cluster(_cnikit_kit):
+    """cluster(nodes=2, pods=0, profile=None, instance_type="m5.large", scale=None, env=None)
+    -> a started cnikit.testkit.Cluster (removed after the test)."""
+    if os.geteuid() != 0:
+        pytest.skip("cnikit cluster needs root: network namespaces")
+    return _cnikit_kit.cluster
+
+
+@pytest.fixture
+def invariants(_cnikit_kit):
+    """The checkers, on every cluster this test makes (before or after asking for this)."""
+    if os.geteuid() != 0:
+        pytest.skip("cnikit invariants need root: the prober enters pod namespaces")
+    return _cnikit_kit.watch()
+
+
+def _report_dir(item) -> tuple[Path, bool]:
+    """(directory, always write) for this test's report."""
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", item.nodeid).strip("_")[:150]
+    chosen = item.config.getoption("--cnikit-report")
+    if chosen:
+        return Path(chosen) / name, True
+    base = item.config._tmp_path_factory.getbasetemp() if hasattr(item.config, "_tmp_path_factory") \
+        else Path("/tmp")
+    return Path(base) / "cnikit-reports" / name, False
+
+
+def _finish(item, kit):
+    out, always = _report_dir(item)
+    return kit.invariants.finish(out, name=item.nodeid, always_report=always)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    try:
+        result = yield
+    except BaseException:
+        # The test's own failure is the headline; what the checkers saw goes alongside.
+        kit = getattr(item, "_cnikit_kit", None)
+        if kit is not None and kit.invariants is not None:
+            verdict = _finish(item, kit)
+            if not verdict.ok:
+                item.add_report_section("call", "cnikit", verdict.statement)
+        raise
+    kit = getattr(item, "_cnikit_kit", None)
+    if kit is not None and kit.invariants is not None:
+        verdict = _finish(item, kit)
+        if not verdict.ok:
+            pytest.fail(verdict.statement, pytrace=False)
+    return result

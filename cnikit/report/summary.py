@@ -19,37 +19,46 @@ def _pod(tl: Timeline, name: str):
     return next((p for p in tl.pods if p.name == name), None)
 
 
-def cause(tl: Timeline, ip: str, instance: str | None, at: float) -> str | None:
-    """The last EC2 change of ip's owner up to `at` that took it away from `instance`."""
-    changes = [c for c in tl.ip_owners.get(ip, []) if c[0] <= at + SLACK]
-    for t, eni, inst in reversed(changes):
-        if instance is not None and inst == instance:
-            return None
-        prev = _previous_owner(tl, ip, t)
-        call = _call(tl, ip, t)
+def cause(tl: Timeline, ip: str, at: float, since: float | None = None) -> str | None:
+    """The first EC2 change after `since` (the pod's start) up to `at` that took ip away from
+    the ENI holding it then, and what became of it next."""
+    changes = tl.ip_owners.get(ip, [])
+    since = tl.t0 if since is None else since
+    held = None
+    for t, eni, inst in changes:
+        if t <= since:
+            held = (eni, inst)
+    later = [c for c in changes if since < c[0] <= at + SLACK]
+    if held is None and later:
+        held = (later[0][1], later[0][2])
+        later = later[1:]
+    if held is None or held[0] is None:
+        return None
+    for n, (t, eni, inst) in enumerate(later):
+        if eni == held[0]:
+            continue
+        call = _call(tl, ip, t, released=eni is None)
         how = f" ({call['action']} at {rel(tl, call['time'])})" if call else f" at {rel(tl, t)}"
         if eni is None:
-            by = f"by ENI {prev[0]}" if prev and prev[0] else "in EC2"
-            return f"IP {ip} was released {by}{how}"
-        return (f"IP {ip} was moved to ENI {eni} of {inst}"
-                + (f" from ENI {prev[0]}" if prev and prev[0] else "") + how)
+            text = f"IP {ip} was released by ENI {held[0]}{how}"
+            nxt = next((c for c in later[n + 1:] if c[1] is not None), None)
+            if nxt is not None:
+                text += f", then given to ENI {nxt[1]} of {nxt[2]} at {rel(tl, nxt[0])}"
+            return text
+        return f"IP {ip} was moved from ENI {held[0]} to ENI {eni} of {inst}{how}"
     return None
 
 
-def _previous_owner(tl: Timeline, ip: str, t: float):
-    prev = None
-    for c in tl.ip_owners.get(ip, []):
-        if c[0] >= t:
-            break
-        prev = (c[1], c[2])
-    return prev
+RELEASES = ("UnassignPrivateIpAddresses", "DetachNetworkInterface", "DeleteNetworkInterface")
 
 
-def _call(tl: Timeline, ip: str, t: float) -> dict | None:
-    """The successful mutating EC2 call that changed ip's owner, just before t."""
+def _call(tl: Timeline, ip: str, t: float, released: bool = True) -> dict | None:
+    """The successful mutating EC2 call that made the change recorded at t (the monitor
+    records a little after the call returns)."""
     best = None
     for r in tl.calls:
-        if ip in (r.get("ips") or []) and r.get("outcome") == "ok" and r["time"] <= t + 0.05:
+        if (ip in (r.get("ips") or []) and r.get("outcome") == "ok" and r["time"] <= t + 0.05
+                and (r.get("action") in RELEASES) == released):
             best = r
     return best
 
@@ -62,7 +71,7 @@ def sentence(tl: Timeline, v: dict) -> str:
         pod = _pod(tl, subject)
         ip = pod.ip if pod else "?"
         s = f"pod {subject} ({ip}) lost connectivity {span}"
-        why = cause(tl, ip, pod.instance_id if pod else None, since) if pod else None
+        why = cause(tl, ip, since, pod.start) if pod else None
         peers = d.get("failing_pairs")
         if peers:
             s += f", failing with {peers} peer(s)"
@@ -72,7 +81,8 @@ def sentence(tl: Timeline, v: dict) -> str:
         held = d.get("held_by")
         s = (f"pod {subject}'s IP {ip} was not held by its node {d.get('node')} in EC2 {span}"
              + (f" (held by {held})" if held else " (held by no instance)"))
-        why = cause(tl, ip, d.get("node"), since)
+        pod = _pod(tl, subject)
+        why = cause(tl, ip, since, pod.start if pod else None)
         return s + (f" because {why}" if why else "")
     if kind == "shared-ip":
         pods = ", ".join(d.get("pods") or []) or "?"

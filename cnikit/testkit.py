@@ -1,0 +1,309 @@
+"""What the pytest fixtures hand out, usable without pytest too.
+
+    kit = Kit(cloud, imds_server, profile="hardened")
+    c = kit.cluster(nodes=2, pods=4)        # a VPC of its own on the shared cloud, daemons up
+    inv = kit.watch()                       # checkers on every cluster made, now and later
+    pod = c.add_pod(0); c.unassign(pod)     # ... break something
+    inv.finish(report_dir)                  # -> Verdict(ok, statement, report paths)
+    kit.close()
+
+One cloud (moto or LocalStack behind the gate) is shared by many kits: each cluster gets its
+own VPC CIDR, so IP ownership never collides across tests.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cnikit.daemon.cluster import SHM, CniCluster, state_root
+
+# 10.<n>.0.0/16 per cluster; shared by every kit of this process.
+_vpc_numbers = itertools.count()
+_vpc_lock = threading.Lock()
+
+
+def next_cidrs() -> tuple[str, str]:
+    with _vpc_lock:
+        n = 100 + next(_vpc_numbers) % 150
+    return f"10.{n}.0.0/16", f"10.{n}.1.0/24"
+
+
+class Cluster(CniCluster):
+    """CniCluster on a cloud and fault IMDS it does not own (they outlive it)."""
+
+    def __init__(self, cloud, imds, nodes: int = 2, profile: str = "hardened",
+                 instance_type: str = "m5.large", scale: float = 0.1,
+                 env: dict[str, str] | None = None):
+        super().__init__(nodes=nodes, profile=profile, instance_type=instance_type, scale=scale,
+                         env=env)
+        self._shared_cloud, self._shared_imds = cloud, imds
+        self.k8s_names: dict[str, str] = {}  # fabric pod name -> the name the test gave
+        self._seq = itertools.count()
+
+    def start(self) -> Cluster:
+        from cnikit.fabric.topology import Fabric
+        from cnikit.plugin.launcher import write_launcher
+
+        try:
+            self.cloud, self.imds = self._shared_cloud, self._shared_imds
+            vpc, subnet = next_cidrs()
+            self.topo = self.cloud.bootstrap(nodes=self.n_nodes, instance_type=self.instance_type,
+                                             vpc_cidr=vpc, subnet_cidr=subnet)
+            self.fabric = Fabric(self.cloud, self.topo, imds=self.imds).start()
+            self.bin_dir = write_launcher(self.fabric.run.dir / "cni-bin").parent
+            self.state_root = state_root(self.fabric.rid, self.fabric.run.dir)
+            for node in self.fabric.nodes:
+                node.daemon = self._daemon(node)
+                self.daemons.append(node.daemon)
+            for d in self.daemons:
+                d.start(wait=0)
+            for d in self.daemons:
+                d.wait_ready(60)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    # ---- what a test uses -------------------------------------------------------------
+
+    @property
+    def nodes(self):
+        return self.fabric.nodes
+
+    @property
+    def pods(self) -> dict:
+        return self.fabric.pods
+
+    def add_pod(self, node: int = 0, name: str | None = None, namespace: str = "default",
+                retry_for: float = 15.0, **conf):
+        """ADD a pod through cnikit-cni on `node`; "try again later" (CNI code 11) is retried
+        for up to retry_for seconds, as kubelet does. Returns the fabric Pod (.name, .ip)."""
+        from cnikit.fabric.cni import CniError
+
+        name = name or f"pod-{next(self._seq)}"
+        end = time.monotonic() + retry_for
+        while True:
+            try:
+                pod = super().add_pod(node, name, namespace, **conf)
+                break
+            except CniError as e:
+                if e.code != 11 or time.monotonic() > end:
+                    raise
+                time.sleep(0.1)
+        self.k8s_names[pod.name] = name
+        return pod
+
+    def delete_pod(self, pod) -> None:
+        super().delete_pod(pod)
+
+    def kill_daemon(self, node: int, sig: int = signal.SIGKILL) -> None:
+        super().kill_daemon(node, sig)
+
+    def restart_daemon(self, node: int) -> None:
+        super().restart_daemon(node)
+
+    def instance_id(self, node: int) -> str:
+        return self.fabric.nodes[node].instance_id
+
+    def unassign(self, pod) -> None:
+        """Take the pod's IP away from its ENI in EC2 (through the gate), as a buggy daemon
+        or an operator would: the pod should go dark."""
+        owner = self.cloud.gate.owners().ips.get(pod.ip)
+        if owner is None:
+            raise ValueError(f"EC2 holds no ENI with {pod.ip}")
+        self.cloud.client().unassign_private_ip_addresses(
+            NetworkInterfaceId=owner.eni_id, PrivateIpAddresses=[pod.ip])
+
+    def daemon_ips(self, instance_id: str) -> set[str] | None:
+        """The daemon's datastore of that node: every IP and prefix on its ENIs (the monitor's
+        daemon view). Raises when the daemon does not answer (recorded as such)."""
+        for n, node in enumerate(self.fabric.nodes):
+            if node.instance_id == instance_id:
+                st = self.status(n)
+                return {x for e in st["enis"].values() for x in e["ips"] + e["prefixes"]}
+        return None
+
+    def close(self) -> None:
+        for d in self.daemons:
+            try:
+                d.stop()
+            except Exception:  # noqa: BLE001 - a dead daemon must not stop the cleanup
+                pass
+        if self.state_root is not None and self.state_root.parent == SHM:
+            import shutil
+
+            shutil.rmtree(self.state_root, ignore_errors=True)
+        if self.fabric is not None:
+            self.fabric.close()
+            self.fabric = None
+
+
+@dataclass
+class Verdict:
+    ok: bool
+    statement: str
+    violations: list[dict] = field(default_factory=list)
+    reports: list[dict] = field(default_factory=list)
+
+
+class Invariants:
+    """The checkers (cnikit.check Watch) on every cluster of a kit."""
+
+    def __init__(self, kit: Kit, leak_grace: float = 60.0):
+        self.kit = kit
+        self.leak_grace = leak_grace
+        self.watches: dict[int, object] = {}  # id(cluster) -> Watch
+        self.started = time.time()
+        self.finished: Verdict | None = None
+
+    def attach(self, cluster: Cluster) -> None:
+        from cnikit.check.watch import Watch
+
+        if id(cluster) in self.watches:
+            return
+        w = Watch(cluster.fabric, leak_grace=self.leak_grace, daemon_view=cluster.daemon_ips)
+        w.start()
+        w.sync_ownership()
+        self.watches[id(cluster)] = w
+
+    def detach(self, cluster: Cluster) -> None:
+        w = self.watches.get(id(cluster))
+        if w is not None:
+            w.stop()
+
+    @property
+    def history(self):
+        """The history of the first cluster watched (most tests make one)."""
+        return next(iter(self.watches.values())).history
+
+    def violations(self) -> list:
+        return [v for w in self.watches.values() for v in w.invariants.violations()]
+
+    def wait_for(self, predicate, timeout: float) -> float | None:
+        """Seconds until predicate(cnikit.check Invariants) held on some cluster, or None."""
+        end = time.monotonic() + timeout
+        while True:
+            for w in self.watches.values():
+                if predicate(w.invariants):
+                    return timeout - (end - time.monotonic())
+            if time.monotonic() >= end:
+                return None
+            time.sleep(0.005)
+
+    def finish(self, report_dir: Path | None, name: str = "run", always_report: bool = False) -> Verdict:
+        """Stop watching, judge, write the report(s) (always, or when broken), and say what broke."""
+        if self.finished is not None:
+            return self.finished
+        from cnikit.report import build, summary, write_report
+
+        for w in self.watches.values():
+            w.stop()
+        lines, all_v, reports = [], [], []
+        watches = list(self.watches.values())
+        for k, w in enumerate(watches):
+            result = self.result(w, name)
+            broken = bool(result["violations"])
+            all_v += result["violations"]
+            if report_dir is not None and (broken or always_report):
+                out = Path(report_dir) if len(watches) == 1 else Path(report_dir) / f"cluster-{k}"
+                reports.append(write_report(out, result))
+            if broken:
+                doc, tl = build(result)
+                lines += [summary.sentence(tl, v) for v in _worth_stating(doc["violations"])]
+        if lines:
+            statement = "cnikit invariants violated:\n" + "\n".join(f"  - {s}" for s in lines)
+            if reports:
+                statement += "\n  report: " + "; ".join(str(r["html"]) for r in reports)
+        else:
+            statement = "every invariant held"
+        self.finished = Verdict(not all_v, statement, all_v, reports)
+        return self.finished
+
+    def result(self, watch, name: str) -> dict:
+        inv = watch.invariants
+        history = watch.history.entries()
+        t0 = history[0]["time"] if history else self.started
+        try:
+            events = [e for e in self.kit.fault_client.events() if e.get("time", 0) >= t0 - 60]
+        except Exception:  # noqa: BLE001 - the report is still worth writing without them
+            events = []
+        audit = [r for r in self.kit.cloud.gate.audit.to_json() if r["time"] >= t0]
+        violations = [v.to_json() for v in inv.violations()]
+        return {"scenario": name, "profile": self.kit.profile, "seed": None,
+                "verdict": "violation" if violations else "holds",
+                "seconds": time.time() - self.started, "violations": violations,
+                "warnings": [v.to_json() for v in inv.warnings()], "history": history,
+                "imds_events": events, "audit": audit}
+
+
+def _worth_stating(violations: list[dict]) -> list[dict]:
+    """Leave out blame that opened and closed at one instant: the reachability checker blames
+    one side of the first failing pair until the next pair shows which pod is lost."""
+    real = [v for v in violations
+            if not (v.get("kind") == "unreachable" and v.get("until") == v.get("since"))]
+    return real or violations
+
+
+class Kit:
+    """One test's clusters and checkers on a shared cloud and fault IMDS."""
+
+    def __init__(self, cloud, imds_server, profile: str = "hardened", scale: float = 0.1):
+        from fault_imds.client import FaultClient
+
+        self.cloud = cloud
+        self.imds_server = imds_server
+        self.fault_client = FaultClient(imds_server.control_url)
+        self.profile = profile
+        self.scale = scale
+        self.clusters: list[Cluster] = []
+        self.invariants: Invariants | None = None
+
+    def cluster(self, nodes: int = 2, pods: int = 0, profile: str | None = None,
+                instance_type: str = "m5.large", scale: float | None = None,
+                env: dict[str, str] | None = None) -> Cluster:
+        if os.geteuid() != 0:
+            from cnikit.errors import EnvironmentProblem
+
+            raise EnvironmentProblem("a cnikit cluster needs root (network namespaces)")
+        c = Cluster(self.cloud, self.imds_server, nodes=nodes, profile=profile or self.profile,
+                    instance_type=instance_type, scale=self.scale if scale is None else scale,
+                    env=env).start()
+        self.clusters.append(c)
+        try:
+            if self.invariants is not None:
+                self.invariants.attach(c)
+            for i in range(pods):
+                c.add_pod(i % nodes)
+        except BaseException:
+            self._close_cluster(c)
+            raise
+        return c
+
+    def watch(self, leak_grace: float = 60.0) -> Invariants:
+        if self.invariants is None:
+            self.invariants = Invariants(self, leak_grace)
+            for c in self.clusters:
+                self.invariants.attach(c)
+        return self.invariants
+
+    def _close_cluster(self, c: Cluster) -> None:
+        if self.invariants is not None:
+            self.invariants.detach(c)
+        c.close()
+        if c in self.clusters:
+            self.clusters.remove(c)
+
+    def close(self) -> None:
+        for c in list(self.clusters):
+            self._close_cluster(c)
+        self.cloud.gate.faults.clear()
+        try:
+            self.fault_client.clear()
+        except Exception:  # noqa: BLE001 - a stopped IMDS has no faults left
+            pass

@@ -1,0 +1,134 @@
+"""The pytest plugin as a user meets it (loaded through its `pytest11` entry point, run in a
+subprocess by pytester): a clean test passes, a test that takes a pod's IP away in EC2 fails
+when its body returns with what broke and the report's path, and the options are honoured."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+pytestmark = [pytest.mark.root,
+              pytest.mark.skipif(os.geteuid() != 0, reason="needs root: network namespaces")]
+
+USER_TESTS = r'''
+import time
+
+def test_holds(cloud, imds, cluster, invariants):
+    c = cluster(nodes=2, pods=3)
+    assert c.profile == "vpc-cni-1.18.4"
+    assert c.status(0)["profile"] == "vpc-cni-1.18.4"
+    pod = c.add_pod(1, "web")
+    # IMDS stale for node 1's primary ENI: no profile may lose a pod to that alone.
+    mac = cloud.ec2.describe_network_interfaces(
+        NetworkInterfaceIds=[c.topo.instances[1].primary_eni_id])["NetworkInterfaces"][0]["MacAddress"]
+    with imds.stale(mac=mac, seconds=5):
+        c.delete_pod(pod)
+        c.add_pod(1, "web-2")
+    assert not invariants.violations()
+
+def test_breaks(cloud, cluster, invariants):
+    c = cluster(nodes=2, pods=3)
+    # Pods of one node talk through that node; the victim's peers must be across the VPC.
+    victim = next(p for p in c.pods.values() if p.node.index == 1)
+    print("\nVICTIM", victim.name, victim.ip)
+    c.unassign(victim)
+    assert invariants.wait_for(lambda inv: victim.name in inv.failing_pods(), 10) is not None
+'''
+
+
+@pytest.fixture(scope="module")
+def outcome(tmp_path_factory):
+    """Both user tests in one pytest run (one moto start): (result, report dir)."""
+    pytester_dir = tmp_path_factory.mktemp("user")
+    (pytester_dir / "test_user.py").write_text(USER_TESTS)
+    reports = tmp_path_factory.mktemp("reports")
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-s",
+         "--cnikit-profile", "vpc-cni-1.18.4", "--cnikit-report", str(reports),
+         "-o", "timeout=240", str(pytester_dir / "test_user.py")],
+        cwd=pytester_dir, capture_output=True, text=True, timeout=300)
+    return proc, reports
+
+
+def test_a_clean_test_passes_and_writes_its_report(outcome):
+    proc, reports = outcome
+    out = proc.stdout + proc.stderr
+    assert "test_user.py::test_holds PASSED" in out or "1 passed" in out, out[-3000:]
+    [d] = [p for p in reports.iterdir() if p.name.endswith("test_holds")]
+    doc = json.loads((d / "report.json").read_text())
+    assert doc["verdict"] == "holds" and doc["profile"] == "vpc-cni-1.18.4"
+    assert (d / "report.html").read_text().count("IMDS served") >= 2
+
+
+def test_a_broken_pod_fails_the_test_with_the_statement_and_report(outcome):
+    proc, reports = outcome
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out[-3000:]
+    assert "1 failed, 1 passed" in out, out[-3000:]
+    victim_line = next(line for line in out.splitlines() if line.startswith("VICTIM "))
+    _, name, ip = victim_line.split()
+    assert "cnikit invariants violated:" in out
+    statement = next(line for line in out.splitlines()
+                     if "lost connectivity" in line and name in line)
+    assert f"pod {name} ({ip}) lost connectivity at t=+" in statement
+    assert f"because IP {ip} was released by ENI eni-" in statement
+    assert "UnassignPrivateIpAddresses" in statement
+    path = next(line.split("report: ", 1)[1] for line in out.splitlines() if "report: " in line)
+    assert Path(path).is_file() and path.startswith(str(reports))
+    doc = json.loads(Path(path).with_name("report.json").read_text())
+    assert doc["verdict"] == "violation"
+    assert any(v["kind"] == "unreachable" and v["subject"] == name for v in doc["violations"])
+
+
+def test_without_report_option_a_failure_still_writes_one(pytester):
+    pytester.makepyfile(test_one='''
+def test_breaks(cluster, invariants):
+    c = cluster(nodes=2, pods=3)
+    victim = next(p for p in c.pods.values() if p.node.index == 1)
+    c.unassign(victim)
+    assert invariants.wait_for(lambda inv: victim.name in inv.failing_pods(), 10) is not None
+
+def test_holds(cluster, invariants):
+    cluster(nodes=1, pods=2)
+''')
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-o", "timeout=240")
+    result.assert_outcomes(failed=1, passed=1)
+    out = result.stdout.str()
+    path = next(line.split("report: ", 1)[1] for line in out.splitlines() if "report: " in line)
+    assert "cnikit-reports" in path and Path(path).is_file()
+    # Only the failing test wrote one.
+    assert len(list(Path(path).parent.parent.iterdir())) == 1
+
+
+def test_bad_options_are_one_line_usage_errors(pytester):
+    pytester.makepyfile(test_x="def test_x(): pass\n")
+    result = pytester.runpytest_subprocess("--cnikit-profile", "nope")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "invalid choice: 'nope'" in result.stderr.str()
+    result = pytester.runpytest_subprocess("--cnikit-ec2", "aws")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_ec2_option_selects_localstack(pytester):
+    from cnikit.cloud.localstack import localstack_python
+
+    pytester.makepyfile(test_ls='''
+def test_ls(cloud):
+    assert "4566" in cloud.upstream_url or "localstack" in cloud.upstream_url or cloud.cloud._owned
+    assert cloud.ec2.describe_vpcs()["Vpcs"] is not None
+''')
+    env_endpoint = os.environ.get("AWS_ENDPOINT_URL")
+    result = pytester.runpytest_subprocess("--cnikit-ec2", "localstack", "-rs", "-o", "timeout=120")
+    if localstack_python() is None and not env_endpoint:
+        result.assert_outcomes(skipped=1)
+        assert "no EC2 (localstack)" in result.stdout.str()
+    else:
+        result.assert_outcomes(passed=1)
