@@ -136,11 +136,10 @@ def make_cluster(nodes: int, profile: str, scale: float, env: dict, seed: int, e
 
         def start(self):
             from cnikit.cloud import Cloud
+            from cnikit.daemon.cluster import state_root
             from cnikit.fabric.topology import Fabric
             from cnikit.plugin.launcher import write_launcher
             from fault_imds.server import ImdsServer
-
-            from cnikit.daemon.cluster import state_root
 
             try:
                 self.cloud = Cloud.start(ec2=ec2, endpoint=ec2_endpoint)

@@ -1,0 +1,51 @@
+"""Upstream issue 1091: a freed IP handed to the next pod too soon.
+
+A tight pool (WARM_IP_TARGET=1, one ENI) and pods deleted and re-created back to back, so
+the next pod wants an IP while the last one's is still cooling down. The runtime repeats
+the DEL of the old sandbox after the new pod is up (kubelet retries DELs), which must not
+free the IP a new pod may now hold. Peers on the other node probe every pod throughout.
+"""
+
+from __future__ import annotations
+
+from cnikit.scenarios.common import fill, peers
+from cnikit.scenarios.engine import Ctx, scenario
+
+NODE = 0
+CYCLES = 12
+
+
+@scenario(
+    "ip-reuse-cooldown",
+    "upstream 1091: delete and re-create pods back to back on a tight pool (IP cooldown)",
+    expected={"vpc-cni-1.18.3": "holds", "vpc-cni-1.18.4": "holds", "hardened": "holds"},
+    why="IP_COOLDOWN_PERIOD (30 s) is in every upstream release since 1.x and in every "
+        "profile; DEL is keyed by container ID, so a repeated DEL frees nothing a new pod holds.",
+    nodes=2,
+    env={"WARM_IP_TARGET": "1", "MAX_ENI": "1"},
+)
+def run(ctx: Ctx) -> None:
+    peers(ctx)
+    eni = ctx.node_enis(NODE)[0]
+    focus = {"node": NODE, "eni": eni.eni_id, "mac": eni.mac}
+    pods = fill(ctx, NODE, 3)
+    ctx.wait_within_targets(NODE)
+    ctx.step("a tight pool", **focus)
+    reused = 0
+    for _ in range(CYCLES):
+        old = ctx.rng.choice(pods)
+        pods.remove(old)
+        ctx.delete_pod(old)
+        new = ctx.add_pod(NODE, retry_for=ctx.t(30) + 5)
+        if new is not None:
+            pods.append(new)
+            reused += new.ip == old.ip
+        if old.cni is not None:
+            try:
+                old.cni.delete()  # the runtime's retried DEL of the old sandbox
+            except Exception as e:  # noqa: BLE001 - a failing DEL is recorded, not fatal
+                ctx.history.append("client", "fail", "pod-delete-retry",
+                                   {"pod": old.name, "error": str(e)[:200]})
+    ctx.step(f"{CYCLES} delete/add cycles ({reused} reused an IP)", **focus)
+    ctx.wait_reconciles(NODE, 1)
+    ctx.step("reconcile", **focus)
