@@ -34,6 +34,7 @@ NLA_F_NESTED = 0x8000
 # link attributes
 IFLA_ADDRESS, IFLA_IFNAME, IFLA_MTU, IFLA_OPERSTATE, IFLA_LINKINFO, IFLA_NET_NS_FD = 1, 3, 4, 16, 18, 28
 IF_OPER_UP = 6
+IFLA_AF_SPEC, IFLA_INET6_ADDR_GEN_MODE, IN6_ADDR_GEN_MODE_NONE = 26, 8, 1
 IFLA_INFO_KIND, IFLA_INFO_DATA, VETH_INFO_PEER = 1, 2, 1
 IFF_UP = 1
 # address attributes
@@ -266,7 +267,10 @@ class Netlink:
         self.request(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, body, f"add veth {name}/{peer}")
 
     def link_set(self, index: int = 0, name: str | None = None, up: bool | None = None,
-                 mac: str | None = None, mtu: int | None = None) -> None:
+                 mac: str | None = None, mtu: int | None = None,
+                 no_ipv6_ll: bool = False) -> None:
+        """Change a link. no_ipv6_ll: give it no IPv6 link-local address (addrgenmode none),
+        sparing the kernel DAD, router solicitations and MLD reports on every veth."""
         flags = change = 0
         if up is not None:
             flags, change = (IFF_UP if up else 0), IFF_UP
@@ -277,6 +281,9 @@ class Netlink:
             body += _attr(IFLA_ADDRESS, mac_bytes(mac))
         if mtu:
             body += _u32(IFLA_MTU, mtu)
+        if no_ipv6_ll:
+            body += _nest(IFLA_AF_SPEC, _nest(socket.AF_INET6, _attr(
+                IFLA_INET6_ADDR_GEN_MODE, bytes([IN6_ADDR_GEN_MODE_NONE]))))
         self.request(RTM_NEWLINK, 0, body, f"set link {name or index}")
 
     def link_del(self, index: int = 0, name: str | None = None) -> bool:

@@ -335,12 +335,12 @@ class Fabric:
         try:
             vidx = v.link_index(vpc_name)
             nidx = n.link_index(ifname)
-            n.link_set(nidx, up=True)
+            n.link_set(nidx, up=True, no_ipv6_ll=True)
             n.addr_add(nidx, spec.primary_ip, plen, noprefixroute=True)
             n.neigh_replace(nidx, router, vpc_mac)
             if spec.device_index == 0:
                 n.route_replace("default", gateway=router, oif=nidx, onlink=True)
-            v.link_set(vidx, up=True)
+            v.link_set(vidx, up=True, no_ipv6_ll=True)
             v.route_replace(f"{spec.primary_ip}/32", oif=vidx)
             v.neigh_replace(vidx, spec.primary_ip, spec.mac)
             if not (n.wait_oper_up(ifname) and v.wait_oper_up(vpc_name)):

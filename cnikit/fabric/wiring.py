@@ -9,6 +9,9 @@ Host side: `podIP/32 dev <veth> scope link`; a permanent neighbour podIP -> pod 
            `from podIP lookup N+1`, table N+1 holding `<router> dev ethN scope link` and
            `default via <router> dev ethN`.
 
+Both veth ends get no IPv6 link-local address: the kit is IPv4, and thousands of veths
+each doing DAD, router solicitations and MLD reports is kernel work that slows a big run.
+
 Imports only the standard library and our netlink module: a plugin imports it per pod.
 """
 
@@ -97,7 +100,7 @@ def wire(node: Netlink, pod: Netlink, pod_ns_fd: int, ip: str, host_veth: str,
             node.veth_add(host_veth, ifname, peer_ns_fd=pod_ns_fd, mac=host_mac, peer_mac=pod_mac)
         # pod side
         pidx = pod.link_index(ifname)
-        pod.link_set(pidx, up=True, mtu=mtu)
+        pod.link_set(pidx, up=True, mtu=mtu, no_ipv6_ll=True)
         pod.link_set(name="lo", up=True)
         pod.addr_add(pidx, ip, 32)
         pod.route_replace(f"{POD_GATEWAY}/32", oif=pidx)
@@ -105,7 +108,7 @@ def wire(node: Netlink, pod: Netlink, pod_ns_fd: int, ip: str, host_veth: str,
         pod.neigh_replace(pidx, POD_GATEWAY, host_mac)
         # host side
         hidx = node.link_index(host_veth)
-        node.link_set(hidx, up=True, mtu=mtu)
+        node.link_set(hidx, up=True, mtu=mtu, no_ipv6_ll=True)
         node.route_replace(f"{ip}/32", oif=hidx)
         node.neigh_replace(hidx, ip, pod_mac)
         node.rule_add(RULE_TO_POD, RT_TABLE_MAIN, dst=f"{ip}/32")

@@ -90,7 +90,9 @@ def test_secondary_eni_and_prefix_appear_and_go(make_fabric, fab_cloud):
     eni = ec2.describe_network_interfaces(NetworkInterfaceIds=[eni_id])["NetworkInterfaces"][0]
     eth1 = wait_until(lambda: node.ns.nl.link("eth1"), 2.0, what="eth1 in the node")
     assert eth1.mac == eni["MacAddress"].lower()
-    assert [a.ip for a in node.ns.nl.addrs(eth1.index)] == [eni["PrivateIpAddress"]]
+    # The link shows as soon as it exists; its address follows within the same sync.
+    wait_until(lambda: [a.ip for a in node.ns.nl.addrs(eth1.index)] == [eni["PrivateIpAddress"]],
+               1.0, what="eth1's address")
 
     ec2.assign_private_ip_addresses(NetworkInterfaceId=eni_id, Ipv4PrefixCount=1)
     prefix = wait_until(lambda: fab_cloud.gate.owners().enis[eni_id].prefixes, 2.0)[0]
