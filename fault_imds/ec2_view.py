@@ -1,9 +1,10 @@
 """Follows EC2 through its public API and keeps timestamped snapshots (needed for `lag`).
 
 A thread polls DescribeNetworkInterfaces every `interval` (100 ms by default): IPs,
-prefixes and attachments change there. DescribeInstances runs when an ENI names an
-instance not seen yet and otherwise once a second (instances rarely change, and each
-call costs the EC2 server ~10 ms). Subnets and VPCs are fetched when a new id appears.
+prefixes and attachments change there. Another thread runs DescribeInstances (live states
+only) when an ENI names an instance not seen yet and otherwise once a second: instances
+rarely change, and on moto that call grows slow with every instance ever launched, so it
+must not delay the ENIs. Subnets and VPCs are fetched when a new id appears.
 
 Only changes are stored: a snapshot is valid from its `t` until the next one's.
 
@@ -28,7 +29,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from fault_imds.tree import Ec2State, eni_key, slim_eni
+from fault_imds.tree import LIVE_STATES, Ec2State, eni_key, slim_eni
 
 log = logging.getLogger("fault_imds.ec2")
 
@@ -92,8 +93,11 @@ class Ec2View:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
+        self._inst_thread: threading.Thread | None = None
         self._instances: dict[str, dict[str, Any]] = {}
-        self._instances_at = float("-inf")
+        self._attached: set[str] = set()
+        self._absent: set[str] = set()  # attached to instances that are gone (moto keeps those)
+        self._inst_wake = threading.Event()
         self._subnets: dict[str, dict[str, Any]] = {}
         self._vpcs: dict[str, dict[str, Any]] = {}
         self._network_at = float("-inf")
@@ -106,13 +110,21 @@ class Ec2View:
         self._thread = threading.Thread(target=self._run, name="fault-imds-ec2", daemon=True)
         self._thread.start()
         threading.Thread(target=self._watch_gate, name="fault-imds-gate", daemon=True).start()
+        self._inst_thread = threading.Thread(
+            target=self._run_instances, name="fault-imds-ec2-instances", daemon=True
+        )
+        self._inst_thread.start()
         return self
 
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
+        self._inst_wake.set()
+        self._first.set()  # release the instance thread if EC2 never answered
         if self._thread:
             self._thread.join(timeout=15)
+        if self._inst_thread:
+            self._inst_thread.join(timeout=15)
 
     def wait_first(self, timeout: float) -> bool:
         """True once one observation has succeeded."""
@@ -196,9 +208,12 @@ class Ec2View:
             self._enis[k] = enis[i]
         wall = time.time()
         attached = {(e.get("Attachment") or {}).get("InstanceId") for e in enis} - {None}
-        if attached - self._instances.keys() or observed - self._instances_at > INSTANCE_REFRESH_S:
-            self._instances = self._describe_instances()
-            self._instances_at = time.monotonic()
+        self._attached = attached
+        if not self._first.is_set():
+            self._instances = self._describe_instances(self._client)
+            self._absent = attached - self._instances.keys()
+        elif attached - self._instances.keys() - self._absent:
+            self._inst_wake.set()  # a new instance: described in the other thread
         subnet_ids = {e.get("SubnetId") for e in enis} - {None, ""}
         vpc_ids = {e.get("VpcId") for e in enis} - {None, ""}
         stale = observed - self._network_at > NETWORK_REFRESH_S
@@ -235,9 +250,33 @@ class Ec2View:
         if self.on_change:
             self.on_change(state)
 
-    def _describe_instances(self) -> dict[str, dict[str, Any]]:
+    def _run_instances(self) -> None:
+        """DescribeInstances is slow on moto (it grows with every instance ever launched):
+        it runs here, so it never delays following the ENIs."""
+        client = ec2_client(self.endpoint, self.region)
+        self._first.wait()
+        while not self._stop.is_set():
+            self._inst_wake.wait(INSTANCE_REFRESH_S)
+            self._inst_wake.clear()
+            if self._stop.is_set():
+                return
+            try:
+                instances = self._describe_instances(client)
+            except Exception as e:  # keep the last known instances
+                log.warning(
+                    "DescribeInstances failed: %s", f"{type(e).__name__}: {e}".splitlines()[0]
+                )
+                self._stop.wait(0.5)
+                continue
+            self._absent = self._attached - instances.keys()
+            if instances != self._instances:
+                self._instances = instances
+                self.poke()
+
+    def _describe_instances(self, client) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
-        for page in self._client.get_paginator("describe_instances").paginate():
+        live = [{"Name": "instance-state-name", "Values": list(LIVE_STATES)}]
+        for page in client.get_paginator("describe_instances").paginate(Filters=live):
             for res in page.get("Reservations", []):
                 for inst in res.get("Instances", []):
                     d = {k: inst[k] for k in INSTANCE_FIELDS if k in inst}

@@ -168,6 +168,18 @@ def test_follows_plain_moto_by_polling_within_200ms():
             assert imds.ips(eni["MacAddress"]) == eni_ips(ec2, eni["NetworkInterfaceId"])
 
 
+def test_launched_instance_appears_and_terminated_goes(server, topo, ec2):
+    res = ec2.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1,
+                            InstanceType="t3.large", SubnetId=topo.subnet_id)
+    iid = res["Instances"][0]["InstanceId"]
+    imds = Imds(server.url, iid)
+    wait_for(lambda: imds.text("/latest/meta-data/instance-id") == iid, 1.5, "a new instance")
+    assert imds.text("/latest/meta-data/instance-type") == "t3.large"
+    ec2.terminate_instances(InstanceIds=[iid])
+    wait_for(lambda: imds.get("/latest/meta-data/instance-id")[0] == 404, 2.5,
+             "a terminated instance gone")
+
+
 def test_attached_eni_appears_and_detached_eni_goes(server, topo, ec2, fc):
     inst = topo.instances[2]
     imds = as_instance(server, topo, 2)
