@@ -282,9 +282,13 @@ class Fabric:
             for eni_id, link in list(self._links_by_eni.items()):
                 if want.get(eni_id) != link.spec:
                     self._remove_link(link)
+            failed = []
             for eni_id, spec in want.items():
                 if eni_id not in self._links_by_eni:
-                    self._add_link(spec)
+                    try:
+                        self._add_link(spec)
+                    except (OSError, KeyError) as e:  # the other ENIs still get their links
+                        failed.append(f"{eni_id}: {e}")
             desired = routes.desired_routes(snap, self._links_by_eni)
             put, gone = routes.diff(self._routes, desired)
             for cidr in gone:
@@ -296,6 +300,8 @@ class Fabric:
                                           onlink=True)
                 self._routes[cidr] = eni_id
             self.snapshot = snap
+            if failed:
+                raise RuntimeError("ENI links not made: " + "; ".join(failed))
             self.version = snap.version
             self._synced.notify_all()
 
@@ -410,7 +416,10 @@ class Fabric:
         try:
             veth = wiring.host_veth_name(ns.path, name)
             if device_index and device_index not in node.tables:
-                wiring.setup_eni_table(node.ns.nl, device_index, self.router)
+                link = node.links.get(device_index)
+                router = (routes.router_of(self._subnet_cidr(link.spec.subnet_id)) if link
+                          else self.router)
+                wiring.setup_eni_table(node.ns.nl, device_index, router)
                 node.tables.add(device_index)
             wiring.wire(node.ns.nl, ns.nl, ns.fd, ip, veth, device_index=device_index)
         except BaseException:
