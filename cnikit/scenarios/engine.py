@@ -78,7 +78,7 @@ class RunResult:
     warnings: list[dict] = field(default_factory=list)
     history: list[dict] = field(default_factory=list)
     imds_events: list[dict] = field(default_factory=list)
-    gate_audit: list[dict] = field(default_factory=list)
+    audit: list[dict] = field(default_factory=list)  # the gate's mutating EC2 calls
     daemon_views: dict = field(default_factory=dict)  # node name -> last status
     daemon_events: dict = field(default_factory=dict)  # node name -> decisions it logged
     nodes: list[dict] = field(default_factory=list)
@@ -467,6 +467,8 @@ def run_scenario(sc: Scenario, profile: str = "hardened", seed: int = 1, ec2: st
             ctx.run_for(observe)
         except ScenarioFailed as e:
             result.error = str(e)
+        if ctx.schedule:
+            history.info(SCENARIO, "schedule", {"seed": seed, "operations": ctx.schedule})
         history.info(SCENARIO, "end", {"error": result.error})
         _collect(result, ctx, cluster)
     finally:
@@ -502,7 +504,7 @@ def _collect(result: RunResult, ctx: Ctx, cluster) -> None:
         result.imds_events = ctx.imds.events()
     except Exception as e:  # noqa: BLE001
         result.imds_events = [{"error": str(e)}]
-    result.gate_audit = [_jsonable(r) for r in cluster.cloud.gate.audit.records()]
+    result.audit = [_jsonable(r) for r in cluster.cloud.gate.audit.records()]
     owners = cluster.cloud.gate.owners()
     for n, node in enumerate(cluster.fabric.nodes):
         enis = [{"eni_id": e.eni_id, "mac": e.mac, "device_index": e.device_index,

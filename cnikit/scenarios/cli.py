@@ -1,0 +1,377 @@
+"""`cnikit demo`, `cnikit scenarios`, `cnikit run`, `cnikit matrix`, `cnikit up`.
+
+Exit codes: 0 every invariant held (or, for demo/matrix, every verdict as expected),
+1 a violation (evidence printed), 2 bad usage or an unusable environment (one line).
+Progress goes to stderr; results to stdout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import json
+import logging
+import signal
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from cnikit.errors import CnikitError, UsageError
+from cnikit.scenarios.engine import PROFILES
+
+DEMO_SCENARIO = "imds-stale-equal-length"
+
+
+def _quiet_logs() -> None:
+    # Servers running in this process log their retries; the run's story is the output.
+    logging.getLogger().addHandler(logging.NullHandler())
+    for name in ("fault_imds", "cnikit", "botocore", "urllib3", "aiohttp"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """SIGTERM tears down like Ctrl-C does (the finally blocks remove everything)."""
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False)
+
+
+@contextlib.contextmanager
+def _progress(label: str):
+    """A spinner on stderr whose text follows the engine's progress messages."""
+    console = _console()
+    if not console.is_terminal:
+        yield lambda msg: console.print(f"[dim]{msg}[/dim]")
+        return
+    with console.status(label) as status:
+        yield lambda msg: status.update(msg)
+
+
+def _profile_option(default="hardened"):
+    return click.option("--profile", "-p", default=default, show_default=True,
+                        type=click.Choice(PROFILES), help="daemon profile")
+
+
+def _ec2_options(f):
+    f = click.option("--ec2-endpoint", default=None,
+                     help="URL of a running moto/LocalStack to put behind the gate")(f)
+    f = click.option("--ec2", default="moto", show_default=True,
+                     type=click.Choice(["moto", "localstack"]), help="EC2 upstream")(f)
+    return f
+
+
+# ---- cnikit scenarios ------------------------------------------------------------------
+
+@click.command("scenarios")
+@click.option("--verbose", "-v", is_flag=True, help="also the expected verdicts and why")
+def scenarios_cmd(verbose: bool) -> None:
+    """List the scenarios, one line each."""
+    from cnikit import scenarios
+
+    width = max(len(n) for n in scenarios.names())
+    for name in scenarios.names():
+        sc = scenarios.get(name)
+        click.echo(f"{name:<{width}}  {sc.description}")
+        if verbose:
+            exp = ", ".join(f"{p}: {sc.expected.get(p) or 'not asserted'}" for p in PROFILES)
+            click.echo(f"{'':<{width}}  expected {exp}")
+            click.echo(f"{'':<{width}}  why: {sc.why}")
+
+
+# ---- cnikit run ------------------------------------------------------------------------
+
+def _print_result(r, out=None) -> None:
+    echo = out or click.echo
+    verdict = r.verdict.upper()
+    exp = f" (expected {r.expected})" if r.expected else ""
+    echo(f"{r.scenario} [{r.profile}] seed {r.seed}: {verdict}{exp} in {r.seconds:.1f}s")
+    if r.error:
+        echo(f"  scenario error: {r.error}")
+    for line in r.evidence():
+        echo(f"  {line}")
+    if r.report:
+        echo(f"  report: {r.report.get('html') or r.report.get('json')}")
+
+
+def default_report_dir(scenario: str, profile: str, seed: int) -> Path:
+    return Path("reports") / scenario / f"{profile}-seed{seed}"
+
+
+@click.command("run")
+@click.argument("scenario")
+@_profile_option()
+@_ec2_options
+@click.option("--seed", default=1, show_default=True, type=int)
+@click.option("--report", "report_dir", default=None, type=click.Path(file_okay=False),
+              help="report directory [default: reports/SCENARIO/PROFILE-seedN]")
+@click.option("--duration", default=None, type=float,
+              help="seconds of chaos (random-chaos; others ignore it)")
+def run_cmd(scenario, profile, ec2, ec2_endpoint, seed, report_dir, duration) -> None:
+    """Run one scenario against one profile: exit 0 holds, 1 violation, 2 unusable."""
+    from cnikit import scenarios
+
+    _quiet_logs()
+    sc = scenarios.get(scenario)
+    report_dir = report_dir or default_report_dir(sc.name, profile, seed)
+    with _sigterm_as_interrupt(), _progress(f"{scenario} [{profile}]") as say:
+        r = scenarios.run_scenario(sc, profile=profile, seed=seed, ec2=ec2,
+                                   ec2_endpoint=ec2_endpoint, report_dir=report_dir,
+                                   duration=duration, progress=say)
+    _print_result(r)
+    if r.verdict == "error":
+        raise CnikitError(f"{scenario}: could not complete: {r.error}")
+    sys.exit(0 if r.verdict == "holds" else 1)
+
+
+# ---- cnikit matrix -----------------------------------------------------------------------
+
+def run_matrix(names: list[str], profiles: list[str], seeds: int, first_seed: int = 1,
+               report_root: Path | None = None, progress=None, duration: float | None = None,
+               on_result=None) -> dict:
+    """{scenario: {profile: {"verdict", "seconds", "report", "expected", "runs": [...]}}}"""
+    from cnikit import scenarios
+
+    out: dict = {}
+    for name in names:
+        sc = scenarios.get(name)
+        for profile in profiles:
+            runs = []
+            for seed in range(first_seed, first_seed + seeds):
+                rdir = None
+                if report_root is not None:
+                    rdir = Path(report_root) / name / f"{profile}-seed{seed}"
+                r = scenarios.run_scenario(sc, profile=profile, seed=seed, report_dir=rdir,
+                                           progress=progress, duration=duration)
+                runs.append({"seed": seed, "verdict": r.verdict, "seconds": r.seconds,
+                             "report": r.report.get("html") or r.report.get("json"),
+                             "error": r.error, "evidence": r.evidence(3)})
+                if on_result is not None:
+                    on_result(r)
+            verdicts = {x["verdict"] for x in runs}
+            cell = {"verdict": verdicts.pop() if len(verdicts) == 1 else "mixed",
+                    "seconds": round(sum(x["seconds"] for x in runs) / len(runs), 2),
+                    "report": runs[-1]["report"], "expected": sc.expected.get(profile),
+                    "runs": runs}
+            out.setdefault(name, {})[profile] = cell
+    return out
+
+
+def matrix_ok(m: dict) -> bool:
+    return all(c["expected"] is None or c["verdict"] == c["expected"]
+               for row in m.values() for c in row.values())
+
+
+def _table(m: dict, profiles: list[str]):
+    from rich.table import Table
+
+    t = Table(title="cnikit matrix")
+    t.add_column("scenario")
+    for p in profiles:
+        t.add_column(p)
+    for name, row in m.items():
+        cells = []
+        for p in profiles:
+            c = row.get(p)
+            if c is None:
+                cells.append("")
+                continue
+            style = "green" if c["verdict"] == "holds" else "red"
+            mark = "" if c["expected"] in (None, c["verdict"]) else " [bold]!= " + c["expected"] + "[/bold]"
+            cells.append(f"[{style}]{c['verdict']}[/{style}] {c['seconds']:.0f}s{mark}")
+        t.add_row(name, *cells)
+    return t
+
+
+@click.command("matrix")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object")
+@click.option("--seeds", default=1, show_default=True, type=click.IntRange(1, 100),
+              help="seeds per cell (1..N); a cell is 'mixed' when they disagree")
+@click.option("--scenario", "-s", "only", multiple=True, help="only these scenarios")
+@click.option("--profile", "-p", "profiles", multiple=True, type=click.Choice(PROFILES),
+              help="only these profiles")
+@click.option("--report", "report_root", default="reports/matrix", show_default=True,
+              type=click.Path(file_okay=False))
+def matrix_cmd(as_json, seeds, only, profiles, report_root) -> None:
+    """Every scenario against every profile: exit 0 when every verdict is as expected."""
+    from cnikit import scenarios
+
+    _quiet_logs()
+    names = list(only) or scenarios.names()
+    for n in names:
+        scenarios.get(n)
+    profiles = list(profiles) or list(PROFILES)
+    total = len(names) * len(profiles) * seeds
+    console = _console()
+    done = [0]
+
+    def on_result(r):
+        done[0] += 1
+        ok = "" if r.expected in (None, r.verdict) else f" (expected {r.expected})"
+        console.print(f"[{done[0]}/{total}] {r.scenario} [{r.profile}] seed {r.seed}: "
+                      f"{r.verdict}{ok} {r.seconds:.1f}s")
+
+    t0 = time.monotonic()
+    with _sigterm_as_interrupt(), _progress("matrix") as say:
+        m = run_matrix(names, profiles, seeds, report_root=Path(report_root), progress=say,
+                       on_result=on_result)
+    if as_json:
+        click.echo(json.dumps(m, indent=1))
+    else:
+        from rich.console import Console
+
+        Console().print(_table(m, profiles))
+        click.echo(f"{total} runs in {time.monotonic() - t0:.0f}s; reports under {report_root}")
+    sys.exit(0 if matrix_ok(m) else 1)
+
+
+# ---- cnikit demo -------------------------------------------------------------------------
+
+def _octets(ips, subnet: str) -> list[str]:
+    net = ipaddress.ip_network(subnet, strict=False) if subnet else None
+    out = []
+    for ip in sorted(ips, key=lambda s: ipaddress.ip_address(s)):
+        if net is not None and ipaddress.ip_address(ip) in net:
+            out.append("." + ip.rsplit(".", 1)[1])
+        else:
+            out.append(ip)
+    return out
+
+
+class DemoPrinter:
+    """Prints, at each step of the replay, the node's ENI as EC2, IMDS and the daemon see it."""
+
+    def __init__(self, echo=click.echo):
+        self.echo = echo
+        self.n = 0
+
+    def __call__(self, ctx, title: str, focus: dict) -> None:
+        self.n += 1
+        eni_id, node, mac = focus.get("eni"), focus.get("node", 0), focus.get("mac")
+        if not eni_id:
+            self.echo(f"  {self.n:>2}. {title}")
+            return
+        eni = ctx.ec2_eni(eni_id)
+        primary = eni.primary_ip
+        subnet = ctx.fabric.topo.subnet_cidr
+        ec2 = set(eni.ips) - {primary}
+        imds_raw = ctx.imds_served(node, mac)
+        imds = set(imds_raw or []) - {primary}
+        st = ctx.status(node)
+        daemon = set(st["enis"].get(eni_id, {}).get("ips", []))
+        held = {a["ip"] for a in st["assignments"]}
+        pods = {p.ip for p in ctx.pods.values() if p.node.index == node}
+
+        def marked(ips):
+            return " ".join(f"{o}{'*' if ip in pods else ''}"
+                            for o, ip in zip(_octets(ips, subnet),
+                                             sorted(ips, key=lambda s: ipaddress.ip_address(s)),
+                                             strict=True))
+
+        self.echo(f"  {self.n:>2}. +{ctx.elapsed():4.1f}s {title}")
+        self.echo(f"      EC2     ({len(ec2):>2}) {marked(ec2)}")
+        self.echo(f"      IMDS    ({len(imds):>2}) {marked(imds)}"
+                  + ("" if imds_raw is not None else "  (ENI not served)"))
+        self.echo(f"      daemon  ({len(daemon):>2}) {marked(daemon)}")
+        notes = []
+        if imds - ec2:
+            notes.append(f"IMDS still lists {len(imds - ec2)} IP(s) EC2 released")
+        if ec2 - imds:
+            notes.append(f"IMDS misses {len(ec2 - imds)} IP(s) EC2 assigned")
+        lost = pods - daemon - held
+        if lost:
+            notes.append(f"daemon dropped pod IP(s) {' '.join(_octets(lost, subnet))}")
+        dark = pods - ec2
+        if dark:
+            notes.append(f"EC2 no longer assigns pod IP(s) {' '.join(_octets(dark, subnet))}")
+        if len(daemon) == len(imds) and daemon != imds:
+            notes.append("lengths equal, contents differ")
+        if notes:
+            self.echo("      -> " + "; ".join(notes))
+
+
+@click.command("demo")
+@click.option("--seed", default=1, show_default=True, type=int)
+@click.option("--report", "report_root", default="reports/demo", show_default=True,
+              type=click.Path(file_okay=False))
+def demo_cmd(seed, report_root) -> None:
+    """Replay upstream 3019 on vpc-cni-1.18.3 (must break) then hardened (must hold)."""
+    from cnikit import scenarios
+
+    _quiet_logs()
+    sc = scenarios.get(DEMO_SCENARIO)
+    click.echo("cnikit demo: upstream issue 3019 (stale IMDS, equal lengths), replayed on a live VPC")
+    click.echo("  views of node 0's ENI: secondary IPs as last octets, * = held by a running pod")
+    ok = True
+    t0 = time.monotonic()
+    for profile, want in (("vpc-cni-1.18.3", "violation"), ("hardened", "holds")):
+        click.echo(f"\n== {profile} (expected: {want})")
+        with _sigterm_as_interrupt(), _progress(f"demo [{profile}]") as say:
+            r = scenarios.run_scenario(sc, profile=profile, seed=seed, on_step=DemoPrinter(),
+                                       report_dir=Path(report_root) / profile, progress=say)
+        _print_result(r)
+        ok &= r.verdict == want
+    click.echo(f"\ndemo {'as expected' if ok else 'NOT as expected'} "
+               f"in {time.monotonic() - t0:.1f}s")
+    sys.exit(0 if ok else 1)
+
+
+# ---- cnikit up ---------------------------------------------------------------------------
+
+@click.command("up")
+@click.option("--nodes", default=2, show_default=True, type=click.IntRange(1, 20))
+@click.option("--pods", default=4, show_default=True, type=click.IntRange(0, 500))
+@_profile_option()
+@_ec2_options
+def up_cmd(nodes, pods, profile, ec2, ec2_endpoint) -> None:
+    """A live VPC (nodes, daemons, pods) kept until Ctrl-C."""
+    from cnikit.runtime import require_root
+    from cnikit.scenarios.engine import DEFAULT_SCALE, make_cluster
+
+    _quiet_logs()
+    require_root("cnikit up")
+    with _sigterm_as_interrupt():
+        cluster = make_cluster(nodes, profile, DEFAULT_SCALE, {}, 1, ec2, ec2_endpoint)
+        try:
+            with _progress("bringing the VPC up") as say:
+                say(f"starting {nodes} node(s)")
+                cluster.start()
+                for i in range(pods):
+                    say(f"pod {i + 1}/{pods}")
+                    cluster.add_pod(i % nodes, f"pod-{i + 1}")
+            f = cluster.fabric
+            click.echo(f"run id        {f.rid}")
+            click.echo(f"EC2 endpoint  {cluster.cloud.endpoint}   (faults: "
+                       f"{cluster.cloud.endpoint}/_cnikit/faults)")
+            click.echo(f"IMDS          {cluster.imds.url}")
+            click.echo(f"fault control {cluster.imds.control_url}/faults")
+            for n, node in enumerate(f.nodes):
+                click.echo(f"node {n}  {node.instance_id}  netns {node.name}  "
+                           f"daemon socket {cluster.daemons[n].socket_path}")
+            for p in f.pods.values():
+                click.echo(f"  pod {p.name}  {p.ip}  on node {p.node.index}")
+            click.echo("Ctrl-C tears everything down.")
+            sys.stdout.flush()
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            click.echo("tearing down", err=True)
+        finally:
+            cluster.close()
+
+
+__all__ = ["demo_cmd", "matrix_cmd", "run_cmd", "scenarios_cmd", "up_cmd", "UsageError"]
