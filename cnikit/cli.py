@@ -20,6 +20,11 @@ COMMANDS: dict[str, str] = {
     "ec2": "cnikit.cloud.cli:ec2",
     "daemon": "cnikit.daemon.main:daemon",
     "cleanup": "cnikit.fabric.cli:cleanup",
+    "demo": "cnikit.scenarios.cli:demo_cmd",
+    "scenarios": "cnikit.scenarios.cli:scenarios_cmd",
+    "run": "cnikit.scenarios.cli:run_cmd",
+    "matrix": "cnikit.scenarios.cli:matrix_cmd",
+    "up": "cnikit.scenarios.cli:up_cmd",
 }
 
 
