@@ -16,7 +16,7 @@ import socket
 import struct
 import threading
 import time
-from dataclasses import dataclass
+from typing import NamedTuple
 
 NETLINK_ROUTE = 0
 # message types
@@ -66,8 +66,7 @@ class NetlinkError(OSError):
     """The kernel refused a request: errno plus what was asked."""
 
 
-@dataclass(frozen=True)
-class Link:
+class Link(NamedTuple):
     index: int
     name: str
     mac: str
@@ -75,15 +74,13 @@ class Link:
     oper_up: bool = False  # carrier on and the kernel's link watcher has opened its queue
 
 
-@dataclass(frozen=True)
-class Addr:
+class Addr(NamedTuple):
     index: int
     ip: str
     prefixlen: int
 
 
-@dataclass(frozen=True)
-class Route:
+class Route(NamedTuple):
     dst: str  # "a.b.c.d/len", "default" for 0.0.0.0/0
     gateway: str | None
     oif: int | None
@@ -92,16 +89,14 @@ class Route:
     onlink: bool
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(NamedTuple):
     priority: int
     src: str | None  # "a.b.c.d/len"
     dst: str | None
     table: int
 
 
-@dataclass(frozen=True)
-class Neigh:
+class Neigh(NamedTuple):
     index: int
     ip: str
     mac: str | None

@@ -21,7 +21,7 @@ import contextlib
 import errno
 import hashlib
 import os
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from cnikit.fabric import netns
 from cnikit.fabric.netlink import RT_TABLE_MAIN, Netlink, NetlinkError
@@ -48,8 +48,7 @@ def eni_table(device_index: int) -> int:
     return device_index + 1
 
 
-@dataclass(frozen=True)
-class PodWiring:
+class PodWiring(NamedTuple):
     ip: str
     host_veth: str
     host_mac: str
