@@ -25,6 +25,8 @@ from cnikit.daemon.cluster import SHM, CniCluster, state_root
 
 # 10.<n>.0.0/16 per cluster; shared by every kit of this process.
 _vpc_numbers = itertools.count()
+# The monitor's default is 1 s; tests are short, and a status call over the socket is cheap.
+DAEMON_VIEW_INTERVAL = 0.25
 _vpc_lock = threading.Lock()
 
 
@@ -168,14 +170,41 @@ class Invariants:
         if id(cluster) in self.watches:
             return
         w = Watch(cluster.fabric, leak_grace=self.leak_grace, daemon_view=cluster.daemon_ips)
+        w.monitor.daemon_interval = DAEMON_VIEW_INTERVAL
         w.start()
         w.sync_ownership()
+        w.cluster = cluster
         self.watches[id(cluster)] = w
+        self._sample_daemons(w)
+
+    @staticmethod
+    def _sample_daemons(w) -> None:
+        """One daemon view of every node now (the monitor samples only every interval): the
+        report then shows the datastore from the first moment to the last."""
+        from cnikit.check.history import MONITOR
+
+        for inst in sorted(w.monitor.instances):
+            try:
+                ips = w.cluster.daemon_ips(inst)
+            except Exception as e:  # noqa: BLE001 - a daemon down is an observation
+                w.history.info(MONITOR, "daemon-view-error", {"instance_id": inst, "error": str(e)})
+                continue
+            if ips is not None:
+                w.history.info(MONITOR, "daemon-view", {"instance_id": inst, "ips": sorted(ips),
+                                                        "at": time.time()})
 
     def detach(self, cluster: Cluster) -> None:
         w = self.watches.get(id(cluster))
         if w is not None:
-            w.stop()
+            self._stop(w)
+
+    def _stop(self, w) -> None:
+        if getattr(w, "stopped", False):
+            return
+        w.sync_ownership(timeout=2)
+        self._sample_daemons(w)
+        w.stop()
+        w.stopped = True
 
     @property
     def history(self):
@@ -203,7 +232,7 @@ class Invariants:
         from cnikit.report import build, summary, write_report
 
         for w in self.watches.values():
-            w.stop()
+            self._stop(w)
         lines, all_v, reports = [], [], []
         watches = list(self.watches.values())
         for k, w in enumerate(watches):

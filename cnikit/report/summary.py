@@ -67,6 +67,9 @@ def sentence(tl: Timeline, v: dict) -> str:
     kind, subject, d = v.get("kind"), v.get("subject"), v.get("detail") or {}
     since, until = v.get("since"), v.get("until")
     span = f"at {rel(tl, since)}" + (f" until {rel(tl, until)}" if until else " (still at the end)")
+    if kind == "unreachable" and until is not None and until == since:
+        return (f"pod {subject} was blamed for a moment at {rel(tl, since)} (one side of the "
+                "first failing pair, until the next pair showed which pod was lost)")
     if kind == "unreachable":
         pod = _pod(tl, subject)
         ip = pod.ip if pod else "?"

@@ -118,7 +118,8 @@ def _time_range(history: list[dict], imds_events: list[dict], violations: list[d
     if not times:
         return 0.0, 1.0
     t0, t1 = min(times), max(times)
-    return t0, max(t1, t0 + 0.001)
+    # A little room after the last record, so what began at the end still shows.
+    return t0, t1 + max((t1 - t0) * 0.03, 0.05)
 
 
 def build(history: list[dict], imds_events: list[dict] | None = None,

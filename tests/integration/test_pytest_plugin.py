@@ -86,6 +86,24 @@ def test_a_broken_pod_fails_the_test_with_the_statement_and_report(outcome):
     doc = json.loads(Path(path).with_name("report.json").read_text())
     assert doc["verdict"] == "violation"
     assert any(v["kind"] == "unreachable" and v["subject"] == name for v in doc["violations"])
+    # The report of a real run: valid JSON, every view recorded, HTML self-contained.
+    from cnikit.report import SCHEMA
+
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(doc, SCHEMA)
+    fs = {e["f"] for e in doc["history"]}
+    assert {"ownership", "daemon-view", "pod-add", "fail"} <= fs
+    assert any(e["type"] == "served" for e in doc["imds_events"])
+    assert any(r["action"] == "UnassignPrivateIpAddresses" for r in doc["audit"])
+    html = Path(path).read_text()
+    from tests.unit.test_report import parse
+
+    p = parse(html)
+    text = " ".join(p.text)
+    assert text.count("daemon datastore") >= 2 and f"IP {ip}" in text
+    assert [a for t, a in p.tags if t == "g" and a.get("class") == "vmark"]
+    assert "http://" not in html and "https://" not in html
+    assert not [t for t, _ in p.tags if t in ("script", "link", "img", "iframe")]
 
 
 def test_without_report_option_a_failure_still_writes_one(pytester):
