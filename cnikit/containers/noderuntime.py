@@ -72,7 +72,7 @@ def make_daemon(runtime: str, state_dir: str | os.PathLike, env: dict[str, str],
     engine = {"podman": Podman, "docker": Docker}.get(runtime)
     if engine is None:
         raise UsageError(f"runtime {runtime!r} is not one of {', '.join(RUNTIMES)}")
-    return ContainerDaemon(engine(), state_dir, env=env, netns=netns, name=name, run_id=run_id)
+    return ContainerDaemon(engine().require(), state_dir, env=env, netns=netns, name=name, run_id=run_id)
 
 
 class Docker:
