@@ -40,10 +40,26 @@ def pytest_addoption(parser) -> None:
         help="EC2 upstream behind the gate (default: embedded moto)",
     )
     group.addoption("--cnikit-report", default=None, help="directory for run reports")
+    group.addoption(
+        "--cnikit-runtime",
+        default=None,
+        choices=("process", "podman", "docker"),
+        help="how each node's daemon runs (default $CNIKIT_RUNTIME or process)",
+    )
 
 
 def pytest_configure(config) -> None:
     config.addinivalue_line("markers", "cnikit: uses the cnikit fixtures")
+    runtime = config.getoption("--cnikit-runtime", None)
+    if runtime:
+        from cnikit.containers.noderuntime import check_runtime
+        from cnikit.errors import CnikitError
+
+        try:
+            check_runtime(runtime)
+        except CnikitError as e:
+            raise pytest.UsageError(f"--cnikit-runtime {runtime}: {e}") from None
+        os.environ["CNIKIT_RUNTIME"] = runtime  # CniCluster's default runtime
 
 
 def pytest_report_header(config) -> str:
