@@ -17,3 +17,8 @@ def cleanup(quiet: bool) -> None:
     report = remove_dead_runs()
     if report or not quiet:
         click.echo(f"cnikit cleanup: {report.summary()}")
+    from cnikit.containers.cleanup import remove_dead_containers
+
+    containers = remove_dead_containers()
+    if containers or not quiet:
+        click.echo(f"cnikit cleanup: removed {len(containers)} kit containers")
