@@ -18,6 +18,7 @@ from pathlib import Path
 
 import click
 
+from cnikit.containers.options import runtime_option
 from cnikit.errors import CnikitError, UsageError
 from cnikit.scenarios.engine import PROFILES
 
@@ -113,6 +114,7 @@ def default_report_dir(scenario: str, profile: str, seed: int) -> Path:
 
 
 @click.command("run")
+@runtime_option
 @click.argument("scenario")
 @_profile_option()
 @_ec2_options
@@ -333,6 +335,7 @@ def demo_cmd(seed, report_root) -> None:
 # ---- cnikit up ---------------------------------------------------------------------------
 
 @click.command("up")
+@runtime_option
 @click.option("--nodes", default=2, show_default=True, type=click.IntRange(1, 20))
 @click.option("--pods", default=4, show_default=True, type=click.IntRange(0, 500))
 @_profile_option()
