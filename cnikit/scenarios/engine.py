@@ -380,6 +380,16 @@ class Ctx:
     def ec2_eni(self, eni_id: str):
         return self.gate.owners().enis.get(eni_id)
 
+    def wait_imds_follows(self, node: int, eni_id: str, timeout: float = 10.0) -> None:
+        """Wait until IMDS serves the ENI as EC2 has it (before freezing it, say)."""
+        def same():
+            eni = self.ec2_eni(eni_id)
+            pd = bool(eni.prefixes)
+            served = self.imds_served(node, eni.mac, "ipv4-prefix" if pd else "local-ipv4s")
+            return served is not None and set(served) == set(eni.prefixes if pd else eni.ips)
+
+        self.wait_until(same, timeout, f"IMDS to follow EC2 on {eni_id}")
+
     def imds_served(self, node: int, mac: str, entry: str = "local-ipv4s") -> list[str] | None:
         """What the IMDS serves the node for one MAC right now (None: not served)."""
         import urllib.error
@@ -455,7 +465,9 @@ def run_scenario(sc: Scenario, profile: str = "hardened", seed: int = 1, ec2: st
     watch = sampler = ctx = None
     try:
         cluster.start()
-        watch = Watch(cluster.fabric, history, leak_grace=max(5.0, 60 * scale)).start()
+        watch = Watch(cluster.fabric, leak_grace=max(5.0, 60 * scale)).start()
+        # The watch's own history (an empty History is falsy: Watch would not take ours).
+        history = watch.history
         sampler = DaemonSampler(cluster, history).start()
         ctx = Ctx(cluster, watch, seed, profile, scale, duration, on_step)
         result.started = started = time.time()

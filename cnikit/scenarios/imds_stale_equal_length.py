@@ -39,6 +39,7 @@ def run(ctx: Ctx) -> None:
     ctx.wait_within_targets(NODE)
     ctx.step(f"{M} pods; EC2, IMDS and the datastore agree", **focus)
 
+    ctx.wait_imds_follows(NODE, eni.eni_id)
     stale = ctx.imds_fault("stale", target={"mac": eni.mac})
     frozen = set(ctx.imds_served(NODE, eni.mac) or []) - {eni.primary_ip}
     ctx.step("IMDS stops following the ENI (stale)", **focus)

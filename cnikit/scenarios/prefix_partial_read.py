@@ -43,6 +43,7 @@ def run(ctx: Ctx) -> None:
     target = min(held, key=lambda p: by_prefix[p])
     ctx.step(f"pods on {len(held)} prefixes", **focus)
 
+    ctx.wait_imds_follows(NODE, eni.eni_id)
     partial = ctx.imds_fault("missing", target={"mac": eni.mac, "ips": [target]})
     ctx.step(f"IMDS serves ipv4-prefix without {target}", **focus)
     ctx.restart_daemon(NODE)

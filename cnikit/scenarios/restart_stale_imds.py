@@ -28,6 +28,7 @@ def run(ctx: Ctx) -> None:
     focus = {"node": NODE, "eni": eni.eni_id, "mac": eni.mac}
     pods = fill(ctx, NODE, 5)
     ctx.wait_within_targets(NODE)
+    ctx.wait_imds_follows(NODE, eni.eni_id)
     stale = ctx.imds_fault("stale", target={"mac": eni.mac})
     frozen = set(ctx.imds_served(NODE, eni.mac) or []) - {eni.primary_ip}
     ctx.step("IMDS frozen", **focus)
