@@ -51,7 +51,8 @@ def _load() -> None:
 
 def names() -> list[str]:
     _load()
-    return list(_REGISTRY)
+    order = {f"cnikit.scenarios.{m}": i for i, m in enumerate(MODULES)}
+    return sorted(_REGISTRY, key=lambda n: order.get(_REGISTRY[n].fn.__module__, len(order)))
 
 
 def get(name: str) -> Scenario:

@@ -1,0 +1,39 @@
+"""Options of the scenario suite: --scenario-seeds N (default 1; 5 for the acceptance run),
+--chaos-duration S and --chaos-seeds N for the long random-chaos run (opt-in: -m chaos_long)."""
+
+from __future__ import annotations
+
+
+def pytest_addoption(parser) -> None:
+    group = parser.getgroup("cnikit scenarios")
+    group.addoption("--scenario-seeds", type=int, default=1,
+                    help="seeds per scenario x profile cell (default 1)")
+    group.addoption("--chaos-duration", type=float, default=60.0,
+                    help="seconds of random-chaos in the long chaos test (default 60)")
+    group.addoption("--chaos-seeds", type=int, default=10,
+                    help="seeds of the long chaos test (default 10)")
+
+
+def pytest_configure(config) -> None:
+    config.addinivalue_line("markers", "chaos_long: random-chaos for minutes (opt-in: -m chaos_long)")
+
+
+def pytest_generate_tests(metafunc) -> None:
+    if "seed" in metafunc.fixturenames and "scenario_cell" in metafunc.fixturenames:
+        n = metafunc.config.getoption("--scenario-seeds")
+        metafunc.parametrize("seed", list(range(1, n + 1)), ids=[f"seed{s}" for s in range(1, n + 1)])
+    if "chaos_seed" in metafunc.fixturenames:
+        n = metafunc.config.getoption("--chaos-seeds")
+        metafunc.parametrize("chaos_seed", list(range(1, n + 1)),
+                             ids=[f"seed{s}" for s in range(1, n + 1)])
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    import pytest
+
+    if "chaos_long" in (config.getoption("-m") or ""):
+        return
+    skip = pytest.mark.skip(reason="long random-chaos: opt in with -m chaos_long")
+    for item in items:
+        if "chaos_long" in item.keywords:
+            item.add_marker(skip)
