@@ -55,12 +55,14 @@ def _console():
 @contextlib.contextmanager
 def _progress(label: str):
     """A spinner on stderr whose text follows the engine's progress messages."""
+    from rich.markup import escape
+
     console = _console()
     if not console.is_terminal:
-        yield lambda msg: console.print(f"[dim]{msg}[/dim]")
+        yield lambda msg: console.print(msg, markup=False, style="dim")
         return
     with console.status(label) as status:
-        yield lambda msg: status.update(msg)
+        yield lambda msg: status.update(escape(msg))
 
 
 def _profile_option(default="hardened"):
@@ -225,7 +227,7 @@ def matrix_cmd(as_json, seeds, only, profiles, report_root) -> None:
         done[0] += 1
         ok = "" if r.expected in (None, r.verdict) else f" (expected {r.expected})"
         console.print(f"[{done[0]}/{total}] {r.scenario} [{r.profile}] seed {r.seed}: "
-                      f"{r.verdict}{ok} {r.seconds:.1f}s")
+                      f"{r.verdict}{ok} {r.seconds:.1f}s", markup=False)
 
     t0 = time.monotonic()
     with _sigterm_as_interrupt(), _progress("matrix") as say:
