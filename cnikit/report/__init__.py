@@ -23,6 +23,9 @@ from cnikit.errors import UsageError
 SCHEMA_VERSION = "cnikit-report/1"
 FIELDS = ("scenario", "profile", "seed", "verdict", "seconds", "violations", "warnings",
           "history", "imds_events", "audit", "versions")
+# Kept in report.json when a RunResult has them (cnikit.scenarios.engine).
+EXTRAS = ("description", "expected", "error", "params", "nodes", "steps", "schedule",
+          "daemon_views", "daemon_events")
 
 # The shape of report.json, as a JSON Schema (draft 2020-12); tests validate against it.
 SCHEMA = {
@@ -34,7 +37,7 @@ SCHEMA = {
         "scenario": {"type": ["string", "null"]},
         "profile": {"type": ["string", "null"]},
         "seed": {"type": ["integer", "null"]},
-        "verdict": {"enum": ["holds", "violation"]},
+        "verdict": {"enum": ["holds", "violation", "error"]},
         "seconds": {"type": ["number", "null"]},
         "started": {"type": "number"},
         "ended": {"type": "number"},
@@ -92,17 +95,23 @@ def normalize(result) -> dict:
     if isinstance(result, dict):
         raw = dict(result)
     else:
-        raw = {k: getattr(result, k) for k in FIELDS if hasattr(result, k)}
+        raw = {k: getattr(result, k) for k in FIELDS + EXTRAS if hasattr(result, k)}
         if not raw:
             raise UsageError(f"cannot report on a {type(result).__name__}: "
                              "expected a RunResult or a dict")
     doc = {k: _plain(raw.get(k)) for k in FIELDS}
+    extras = {k: _plain(raw[k]) for k in EXTRAS if raw.get(k) not in (None, [], {})}
     if isinstance(doc.get("imds_events"), dict):  # GET /events answered as a whole
         doc["imds_events"] = doc["imds_events"].get("events", [])
     for k in ("history", "imds_events", "audit"):
         doc[k] = doc[k] or []
         if not isinstance(doc[k], list):
             raise UsageError(f"report field {k!r} must be a list, not {type(doc[k]).__name__}")
+        # A collector's error note ({"error": ...}) is no record: keep it aside.
+        bad = [x for x in doc[k] if not isinstance(x, dict) or "time" not in x]
+        if bad:
+            doc[k] = [x for x in doc[k] if isinstance(x, dict) and "time" in x]
+            extras[f"{k}_unusable"] = bad[:10]
     if raw.get("violations") is None or raw.get("warnings") is None:
         from cnikit.check.invariants import judge
 
@@ -112,11 +121,12 @@ def normalize(result) -> dict:
         if raw.get("warnings") is None:
             doc["warnings"] = [v.to_json() for v in inv.warnings()]
     doc["violations"] = sorted(doc["violations"], key=lambda v: v.get("since") or 0)
-    if doc.get("verdict") not in ("holds", "violation"):
+    if doc.get("verdict") not in ("holds", "violation", "error"):
         doc["verdict"] = "violation" if doc["violations"] else "holds"
     doc["versions"] = {**versions(), **(doc.get("versions") or {})}
     if isinstance(doc.get("seed"), str) and doc["seed"].isdigit():
         doc["seed"] = int(doc["seed"])
+    doc["extras"] = extras
     return doc
 
 
@@ -125,12 +135,17 @@ def build(result) -> tuple[dict, object]:
     from cnikit.report import summary, timeline
 
     doc = normalize(result)
-    tl = timeline.build(doc["history"], doc["imds_events"], doc["audit"], doc["violations"])
+    extras = doc.pop("extras")
+    tl = timeline.build(doc["history"], doc["imds_events"], doc["audit"], doc["violations"],
+                        extras.get("nodes"))
     doc["summary"] = summary.summarize(tl, doc["verdict"], doc["violations"], doc["warnings"])
     doc["started"], doc["ended"] = tl.t0, tl.t1
     ordered = {"schema": SCHEMA_VERSION}
     for k in ("scenario", "profile", "seed", "verdict", "seconds", "started", "ended", "summary",
-              "violations", "warnings", "versions", "history", "imds_events", "audit"):
+              "violations", "warnings", "versions"):
+        ordered[k] = doc.get(k)
+    ordered.update(extras)
+    for k in ("history", "imds_events", "audit"):
         ordered[k] = doc.get(k)
     return ordered, tl
 

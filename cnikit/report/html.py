@@ -202,6 +202,21 @@ def render_svg(tl: Timeline, violations: list[dict]) -> str:
                 svg.rect(f.start, f.end, y, C_FAULT, title, f.label, cls="fault")
         svg.y += len(rows) * (LANE_H + LANE_GAP) + GROUP_GAP
 
+    if tl.steps:
+        svg.label("scenario steps", svg.y, bold=True)
+        svg.add(f'<rect x="{LABEL_W}" y="{svg.y}" width="{PLOT_W}" height="{LANE_H}" class="lane"/>')
+        for n, st in enumerate(tl.steps, 1):
+            x = svg.x(st.start)
+            nxt = svg.x(tl.steps[n].start) if n < len(tl.steps) else LABEL_W + PLOT_W
+            svg.add(f'<g><title>step {n} at {esc(rel(tl, st.start))}: {esc(st.label)}</title>'
+                    f'<circle cx="{x:.1f}" cy="{svg.y + LANE_H / 2}" r="7" fill="#555"/>'
+                    f'<text x="{x:.1f}" y="{svg.y + LANE_H / 2 + 4}" class="vnum">{n}</text></g>')
+            if nxt - x > 40:
+                room = int((nxt - x - 14) / 6.5)
+                svg.add(f'<text x="{x + 10:.1f}" y="{svg.y + LANE_H - 5}" class="lbl">'
+                        f'{esc(st.label[:room])}</text>')
+        svg.y += LANE_H + GROUP_GAP
+
     if tl.calls:
         svg.label("EC2 calls", svg.y, bold=True)
         svg.add(f'<rect x="{LABEL_W}" y="{svg.y}" width="{PLOT_W}" height="{LANE_H}" class="lane"/>')
@@ -218,7 +233,9 @@ def render_svg(tl: Timeline, violations: list[dict]) -> str:
         svg.y += LANE_H + GROUP_GAP
 
     for eni in tl.enis:
-        head = f"{eni.eni_id}" + (f"  ({eni.instance_id})" if eni.instance_id else "")
+        head = f"{eni.eni_id}" + (f"  ({eni.instance_id}" if eni.instance_id else "") + (
+            f", device {eni.device_index})" if eni.device_index is not None
+            else (")" if eni.instance_id else ""))
         svg.label(head, svg.y, bold=True)
         svg.y += LANE_H
         ec2 = eni.ec2
@@ -281,14 +298,15 @@ def render_svg(tl: Timeline, violations: list[dict]) -> str:
         x = svg.x(v["since"])
         level = level + 1 if x - last_x < 20 else 0
         last_x = x
-        cy = bottom + 10 + 20 * (level % 3)
+        cy = int(bottom + 10 + 20 * (level % 3))
         title = f"#{n} {v.get('kind')} {v.get('subject')} at {rel(tl, v['since'])}"
         marks.append(f'<g class="vmark"><title>{esc(title)}</title>'
                      f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{TOP - 4}" y2="{bottom}" stroke="{C_VIOL}" '
                      f'stroke-width="1.5" stroke-dasharray="5,3"/>'
                      f'<circle cx="{x:.1f}" cy="{cy}" r="9" fill="{C_VIOL}"/>'
                      f'<text x="{x:.1f}" y="{cy + 4}" class="vnum">{n}</text></g>')
-    height = bottom + 26 + (40 if len(violations) > 1 else 0)
+    levels = max([0] + [int(m.split('cy="')[1].split('"')[0]) - bottom - 10 for m in marks]) if marks else 0
+    height = bottom + 26 + levels
     width = LABEL_W + PLOT_W + RIGHT
     defs = ('<defs><pattern id="absent" width="6" height="6" patternUnits="userSpaceOnUse" '
             'patternTransform="rotate(45)"><rect width="6" height="6" fill="#eee"/>'
@@ -302,7 +320,8 @@ CSS = """
 body{font:14px/1.4 system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:20px;color:#222}
 h1{font-size:20px;margin:0 0 4px} h2{font-size:16px;margin:22px 0 6px}
 .verdict{display:inline-block;padding:2px 10px;border-radius:4px;color:#fff;font-weight:600}
-.holds{background:#2e7d32} .violation{background:#c62828}
+.holds{background:#2e7d32} .violation{background:#c62828} .error{background:#6d4c41}
+p.err{color:#6d4c41;font-weight:600}
 .meta{color:#555} ul.summary li{margin:3px 0} ul.summary li.v{color:#b71c1c}
 .legend span{display:inline-block;margin:0 14px 4px 0} .legend i{display:inline-block;width:14px;
 height:12px;vertical-align:-1px;margin-right:5px;border-radius:2px}
@@ -352,12 +371,18 @@ def render(doc: dict, tl: Timeline) -> str:
     frows = "".join(
         f"<tr><td>{esc(f.source)}</td><td>{esc(f.label)}</td><td>{esc(rel(tl, f.start))}</td>"
         f"<td>{esc('' if f.instant else rel(tl, f.end))}</td></tr>" for f in tl.faults)
+    srows = "".join(
+        f"<tr><td>{n}</td><td>{esc(rel(tl, st.start))}</td><td>{esc(st.label)}</td></tr>"
+        for n, st in enumerate(tl.steps, 1))
+    error = (f'<p class="err">the run stopped with an error: {esc(doc["error"])}</p>'
+             if doc.get("error") else "")
     versions = " \u00b7 ".join(f"{esc(k)} {esc(v)}" for k, v in (doc.get("versions") or {}).items())
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>
 <style>{CSS}</style></head><body>
 <h1>{esc(title)} <span class="verdict {esc(verdict)}">{esc(verdict)}</span></h1>
 <div class="meta">{meta}</div>
+{f'<p>{esc(doc["description"])}</p>' if doc.get("description") else ""}{error}
 <h2>Summary</h2><ul class="summary">{summary}</ul>
 <h2>Timeline</h2>
 <div class="legend">{legend}</div>
@@ -367,6 +392,7 @@ record.</p>
 <div class="scroll">{render_svg(tl, violations)}</div>
 <h2>Violations</h2>
 {f'<table><tr><th>#</th><th>kind</th><th>subject</th><th>since</th><th>until</th><th>detail</th></tr>{vrows}</table>' if vrows else '<p>none</p>'}
+{f'<h2>Scenario steps</h2><table><tr><th>#</th><th>at</th><th>step</th></tr>{srows}</table>' if srows else ''}
 <h2>Faults</h2>
 {f'<table><tr><th>source</th><th>fault</th><th>from</th><th>to</th></tr>{frows}</table>' if frows else '<p>none</p>'}
 <p class="meta">{versions}</p>

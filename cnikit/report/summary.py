@@ -78,6 +78,9 @@ def sentence(tl: Timeline, v: dict) -> str:
         peers = d.get("failing_pairs")
         if peers:
             s += f", failing with {peers} peer(s)"
+            if not why and d.get("peers"):
+                names = d["peers"][:3]
+                s += f" ({', '.join(names)}{', ...' if peers > len(names) else ''})"
         return s + (f" because {why}" if why else "")
     if kind == "ip-not-owned":
         ip = d.get("ip", "?")
@@ -103,7 +106,7 @@ def summarize(tl: Timeline, verdict: str, violations: list[dict], warnings: list
         for w in warnings:
             kinds[w.get("kind", "?")] = kinds.get(w.get("kind", "?"), 0) + 1
         lines.append("warnings: " + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())))
-    if not violations:
+    if not violations and verdict != "error":
         lines.insert(0, f"every invariant held over {tl.t1 - tl.t0:.1f}s "
                         f"({len(tl.pods)} pods, {len(tl.enis)} ENIs)")
     return lines

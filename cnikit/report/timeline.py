@@ -75,6 +75,7 @@ class Timeline:
     faults: list[Span]
     calls: list[dict]
     pods: list[PodTimeline]
+    steps: list[Span]
     instances: list[str]
     primaries: set[str]
     # ip -> [(time, eni_id or None, instance_id or None)]: every EC2 ownership change
@@ -123,7 +124,9 @@ def _time_range(history: list[dict], imds_events: list[dict], violations: list[d
 
 
 def build(history: list[dict], imds_events: list[dict] | None = None,
-          audit: list[dict] | None = None, violations: list[dict] | None = None) -> Timeline:
+          audit: list[dict] | None = None, violations: list[dict] | None = None,
+          nodes: list[dict] | None = None) -> Timeline:
+    """nodes (optional, a RunResult's): [{"instance_id", "enis": [{"eni_id", "device_index"}]}]"""
     imds_events = imds_events or []
     audit = audit or []
     t0, t1 = _time_range(history, imds_events, violations or [])
@@ -231,21 +234,36 @@ def build(history: list[dict], imds_events: list[dict] | None = None,
                     daemon_steps.setdefault(eni, _Steps()).set(t, ABSENT)
 
     # -- assemble per ENI, ordered by instance then device index --------------------------
+    device = {e.get("eni_id"): e.get("device_index") for n in nodes or []
+              for e in n.get("enis") or []}
     order = {inst: n for n, inst in enumerate(instances)}
     names = list(dict.fromkeys([*ec2_steps, *imds_steps, *daemon_steps]))
     enis = []
     for eni in names:
         enis.append(EniTimeline(
-            eni, eni_instance.get(eni), None,
+            eni, eni_instance.get(eni), device.get(eni),
             ec2_steps[eni].segments(t0, t1) if eni in ec2_steps else [],
             imds_steps[eni].segments(t0, t1) if eni in imds_steps else [],
             daemon_steps[eni].segments(t0, t1) if eni in daemon_steps else []))
-    enis.sort(key=lambda x: (order.get(x.instance_id, len(order)), x.eni_id.startswith("unattr")))
+    enis.sort(key=lambda x: (order.get(x.instance_id, len(order)), x.eni_id.startswith("unattr"),
+                             x.device_index if x.device_index is not None else 99))
 
     return Timeline(t0, t1, enis, _faults(history, imds_events, instances, mac_eni, eni_instance,
                                            t0, t1),
-                    _calls(audit, instances, t0, t1), _pods(history, t1), instances, primaries,
-                    ip_owners)
+                    _calls(audit, instances, t0, t1), _pods(history, t1), _steps(history),
+                    instances, primaries, ip_owners)
+
+
+def _steps(history) -> list[Span]:
+    """A scenario's own narration: process "scenario", f "step", value {"title", ...}."""
+    out = []
+    for e in history:
+        if e.get("process") == "scenario" and e.get("f") == "step":
+            v = e.get("value") or {}
+            title = v.get("title") if isinstance(v, dict) else str(v)
+            out.append(Span(e["time"], e["time"], str(title), "scenario",
+                            v if isinstance(v, dict) else {}, instant=True))
+    return out
 
 
 def _fault_label(fault: dict) -> str:
@@ -278,17 +296,35 @@ def _faults(history, imds_events, instances, mac_eni, eni_instance, t0, t1) -> l
             spans.append(span)
         elif kind in ("fault_expired", "fault_removed") and fault.get("id") in open_:
             open_.pop(fault["id"]).end = ev["time"]
-    for e in history:
-        if e.get("process") != "nemesis":
-            continue
+    imds_ids = {str((ev.get("fault") or {}).get("id")) for ev in imds_events
+                if ev.get("type") == "fault_added"}
+    nemesis = [e for e in history if e.get("process") == "nemesis"]
+    # A fault with an id ends at its "<f>-end" entry (the scenario engine's convention).
+    ends: dict[tuple[str, str], float] = {}
+    for e in nemesis:
         v = e.get("value")
-        dur = v.get("duration") if isinstance(v, dict) else None
-        label = e.get("f", "fault")
-        if isinstance(v, dict) and v:
-            label += " " + ", ".join(f"{k}={v[k]}" for k in list(v)[:3] if k != "duration")
-        end = e["time"] + dur if isinstance(dur, (int, float)) else e["time"]
-        spans.append(Span(e["time"], end, label, "nemesis", v if isinstance(v, dict) else {},
-                          instant=not isinstance(dur, (int, float))))
+        if e.get("f", "").endswith("-end") and isinstance(v, dict) and "id" in v:
+            ends.setdefault((e["f"][:-4], str(v["id"])), e["time"])
+    for e in nemesis:
+        f, v = e.get("f", "fault"), e.get("value")
+        v = v if isinstance(v, dict) else {}
+        fid = str(v["id"]) if "id" in v else None
+        if f.endswith("-end") or (f == "imds-fault" and fid in imds_ids):
+            continue  # drawn from the IMDS's own record
+        dur = v.get("duration")
+        label = f
+        shown = [k for k in v if k not in ("duration", "id") and v[k] not in (None, {}, [])][:3]
+        if shown:
+            label += " " + ", ".join(f"{k}={v[k]}" for k in shown)
+        if fid is not None and (f, fid) in ends:
+            end, instant = ends[(f, fid)], False
+        elif isinstance(dur, (int, float)):
+            end, instant = e["time"] + dur, False
+        elif fid is not None:
+            end, instant = t1, False  # never ended: lasted the run
+        else:
+            end, instant = e["time"], True
+        spans.append(Span(e["time"], end, label, "nemesis", v, instant=instant))
     return [s for s in spans if s.end >= t0 and s.start <= t1]
 
 

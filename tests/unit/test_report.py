@@ -10,6 +10,7 @@ from html.parser import HTMLParser
 import pytest
 
 from cnikit.check.history import History
+from cnikit.check.invariants import judge
 from cnikit.errors import UsageError
 from cnikit.report import SCHEMA, build, write_report
 
@@ -177,3 +178,40 @@ def test_empty_record_still_renders(tmp_path):
     paths = write_report(tmp_path, {"scenario": "nothing"})
     parse(paths["html"].read_text())
     assert json.loads(paths["json"].read_text())["verdict"] == "holds"
+
+
+def test_a_scenario_run_result_is_reported_with_its_steps_faults_and_devices(tmp_path):
+    from cnikit.scenarios.engine import RunResult
+
+    r = story()
+    h = r["history"]
+    h.append("scenario", "info", "step", {"t": 0.1, "title": "IMDS stops following"}, at=T0 + 2.1)
+    h.append("nemesis", "info", "ec2-fault", {"id": "g1", "kind": "throttle"}, at=T0 + 3)
+    h.append("nemesis", "info", "ec2-fault-end", {"id": "g1"}, at=T0 + 4)
+    h.append("nemesis", "info", "imds-fault", {"id": "f1", "kind": "stale"}, at=T0 + 2)
+    result = RunResult("imds-stale-equal-length", "upstream 3019", "vpc-cni-1.18.3", 7, "violation",
+                       "violation", 16.5, T0, history=h.entries(),
+                       imds_events=r["imds_events"] + [{"error": "IMDS gone"}], audit=r["audit"],
+                       nodes=[{"index": 0, "instance_id": I1, "enis": [
+                           {"eni_id": ENI2, "device_index": 1}, {"eni_id": ENI, "device_index": 0}]}],
+                       steps=[{"t": 0.1, "title": "IMDS stops following"}])
+    result.violations = [v.to_json() for v in judge(h.entries()).violations()]
+    paths = write_report(tmp_path, result)
+    doc = json.loads(paths["json"].read_text())
+    assert doc["description"] == "upstream 3019" and doc["steps"][0]["title"] == "IMDS stops following"
+    assert doc["imds_events_unusable"] == [{"error": "IMDS gone"}]
+    text = " ".join(parse(paths["html"].read_text()).text)
+    assert "eni-0aaa  (i-0abc, device 0)" in text and "eni-0bbb  (i-0abc, device 1)" in text
+    assert text.index("device 0") < text.index("device 1")
+    assert "scenario steps" in text and "IMDS stops following" in text
+    # ec2-fault paired with its end; imds-fault drawn once (from the IMDS's own record).
+    assert "ec2-fault kind=throttle" in text and "t=+4.00s" in text
+    assert "imds-fault kind=stale" not in text
+
+
+def test_error_verdict_is_kept(tmp_path):
+    r = story()
+    r["verdict"], r["violations"], r["warnings"], r["error"] = "error", [], [], "cluster failed"
+    paths = write_report(tmp_path, r)
+    assert json.loads(paths["json"].read_text())["verdict"] == "error"
+    assert "cluster failed" in paths["html"].read_text()
