@@ -196,7 +196,7 @@ def render_svg(tl: Timeline, violations: list[dict]) -> str:
                 x = svg.x(f.start)
                 svg.add(f'<g><path d="M{x:.1f},{y + 2} l5,7 l-5,7 l-5,-7 z" fill="{C_FAULT}" '
                         f'stroke="#8a6d00"><title>{esc(title)}</title></path>'
-                        f'<text x="{x + 7:.1f}" y="{y + LANE_H - 5}" class="seg">'
+                        f'<text x="{x + 7:.1f}" y="{y + LANE_H - 5}" class="lbl">'
                         f'{esc(f.label[:40])}</text></g>')
             else:
                 svg.rect(f.start, f.end, y, C_FAULT, title, f.label, cls="fault")
