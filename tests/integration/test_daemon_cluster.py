@@ -91,10 +91,12 @@ class Pods:
             assert held == mine, f"node {n}: daemon holds {held}, pods are {mine}"
 
     def check_owned_by_ec2(self):
-        owners = self.c.cloud.gate.owners()
+        from cnikit.daemon.cluster import ec2_ips_of
+
+        snap = self.c.cloud.gate.owners()
         for p in self.live.values():
-            o = owners.ips.get(p.ip)
-            assert o is not None and o.instance_id == p.node.instance_id and not o.primary, (p.ip, o)
+            mine = ec2_ips_of(snap, p.node.instance_id)
+            assert p.ip in mine and not mine[p.ip][2], (p.ip, mine.get(p.ip))
 
     def check_reachable(self, sample: int | None = None, rng=None):
         names = list(self.live)
@@ -146,12 +148,14 @@ def test_200_delete_and_readd_cycles_leak_nothing(cluster, prober):
         assert {a["containerID"] for a in ckpt["allocations"]} == {
             p.name for p in pods.live.values() if p.node.index == n}
     # Nothing leaked into EC2 beyond what the pools hold.
-    owners = cluster.cloud.gate.owners()
+    from cnikit.daemon.cluster import ec2_ips_of
+
+    snap = cluster.cloud.gate.owners()
     for n in range(3):
         st = cluster.status(n)
         daemon_ips = {ip for e in st["enis"].values() for ip in e["ips"]}
-        ec2_ips = {ip for ip, o in owners.ips.items()
-                   if o.instance_id == cluster.fabric.nodes[n].instance_id and not o.primary}
+        ec2_ips = {ip for ip, (_, _, primary) in ec2_ips_of(snap, cluster.fabric.nodes[n].instance_id).items()
+                   if not primary}
         assert daemon_ips == ec2_ips, f"node {n}: daemon {len(daemon_ips)} vs EC2 {len(ec2_ips)}"
 
 

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from cnikit.daemon.cluster import ec2_ips_of
 from cnikit.daemon.process import DaemonProcess
 from cnikit.daemon.server import request
 
@@ -60,10 +61,9 @@ def verify(cloud, instance_id, d, pods):
         r = call(d, "check", cid)
         assert r["ok"] and r["ip"] == ip, f"{cid} lost {ip}: {r}"
     assert len(set(pods.values())) == len(pods)
-    owners = cloud.gate.owners()
+    mine = ec2_ips_of(cloud.gate.owners(), instance_id)
     for ip in pods.values():
-        o = owners.ips.get(ip)
-        assert o is not None and o.instance_id == instance_id and not o.primary, (ip, o)
+        assert ip in mine and not mine[ip][2], (ip, mine.get(ip))
 
 
 FAULTS = [  # kind, extra target, attributes
@@ -126,10 +126,10 @@ def test_eni_missing_from_imds_issue_1967(world, tmp_path, profile, keeps):
     d = start(world, tmp_path, profile, 1)
     try:
         pods = {f"q{i}": call(d, "add", f"q{i}")["ip"] for i in range(12)}
-        owners = cloud.gate.owners()
-        secondary = {cid: ip for cid, ip in pods.items() if owners.ips[ip].device_index == 1}
+        mine = ec2_ips_of(cloud.gate.owners(), iid)
+        secondary = {cid: ip for cid, ip in pods.items() if mine[ip][1] == 1}
         assert secondary
-        eni = owners.ips[next(iter(secondary.values()))].eni_id
+        eni = mine[next(iter(secondary.values()))][0]
         with faults.missing(eni_id=eni):
             wait_reconciles(d, 2)
             lost = [cid for cid in secondary if not call(d, "check", cid)["ok"]]

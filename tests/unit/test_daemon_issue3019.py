@@ -10,6 +10,8 @@ import time
 
 import pytest
 
+from cnikit.daemon.cluster import ec2_ips_of
+from cnikit.daemon.imds_http import HttpImds
 from cnikit.daemon.process import DaemonProcess
 from cnikit.daemon.server import request
 
@@ -59,12 +61,17 @@ def test_issue_3019_end_to_end(world, tmp_path, profile):
         ips = {f"pod{i}": call(d, "add", f"pod{i}")["ip"] for i in range(1, 9)}
         wait_for(lambda: request(d.socket_path, {"cmd": "status"})["stats"]["total"] == 9, 10,
                  "a full ENI (9 secondary IPs)")
-        eni = cloud.gate.owners().ips[ips["pod1"]].eni_id
+        eni = ec2_ips_of(cloud.gate.owners(), inst.instance_id)[ips["pod1"]][0]
         mac = cloud.gate.owners().enis[eni].mac
+        view = HttpImds(imds.url, inst.instance_id)
+        # Freeze IMDS only once it shows the full ENI: [P, ip1..ip9].
+        wait_for(lambda: [len(v.ips) for v in view.enis() if v.mac == mac] == [10], 10,
+                 "IMDS to show the full ENI")
         with faults.stale(mac=mac):
             call(d, "del", "pod1")
             # ip1 cools down, then the pool releases it to EC2 (WARM_IP_TARGET=1 is exceeded).
-            wait_for(lambda: ips["pod1"] not in cloud.gate.owners().ips, 15, "ip1 released to EC2")
+            wait_for(lambda: ips["pod1"] not in cloud.gate.owners().enis[eni].ips, 15,
+                     "ip1 released to EC2")
             other = topo.instances[-1].primary_eni_id
             cloud.client().assign_private_ip_addresses(NetworkInterfaceId=other,
                                                        PrivateIpAddresses=[ips["pod1"]])
@@ -72,7 +79,7 @@ def test_issue_3019_end_to_end(world, tmp_path, profile):
             new = call(d, "add", "pod10")
             assert new["ok"], new
             ips["pod10"] = new["ip"]
-            assert cloud.gate.owners().ips[ips["pod10"]].eni_id == eni
+            assert ips["pod10"] in cloud.gate.owners().enis[eni].ips
             assert ips["pod10"] != ips["pod1"]
             start = request(d.socket_path, {"cmd": "status"})["reconciles"]
             wait_for(lambda: request(d.socket_path, {"cmd": "status"})["reconciles"] >= start + 2, 15,

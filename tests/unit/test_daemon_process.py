@@ -11,6 +11,7 @@ import urllib.request
 
 import pytest
 
+from cnikit.daemon.cluster import ec2_ips_of
 from cnikit.daemon.process import DaemonProcess
 from cnikit.daemon.server import request
 
@@ -79,11 +80,9 @@ def test_add_gives_an_ip_ec2_has_on_this_instance(world, daemon):
     ips = [add(daemon, n) for n in range(12)]
     assert all(r["ok"] for r in ips), ips
     assert len({r["ip"] for r in ips}) == 12
-    owners = cloud.gate.owners()
+    mine = ec2_ips_of(cloud.gate.owners(), inst.instance_id)
     for r in ips:
-        owner = owners.ips[r["ip"]]
-        assert owner.instance_id == inst.instance_id and owner.eni_id == r["eniId"]
-        assert owner.device_index == r["deviceNumber"] and not owner.primary
+        assert mine[r["ip"]] == (r["eniId"], r["deviceNumber"], False)
     assert r["router"] and r["subnetCidr"]
     assert add(daemon, 0)["ip"] == ips[0]["ip"], "ADD of the same sandbox is idempotent"
 
