@@ -10,12 +10,14 @@ A netlink socket belongs to the namespace it was created in: make one per namesp
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import socket
 import struct
 import threading
 import time
+from collections.abc import Iterator
 from typing import NamedTuple
 
 NETLINK_ROUTE = 0
@@ -161,6 +163,7 @@ class Netlink:
         self.sock.bind((0, 0))
         self._seq = 0
         self._lock = threading.Lock()
+        self._local = threading.local()
 
     def close(self) -> None:
         self.sock.close()
@@ -173,43 +176,105 @@ class Netlink:
 
     # -- transport -----------------------------------------------------------------------
 
-    def request(self, kind: int, flags: int, body: bytes, what: str = "") -> list[tuple[int, bytes]]:
-        """Send one message; return the replies of a dump, or [] once acked. Raises NetlinkError."""
+    def request(self, kind: int, flags: int, body: bytes, what: str = "",
+                ok: tuple[int, ...] = ()) -> list[tuple[int, bytes]] | None:
+        """Send one message; return the replies of a dump, [] once acked, None when the
+        kernel refused with an errno listed in `ok`. Raises NetlinkError otherwise.
+
+        Inside `batch()` (same thread) a non-dump message is queued instead, and [] returned.
+        """
+        dump = flags & NLM_F_DUMP == NLM_F_DUMP
+        pending = getattr(self._local, "pending", None)
+        if pending is not None and not dump:
+            pending.append((kind, flags, body, what, ok))
+            return []
         with self._lock:
+            seq = self._send([(kind, flags, body, what, ok)])[0]
+            out: list[tuple[int, bytes]] = []
+            for mtype, _mseq, payload in self._replies({seq}):
+                if mtype == NLMSG_ERROR:
+                    err = -struct.unpack_from("=i", payload)[0]
+                    if err in ok:
+                        return None
+                    if err:
+                        raise NetlinkError(err, f"{what or kind}: {os.strerror(err)}")
+                    return out
+                if mtype == NLMSG_DONE:
+                    return out
+                out.append((mtype, payload))
+        return out
+
+    def _now(self, kind, flags, body, what="", ok=()):
+        """A request answered now, even inside batch() (a lookup the caller needs)."""
+        pending = getattr(self._local, "pending", None)
+        self._local.pending = None
+        try:
+            return self.request(kind, flags, body, what, ok)
+        finally:
+            self._local.pending = pending
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Queue this thread's requests and send them in one write: one round trip for a
+        pod's whole configuration. The kernel runs them in order and acks each; the first
+        refusal not tolerated by its request is raised at the end of the block."""
+        if getattr(self._local, "pending", None) is not None:
+            yield  # nested: the outer block sends
+            return
+        self._local.pending = []
+        try:
+            yield
+            msgs = self._local.pending
+        finally:
+            self._local.pending = None
+        if not msgs:
+            return
+        with self._lock:
+            seqs = self._send(msgs)
+            by_seq = dict(zip(seqs, msgs, strict=True))
+            first: NetlinkError | None = None
+            for mtype, mseq, payload in self._replies(set(seqs)):
+                if mtype != NLMSG_ERROR:
+                    continue
+                err = -struct.unpack_from("=i", payload)[0]
+                _k, _f, _b, what, ok = by_seq[mseq]
+                if err and err not in ok and first is None:
+                    first = NetlinkError(err, f"{what}: {os.strerror(err)}")
+        if first is not None:
+            raise first
+
+    def _send(self, msgs) -> list[int]:
+        buf, seqs = [], []
+        for kind, flags, body, _what, _ok in msgs:
             self._seq = (self._seq + 1) & 0xFFFFFFFF
-            seq = self._seq
             dump = flags & NLM_F_DUMP == NLM_F_DUMP
             flags |= NLM_F_REQUEST | (0 if dump else NLM_F_ACK)
-            self.sock.send(_HDR.pack(_HDR.size + len(body), kind, flags, seq, 0) + body)
-            out: list[tuple[int, bytes]] = []
-            while True:
-                data = self.sock.recv(1 << 20)
-                off = 0
-                while off + _HDR.size <= len(data):
-                    n, mtype, _mflags, mseq, _pid = _HDR.unpack_from(data, off)
-                    payload = data[off + _HDR.size : off + n]
-                    off += (n + 3) & ~3
-                    if mseq != seq:
-                        continue  # a late answer to an earlier, abandoned request
-                    if mtype == NLMSG_ERROR:
-                        err = -struct.unpack_from("=i", payload)[0]
-                        if err:
-                            raise NetlinkError(err, f"{what or kind}: {os.strerror(err)}")
-                        return out
-                    if mtype == NLMSG_DONE:
-                        return out
-                    out.append((mtype, payload))
+            buf.append(_HDR.pack(_HDR.size + len(body), kind, flags, self._seq, 0) + body)
+            seqs.append(self._seq)
+        self.sock.send(b"".join(buf))
+        return seqs
+
+    def _replies(self, seqs: set[int]) -> Iterator[tuple[int, int, bytes]]:
+        """(type, seq, payload) of replies to `seqs` until each got its ack or DONE."""
+        waiting = set(seqs)
+        while waiting:
+            data = self.sock.recv(1 << 20)
+            off = 0
+            while off + _HDR.size <= len(data):
+                n, mtype, _mflags, mseq, _pid = _HDR.unpack_from(data, off)
+                payload = data[off + _HDR.size : off + n]
+                off += (n + 3) & ~3
+                if mseq not in waiting:
+                    continue  # a late answer to an earlier, abandoned request
+                if mtype in (NLMSG_ERROR, NLMSG_DONE):
+                    waiting.discard(mseq)
+                yield mtype, mseq, payload
 
     # -- links ---------------------------------------------------------------------------
 
     def link(self, name: str) -> Link | None:
         body = _IFINFO.pack(socket.AF_UNSPEC, 0, 0, 0, 0) + _name(IFLA_IFNAME, name)
-        try:
-            replies = self.request(RTM_GETLINK, 0, body, f"get link {name}")
-        except NetlinkError as e:
-            if e.errno == errno.ENODEV:
-                return None
-            raise
+        replies = self._now(RTM_GETLINK, 0, body, f"get link {name}", ok=(errno.ENODEV,))
         return _parse_link(replies[0][1]) if replies else None
 
     def wait_oper_up(self, name: str, timeout: float = 2.0) -> bool:
@@ -286,13 +351,8 @@ class Netlink:
         body = _IFINFO.pack(socket.AF_UNSPEC, 0, index, 0, 0)
         if name and not index:
             body += _name(IFLA_IFNAME, name)
-        try:
-            self.request(RTM_DELLINK, 0, body, f"delete link {name or index}")
-            return True
-        except NetlinkError as e:
-            if e.errno in (errno.ENODEV, errno.ENOENT):
-                return False
-            raise
+        return self.request(RTM_DELLINK, 0, body, f"delete link {name or index}",
+                            ok=(errno.ENODEV, errno.ENOENT)) is not None
 
     # -- addresses -----------------------------------------------------------------------
 
@@ -307,13 +367,8 @@ class Netlink:
 
     def addr_del(self, index: int, ip: str, prefixlen: int) -> bool:
         body = _IFADDR.pack(socket.AF_INET, prefixlen, 0, 0, index) + _ip(IFA_LOCAL, ip)
-        try:
-            self.request(RTM_DELADDR, 0, body, f"delete address {ip}/{prefixlen}")
-            return True
-        except NetlinkError as e:
-            if e.errno in (errno.EADDRNOTAVAIL, errno.ENODEV, errno.ENOENT):
-                return False
-            raise
+        return self.request(RTM_DELADDR, 0, body, f"delete address {ip}/{prefixlen}",
+                            ok=(errno.EADDRNOTAVAIL, errno.ENODEV, errno.ENOENT)) is not None
 
     def addrs(self, index: int | None = None) -> list[Addr]:
         body = _IFADDR.pack(socket.AF_INET, 0, 0, 0, 0)
@@ -366,13 +421,8 @@ class Netlink:
         if oif:
             body += _u32(RTA_OIF, oif)
         body += _u32(RTA_TABLE, table)
-        try:
-            self.request(RTM_DELROUTE, 0, body, f"delete route {dst}")
-            return True
-        except NetlinkError as e:
-            if e.errno in (errno.ESRCH, errno.ENOENT, errno.ENODEV):
-                return False
-            raise
+        return self.request(RTM_DELROUTE, 0, body, f"delete route {dst}",
+                            ok=(errno.ESRCH, errno.ENOENT, errno.ENODEV)) is not None
 
     def routes(self, table: int | None = RT_TABLE_MAIN) -> list[Route]:
         """IPv4 unicast routes of `table` (None: every table)."""
@@ -409,25 +459,14 @@ class Netlink:
     def rule_add(self, priority: int, table: int, src: str | None = None,
                  dst: str | None = None) -> bool:
         """Add a rule; False if the identical rule already exists."""
-        try:
-            self.request(RTM_NEWRULE, NLM_F_CREATE | NLM_F_EXCL,
-                         self._rule_body(priority, src, dst, table), f"rule {priority}")
-            return True
-        except NetlinkError as e:
-            if e.errno == errno.EEXIST:
-                return False
-            raise
+        return self.request(RTM_NEWRULE, NLM_F_CREATE | NLM_F_EXCL,
+                            self._rule_body(priority, src, dst, table), f"rule {priority}",
+                            ok=(errno.EEXIST,)) is not None
 
     def rule_del(self, priority: int, table: int, src: str | None = None,
                  dst: str | None = None) -> bool:
-        try:
-            self.request(RTM_DELRULE, 0, self._rule_body(priority, src, dst, table),
-                         f"delete rule {priority}")
-            return True
-        except NetlinkError as e:
-            if e.errno in (errno.ENOENT, errno.ESRCH):
-                return False
-            raise
+        return self.request(RTM_DELRULE, 0, self._rule_body(priority, src, dst, table),
+                            f"delete rule {priority}", ok=(errno.ENOENT, errno.ESRCH)) is not None
 
     def rules(self) -> list[Rule]:
         body = _RTMSG.pack(socket.AF_INET, 0, 0, 0, 0, 0, 0, 0, 0)
@@ -455,13 +494,8 @@ class Netlink:
 
     def neigh_del(self, index: int, ip: str) -> bool:
         body = _NDMSG.pack(socket.AF_INET, index, 0, 0, 0) + _ip(NDA_DST, ip)
-        try:
-            self.request(RTM_DELNEIGH, 0, body, f"delete neighbour {ip}")
-            return True
-        except NetlinkError as e:
-            if e.errno in (errno.ENOENT, errno.ENODEV):
-                return False
-            raise
+        return self.request(RTM_DELNEIGH, 0, body, f"delete neighbour {ip}",
+                            ok=(errno.ENOENT, errno.ENODEV)) is not None
 
     def neighs(self, index: int | None = None) -> list[Neigh]:
         body = _NDMSG.pack(socket.AF_INET, 0, 0, 0, 0)

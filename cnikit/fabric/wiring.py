@@ -97,24 +97,26 @@ def wire(node: Netlink, pod: Netlink, pod_ns_fd: int, ip: str, host_veth: str,
             # A veth left from an earlier sandbox of the same pod, its namespace not yet gone.
             node.link_del(name=host_veth)
             node.veth_add(host_veth, ifname, peer_ns_fd=pod_ns_fd, mac=host_mac, peer_mac=pod_mac)
-        # pod side
+        # pod side, in one round trip
         pidx = pod.link_index(ifname)
-        pod.link_set(pidx, up=True, mtu=mtu, no_ipv6_ll=True)
-        pod.link_set(name="lo", up=True)
-        pod.addr_add(pidx, ip, 32)
-        pod.route_replace(f"{POD_GATEWAY}/32", oif=pidx)
-        pod.route_replace("default", gateway=POD_GATEWAY, oif=pidx)
-        pod.neigh_replace(pidx, POD_GATEWAY, host_mac)
-        # host side
+        with pod.batch():
+            pod.link_set(pidx, up=True, mtu=mtu, no_ipv6_ll=True)
+            pod.link_set(name="lo", up=True)
+            pod.addr_add(pidx, ip, 32)
+            pod.route_replace(f"{POD_GATEWAY}/32", oif=pidx)
+            pod.route_replace("default", gateway=POD_GATEWAY, oif=pidx)
+            pod.neigh_replace(pidx, POD_GATEWAY, host_mac)
+        # host side, in one round trip
         hidx = node.link_index(host_veth)
-        node.link_set(hidx, up=True, mtu=mtu, no_ipv6_ll=True)
-        node.route_replace(f"{ip}/32", oif=hidx)
-        node.neigh_replace(hidx, ip, pod_mac)
-        node.rule_add(RULE_TO_POD, RT_TABLE_MAIN, dst=f"{ip}/32")
-        if device_index:
-            if router:
-                setup_eni_table(node, device_index, router)
-            node.rule_add(RULE_FROM_POD, eni_table(device_index), src=f"{ip}/32")
+        with node.batch():
+            node.link_set(hidx, up=True, mtu=mtu, no_ipv6_ll=True)
+            node.route_replace(f"{ip}/32", oif=hidx)
+            node.neigh_replace(hidx, ip, pod_mac)
+            node.rule_add(RULE_TO_POD, RT_TABLE_MAIN, dst=f"{ip}/32")
+            if device_index:
+                if router:
+                    setup_eni_table(node, device_index, router)
+                node.rule_add(RULE_FROM_POD, eni_table(device_index), src=f"{ip}/32")
         # Usually already true by now: without it the pod's first packets are dropped.
         if not (pod.wait_oper_up(ifname) and node.wait_oper_up(host_veth)):
             raise NetlinkError(errno.ETIMEDOUT, f"{host_veth}/{ifname} did not come up")

@@ -176,3 +176,21 @@ def test_importing_wiring_stays_cheap():
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_batch_sends_once_and_raises_the_first_refusal(ns_pair):
+    (_, _, a), _ = ns_pair
+    a.link_set(name="lo", up=True)
+    lo = a.link_index("lo")
+    with a.batch():
+        a.addr_add(lo, "10.8.0.1", 32)
+        a.route_replace("10.8.1.0/24", oif=lo)
+        assert a.link("lo") is not None  # lookups inside a batch are answered at once
+        assert a.rule_add(700, 254, dst="10.8.1.0/24")
+        assert a.rule_add(700, 254, dst="10.8.1.0/24")  # EEXIST tolerated, even batched
+    assert any(r.dst == "10.8.1.0/24" for r in a.routes())
+    with pytest.raises(NetlinkError, match="route 10.8.2.0/24"):
+        with a.batch():
+            a.route_replace("10.8.2.0/24", gateway="10.99.0.1")  # unreachable gateway
+            a.route_replace("10.8.3.0/24", oif=lo)  # still applied: the kernel goes on
+    assert any(r.dst == "10.8.3.0/24" for r in a.routes())
