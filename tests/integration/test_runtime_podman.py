@@ -1,0 +1,129 @@
+"""The daemon under the podman runtime: the 3019 replay through the real CLI on both
+profiles, the runtime's interface (kill, restart with the state kept, stop, the node's
+namespace, the DaemonSet's environment) and the removal of dead runs' containers."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from cnikit.containers.podman import LABEL_KIT, LABEL_RUN, Podman
+
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)"),
+    pytest.mark.skipif(Podman.available() is not None, reason=f"{Podman.available()}"),
+]
+
+CNIKIT = [sys.executable, "-m", "cnikit.cli"]
+
+
+def started_containers(name_prefix: str) -> list[str]:
+    out = Podman().out("events", "--stream=false", "--since", "30m", "--filter", "event=start",
+                       "--format", "{{.Name}}")
+    return [n for n in out.split() if n.startswith(name_prefix)]
+
+
+@pytest.mark.parametrize("profile,code,verdict", [("vpc-cni-1.18.3", 1, "VIOLATION"),
+                                                  ("hardened", 0, "HOLDS")])
+def test_3019_replay_with_the_daemon_in_podman(profile, code, verdict, tmp_path):
+    r = subprocess.run(CNIKIT + ["run", "imds-stale-equal-length", "--runtime", "podman",
+                                 "--profile", profile, "--report", str(tmp_path)],
+                       capture_output=True, text=True, timeout=240)
+    assert r.returncode == code, r.stdout + r.stderr
+    assert verdict in r.stdout
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["verdict"] == verdict.lower()
+    # The daemons really ran as podman containers of this run, and none is left.
+    rid = re.search(r"ck-([0-9a-z]{5})-n\d", r.stdout + json.dumps(report["nodes"]))
+    assert rid, "no run id in the output"
+    prefix = f"ck-{rid.group(1)}-n"
+    assert len(set(started_containers(prefix))) >= 2, "no daemon container started"
+    left = Podman().out("ps", "-a", "--filter", f"label={LABEL_RUN}={rid.group(1)}", "--format",
+                        "{{.Names}}")
+    assert left == "", f"containers left behind: {left}"
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from cnikit.daemon.cluster import CniCluster
+
+    with CniCluster(nodes=1, profile="hardened", scale=0.05, runtime="podman") as c:
+        yield c
+
+
+def test_container_joins_the_node_namespace_with_the_daemonset_env(cluster):
+    from cnikit.containers.noderuntime import ContainerDaemon
+
+    d = cluster.daemons[0]
+    assert isinstance(d, ContainerDaemon) and d.alive()
+    node_ns = os.stat(cluster.fabric.nodes[0].ns.path).st_ino
+    assert os.stat(f"/proc/{d.pid}/ns/net").st_ino == node_ns
+    # The container has a mount namespace of its own: it is not a host process.
+    assert os.stat(f"/proc/{d.pid}/ns/mnt").st_ino != os.stat("/proc/self/ns/mnt").st_ino
+    info = d.engine.inspect(d.name)
+    env = dict(e.split("=", 1) for e in info["Config"]["Env"])
+    assert env["WARM_ENI_TARGET"] == "1" and env["ENABLE_PREFIX_DELEGATION"] == "false"
+    assert env["MY_NODE_NAME"] == cluster.fabric.nodes[0].ns.name
+    assert env["CNIKIT_PROFILE"] == "hardened"
+    assert info["Config"]["Labels"][LABEL_RUN] == cluster.fabric.rid
+
+
+def test_kill_restart_keeps_the_state_and_stop_removes(cluster):
+    d = cluster.daemons[0]
+    pod = cluster.add_pod(0, "keep")
+    first_pid = d.pid
+    assert d.kill(signal.SIGKILL) == 137
+    assert not d.alive()
+    cluster.restart_daemon(0)
+    assert d.alive() and d.pid != first_pid
+    # ipam.json on the shared state dir brought the pod's IP back.
+    held = {a["ip"] for a in cluster.status(0)["assignments"]}
+    assert pod.ip in held
+    d.stop()
+    assert not d.alive()
+    assert d.engine.inspect(d.name) is None, "stop() left the container"
+    d.start(wait=60)
+    assert pod.ip in {a["ip"] for a in cluster.status(0)["assignments"]}
+    cluster.delete_pod(pod)
+
+
+def test_cleanup_removes_dead_runs_containers_only():
+    from cnikit.containers.cleanup import remove_dead_containers
+    from cnikit.containers.image import ensure_image
+    from cnikit.runtime import Run
+
+    p = Podman()
+    image = ensure_image(p)
+    live = Run.claim()
+    dead_rid = "zz" + live.run_id[2:] if not live.run_id.startswith("zz") else "yy" + live.run_id[2:]
+    names = {"dead": f"ck-{dead_rid}-leftover", "live": f"ck-{live.run_id}-live"}
+    try:
+        for rid, name in ((dead_rid, names["dead"]), (live.run_id, names["live"])):
+            p.out("create", "--name", name, "--label", f"{LABEL_KIT}=daemon", "--label",
+                  f"{LABEL_RUN}={rid}", image)
+        removed = remove_dead_containers(p)
+        assert names["dead"] in removed and names["live"] not in removed
+        assert p.inspect(names["dead"]) is None and p.inspect(names["live"]) is not None
+    finally:
+        p.run("rm", "-f", names["dead"], names["live"], check=False)
+        live.close()
+
+
+def test_docker_without_an_engine_is_one_line_exit_2():
+    from cnikit.containers.noderuntime import Docker
+
+    reason = Docker.available()
+    if reason is None:
+        pytest.skip("a Docker engine is reachable here")
+    r = subprocess.run(CNIKIT + ["run", "imds-stale-equal-length", "--runtime", "docker"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0 and "docker" in r.stderr
+    assert "Traceback" not in r.stderr
