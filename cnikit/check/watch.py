@@ -22,7 +22,7 @@ class Watch:
                  daemon_view: Callable[[str], set[str] | None] | None = None,
                  interval: float | None = None, timeout: float = 0.005, fail_after: int = 3):
         self.fabric = fabric
-        self.history = history or History()
+        self.history = history if history is not None else History()
         self.invariants = Invariants(leak_grace)
         self.history.subscribe(self.invariants.step)
         self.monitor = Monitor(fabric.cloud.gate, self.history,
