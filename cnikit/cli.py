@@ -13,7 +13,6 @@ import click
 from cnikit import __version__
 from cnikit.errors import CnikitError
 
-
 # Subcommands, loaded only when used so `cnikit --help` stays fast.
 # name -> "module:click_command". Each module owns its command.
 COMMANDS: dict[str, str] = {
