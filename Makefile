@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml scripts/apt-deps.sh
 lint: setup
 	$(BIN)/ruff check cnikit fault_imds tests bench
 
-test: setup lint
+test: setup lint localstack
 	$(BIN)/python -m pytest tests $(PYTEST_ARGS)
 
 unit: setup
@@ -35,10 +35,15 @@ bench: setup
 	$(BIN)/python bench/run_all.py --out bench/results/latest.json
 
 # LocalStack lives in its own venv: its pins clash with the kit's (FACTS.md).
-localstack:
+# Installed once (stamp); `make test` needs it for the LocalStack replay (~65 s here).
+LOCALSTACK_STAMP := .venv-localstack/.installed-4.14.0
+localstack: $(LOCALSTACK_STAMP)
+
+$(LOCALSTACK_STAMP):
 	@test -x .venv-localstack/bin/python || $(PY) -m venv .venv-localstack
-	.venv-localstack/bin/python -m pip install --quiet --upgrade pip
-	.venv-localstack/bin/python -m pip install --quiet 'localstack-core[runtime]==4.14.0' 'cbor2<6' 'cryptography<45' 'pyopenssl<25' service_identity
+	@set -o pipefail; .venv-localstack/bin/python -m pip install --quiet --upgrade pip 2>&1 | { grep -v "$(PIP_NOISE)" || true; }
+	@set -o pipefail; .venv-localstack/bin/python -m pip install --quiet 'localstack-core[runtime]==4.14.0' 'cbor2<6' 'cryptography<45' 'pyopenssl<25' service_identity 2>&1 | { grep -v "$(PIP_NOISE)" || true; }
+	@touch $(LOCALSTACK_STAMP)
 
 clean:
 	-@test -x $(BIN)/cnikit && $(BIN)/cnikit cleanup || true
