@@ -111,8 +111,8 @@ class Report:
                 f"processes, {len(self.runs)} dead runs ({', '.join(self.runs) or 'none'})")
 
 
-def remove_dead_runs() -> Report:
-    """Remove every leftover of every dead run; never a live run's."""
+def remove_dead_runs(dry_run: bool = False) -> Report:
+    """Remove every leftover of every dead run; never a live run's. dry_run: only report."""
     live = runtime.live_run_ids()
     report = Report()
     dead_dirs = []
@@ -126,6 +126,12 @@ def remove_dead_runs() -> Report:
     live = runtime.live_run_ids()
     dead_ns = [n for n in dead_ns if names.run_id_of(n) not in live]
     dead_dirs = [d for d in dead_dirs if d.name not in live]
+    if dry_run:
+        report.namespaces = dead_ns
+        report.processes = [pid for d in dead_dirs for pid, start in _recorded(d)
+                            if runtime.process_start_time(pid) == start] + processes_in(dead_ns)
+        report.runs = sorted({d.name for d in dead_dirs} | {names.run_id_of(n) for n in dead_ns})
+        return report
     for d in dead_dirs:
         report.processes += kill_recorded(d)
     report.processes += _kill(processes_in(dead_ns))

@@ -9,13 +9,21 @@ from cnikit.runtime import require_root
 
 @click.command()
 @click.option("--quiet", "-q", is_flag=True, help="print nothing when there was nothing to do")
-def cleanup(quiet: bool) -> None:
+@click.option("--dry-run", "-n", is_flag=True, help="only list what would be removed")
+def cleanup(quiet: bool, dry_run: bool) -> None:
     """Remove leftovers of dead runs; live runs and anything not the kit's are left alone."""
     require_root("cnikit cleanup")
     from cnikit.fabric.cleanup import remove_dead_runs
 
-    report = remove_dead_runs()
-    if report or not quiet:
+    report = remove_dead_runs(dry_run=dry_run)
+    if dry_run:
+        for name in report.namespaces:
+            click.echo(f"namespace {name}")
+        for pid in report.processes:
+            click.echo(f"process {pid}")
+        click.echo(f"cnikit cleanup (dry run): would remove {len(report.namespaces)} namespaces, "
+                   f"{len(report.processes)} processes, runs {', '.join(report.runs) or 'none'}")
+    elif report or not quiet:
         click.echo(f"cnikit cleanup: {report.summary()}")
     from cnikit.containers.cleanup import remove_dead_containers
 

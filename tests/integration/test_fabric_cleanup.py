@@ -61,6 +61,10 @@ def test_cleanup_command_spares_live_runs_and_foreign_namespaces(make_fabric):
     for name in foreign:
         os.close(netns.create(name))
     try:
+        dry = subprocess.run([CNIKIT, "cleanup", "--dry-run"], capture_output=True, text=True,
+                             timeout=60)
+        assert dry.returncode == 0 and f"namespace ck-{dead}-vpc" in dry.stdout, dry.stderr
+        assert live.rid not in dry.stdout and netns.names(f"ck-{dead}-")  # nothing removed
         out = subprocess.run([CNIKIT, "cleanup"], capture_output=True, text=True, timeout=60,
                              env={**os.environ, "PATH": "/nonexistent"})  # needs no `ip`
         assert out.returncode == 0, out.stderr
