@@ -73,6 +73,9 @@ class Watch:
 
     def _on_pod(self, event: str, pod) -> None:
         if event == "add":
+            # The daemon may have assigned the pod's IP in EC2 a moment ago: record EC2's
+            # ownership as of now first, or the checker judges the pod against older truth.
+            self.sync_ownership(1.0)
             self._record_add(pod)
             self._probe([pod])
         elif event == "delete":
