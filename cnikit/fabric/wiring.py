@@ -146,7 +146,9 @@ def unwire(node: Netlink, ip: str, host_veth: str, device_index: int | None = No
     if delete_link:
         node.link_del(name=host_veth)
     else:
-        node.route_del(f"{ip}/32", oif=node.link_index(host_veth))
+        index = node.link_index(host_veth)
+        if index is not None:  # without its link the route went already; never touch another's
+            node.route_del(f"{ip}/32", oif=index)
 
 
 def pod_view(pod: Netlink, ifname: str = "eth0") -> dict:
