@@ -114,6 +114,13 @@ class PodNet:
         from cnikit.fabric.netlink import NetlinkError
 
         later = self._queue is not None and bool(netns_path) and os.path.exists(netns_path)
+        if not ip:
+            # The daemon forgot this sandbox (a lost checkpoint, a force-removed IP): its host
+            # route still names the IP, so the rules can be found and removed all the same.
+            hidx = self.node.link_index(host_veth)
+            if hidx is not None:
+                ip = next((r.dst.split("/")[0] for r in self.node.routes()
+                           if r.oif == hidx and r.dst.endswith("/32")), None)
         try:
             if ip:
                 wiring.unwire(self.node, ip, host_veth, device_index, delete_link=not later)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 
 import jsonschema
@@ -188,3 +189,30 @@ def test_daemon_down_is_try_again_and_leaves_nothing(cluster, rt):
         assert nl.link("eth0") is None
     finally:
         nl.close()
+
+
+def test_del_of_a_sandbox_the_daemon_forgot_still_unwires(cluster, rt):
+    """After a force-removal (or a lost checkpoint) the daemon no longer knows the pod's IP;
+    DEL must still take its route and rules off the node."""
+    from cnikit.fabric import wiring
+
+    conf = cluster.netconf(0)
+    ns, cid = rt.new_netns(), "forgotten"
+    rc, result = rt.run("ADD", conf, cid, ns, pod=cid)
+    assert rc == 0
+    ip = result["ips"][0]["address"].split("/")[0]
+    # The daemon loses the allocation (its checkpoint row is gone when it restarts).
+    d = cluster.daemons[0]
+    d.kill(signal.SIGKILL)
+    path = d.state_dir / "ipam.json"
+    doc = json.loads(path.read_text())
+    doc["allocations"] = [a for a in doc["allocations"] if a["containerID"] != cid]
+    path.write_text(json.dumps(doc))
+    cluster.restart_daemon(0)
+    assert held(cluster, cid) is None
+    node_nl = cluster.fabric.nodes[0].ns.nl
+    assert any(r.priority == wiring.RULE_TO_POD and r.dst == f"{ip}/32" for r in node_nl.rules())
+    rc, out = rt.run("DEL", conf, cid, ns, pod=cid)
+    assert (rc, out) == (0, None)
+    assert not any(r.dst == f"{ip}/32" for r in node_nl.rules())
+    assert not any(r.dst == f"{ip}/32" for r in node_nl.routes())
