@@ -7,7 +7,7 @@ CNIKIT_TIME_SCALE so a test can run the same logic ten times faster.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from cnikit.errors import UsageError
 from cnikit.runtime import time_scale
@@ -45,8 +45,7 @@ class Config:
     state_dir: str = "/run/cnikit/daemon"
     metrics_addr: tuple[str, int] | None = ("0.0.0.0", METRICS_PORT)  # None: off
     introspection_addr: tuple[str, int] | None = ("0.0.0.0", INTROSPECTION_PORT)
-    instance_id_header: str | None = None
-    extra: dict = field(default_factory=dict)
+    instance_id_header: str | None = None  # CNIKIT_INSTANCE_ID: who we are to a loopback IMDS
 
     # Scaled intervals: the only place the daemon reads time constants from.
     @property

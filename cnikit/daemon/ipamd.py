@@ -16,7 +16,14 @@ from cnikit.daemon import reconcile
 from cnikit.daemon.apis import ApiError, Ec2Api, EniView, ImdsApi, InstanceInfo, Limits
 from cnikit.daemon.clock import Clock
 from cnikit.daemon.config import Config
-from cnikit.daemon.datastore import Assignment, Datastore, DatastoreError, IpamKey, NoAvailableIP
+from cnikit.daemon.datastore import (
+    Assignment,
+    Datastore,
+    DatastoreError,
+    IpamKey,
+    NoAvailableIP,
+    Stats,
+)
 from cnikit.daemon.pool import Capacity, decide, within_targets
 
 log = logging.getLogger("cnikit.daemon")
@@ -108,7 +115,7 @@ class IpamD:
         log.info("start: %d ENIs, %d allocations recovered, %d dropped", len(self.ds.enis),
                  len(recovered), len(dropped))
         self.last_reconcile = self.clock.now()
-        self.pool_step(startup=True)
+        self.pool_step()
 
     def _subnet_cidr(self) -> str:
         """For the plugin's per-ENI route tables (the subnet router is its first host)."""
@@ -177,7 +184,7 @@ class IpamD:
         finally:
             self.last_reconcile = self.clock.now()
 
-    def pool_step(self, startup: bool = False) -> None:
+    def pool_step(self) -> None:
         d = self.decision()
         if d.short > 0:
             self._increase(d.short)
@@ -321,8 +328,6 @@ class IpamD:
                 # Warm-IP mode: only when the pool stays at its targets without this ENI.
                 size = sum(c.size for c in eni.cidrs.values())
                 s = self.ds.stats()
-                from cnikit.daemon.datastore import Stats
-
                 after = Stats(s.total - size, s.assigned, s.cooldown, s.prefixes, s.enis - 1)
                 if decide(self.cfg, after, self.capacity, 0).short > 0:
                     continue
