@@ -8,7 +8,7 @@ STAMP := $(VENV)/.setup-stamp
 # Lines pip prints for this machine's optional local indexes; not ours to fix.
 PIP_NOISE := is ignored: it is neither\|BuildBackendWarning\|^ *!!\|^ *\*\*\*\|^ *$$
 
-.PHONY: setup test unit lint demo bench localstack clean
+.PHONY: setup test unit lint demo bench localstack clean compose-up compose-down
 
 setup: $(STAMP)
 
@@ -44,6 +44,18 @@ $(LOCALSTACK_STAMP):
 	@set -o pipefail; .venv-localstack/bin/python -m pip install --quiet --upgrade pip 2>&1 | { grep -v "$(PIP_NOISE)" || true; }
 	@set -o pipefail; .venv-localstack/bin/python -m pip install --quiet 'localstack-core[runtime]==4.14.0' 'cbor2<6' 'cryptography<45' 'pyopenssl<25' service_identity 2>&1 | { grep -v "$(PIP_NOISE)" || true; }
 	@touch $(LOCALSTACK_STAMP)
+
+# The Compose stack (docs/containers.md): needs a Docker engine, or COMPOSE=podman-compose.
+COMPOSE ?= docker compose
+COMPOSE_FILE := compose/docker-compose.yml
+compose-up:
+	@$(if $(filter docker%,$(COMPOSE)),docker info >/dev/null 2>&1 || { echo "cnikit: compose-up needs a reachable Docker engine (docker info fails; see docs/containers.md)" >&2; exit 2; })
+	mkdir -p reports/compose
+	$(COMPOSE) -f $(COMPOSE_FILE) up --build -d
+	$(COMPOSE) -f $(COMPOSE_FILE) logs -f scenario
+
+compose-down:
+	$(COMPOSE) -f $(COMPOSE_FILE) down -v --remove-orphans
 
 clean:
 	-@test -x $(BIN)/cnikit && $(BIN)/cnikit cleanup || true

@@ -1,0 +1,137 @@
+"""compose/docker-compose.yml and compose/Dockerfile: syntax and wiring, without an engine.
+
+Every service reached by URL exists and listens on that port, every dependency exists (and
+has a healthcheck where one is waited for), every kit command line parses under the real
+cnikit/fault-imds commands after Compose's ${VAR:-default} interpolation, the scenario and
+profiles exist, node containers are privileged, and podman-compose normalises the file."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = ROOT / "compose" / "docker-compose.yml"
+DOCKERFILE = ROOT / "compose" / "Dockerfile"
+VAR = re.compile(r"\$\{(\w+)(?::?-([^}]*))?\}")
+
+
+def interpolate(value, env: dict[str, str]):
+    if isinstance(value, str):
+        return VAR.sub(lambda m: env.get(m.group(1), m.group(2) or ""), value)
+    if isinstance(value, list):
+        return [interpolate(v, env) for v in value]
+    if isinstance(value, dict):
+        return {k: interpolate(v, env) for k, v in value.items()}
+    return value
+
+
+@pytest.fixture(scope="module")
+def stack() -> dict:
+    return interpolate(yaml.safe_load(COMPOSE.read_text()), {})
+
+
+def listens_on(name: str, svc: dict) -> set[int]:
+    """Ports a service's process listens on, read from its own command and environment."""
+    ports = set()
+    cmd = svc.get("command") or []
+    for flag in ("--port", "--listen", "--control"):
+        if flag in cmd:
+            ports.add(int(cmd[cmd.index(flag) + 1].rsplit(":", 1)[-1]))
+    listen = (svc.get("environment") or {}).get("GATEWAY_LISTEN")
+    if listen:
+        ports.add(int(listen.rsplit(":", 1)[-1]))
+    return ports
+
+
+def test_services_and_roles(stack):
+    assert set(stack["services"]) == {"localstack", "ec2-gate", "fault-imds", "node", "scenario"}
+    for name in ("node", "scenario"):
+        assert stack["services"][name].get("privileged") is True, f"{name} makes namespaces"
+    assert stack["services"]["localstack"]["environment"]["SERVICES"] == "ec2"
+
+
+def test_dependencies_exist_and_health_is_defined(stack):
+    services = stack["services"]
+    for name, svc in services.items():
+        deps = svc.get("depends_on") or {}
+        for dep, cond in (deps.items() if isinstance(deps, dict) else ((d, {}) for d in deps)):
+            assert dep in services, f"{name} depends on unknown {dep}"
+            if (cond or {}).get("condition") == "service_healthy":
+                assert "healthcheck" in services[dep], f"{name} waits for {dep}'s health, it has none"
+
+
+def test_every_url_points_at_a_service_port(stack):
+    services = stack["services"]
+    urls = 0
+    for name, svc in services.items():
+        text = yaml.safe_dump({k: svc.get(k) for k in ("command", "healthcheck", "environment")})
+        for host, port in re.findall(r"https?://([\w.-]+):(\d+)", text):
+            urls += 1
+            target = name if host in ("127.0.0.1", "localhost") else host
+            assert target in services, f"{name} calls unknown host {host}"
+            assert int(port) in listens_on(target, services[target]), \
+                f"{name} calls {host}:{port}; {target} listens on {listens_on(target, services[target])}"
+            if target != name:
+                assert target in (svc.get("depends_on") or {}), f"{name} calls {target} without depending on it"
+    assert urls >= 6
+
+
+def test_kit_command_lines_parse_under_the_real_commands(stack):
+    import click
+
+    from cnikit import scenarios
+    from cnikit.cli import cli
+    from fault_imds.cli import cli as fault_imds
+
+    checked = 0
+    for name, svc in stack["services"].items():
+        if "build" not in svc:
+            continue
+        entry = svc.get("entrypoint") or ["cnikit"]
+        argv = list(svc["command"])
+        if entry == ["cnikit"]:
+            ctx = click.Context(cli)
+            cmd = cli.get_command(ctx, argv[0])
+            assert cmd is not None, f"{name}: no cnikit command {argv[0]}"
+            cmd.make_context(argv[0], argv[1:])
+            if argv[0] == "run":
+                assert argv[1] in scenarios.names(), f"{name}: unknown scenario {argv[1]}"
+        else:
+            assert entry == ["fault-imds"], entry
+            sub = fault_imds.get_command(click.Context(fault_imds), argv[0])
+            assert sub is not None, f"{name}: no fault-imds command {argv[0]}"
+            sub.make_context(argv[0], argv[1:])
+        checked += 1
+    assert checked == 4
+
+
+def test_dockerfile_copies_what_exists_and_runs_the_kits_script():
+    text = DOCKERFILE.read_text()
+    assert re.search(r"^FROM python:3\.11-slim", text, re.M)
+    for line in re.findall(r"^COPY (?!--from)(.+)$", text, re.M):
+        for src in line.split()[:-1]:
+            assert (ROOT / src).exists(), f"Dockerfile copies missing {src}"
+    scripts = (ROOT / "pyproject.toml").read_text()
+    assert 'cnikit = "cnikit.cli:main"' in scripts and "fault-imds =" in scripts
+    assert 'ENTRYPOINT ["cnikit"]' in text
+
+
+@pytest.mark.skipif(shutil.which("podman-compose") is None and not
+                    (Path(os.sys.executable).parent / "podman-compose").exists(),
+                    reason="podman-compose not installed (dev dependency)")
+def test_podman_compose_normalises_the_file():
+    exe = shutil.which("podman-compose") or str(Path(os.sys.executable).parent / "podman-compose")
+    p = subprocess.run([exe, "-f", str(COMPOSE), "config"], capture_output=True, text=True,
+                       timeout=60, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    cfg = yaml.safe_load(p.stdout)
+    assert set(cfg["services"]) == {"localstack", "ec2-gate", "fault-imds", "node", "scenario"}
+    assert cfg["services"]["scenario"]["command"][1] == "imds-stale-equal-length"
+    assert cfg["services"]["ec2-gate"]["build"]["dockerfile"] == "compose/Dockerfile"
