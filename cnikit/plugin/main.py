@@ -10,10 +10,16 @@ Netconf keys beyond the spec: `daemonSocket` (default $CNIKIT_DAEMON_SOCKET or
 /run/cnikit/daemon/ipamd.sock), `wiring` ("daemon" | "plugin"), `mtu`, `vethPrefix`.
 """
 
-import os
+import posix
 import sys
 
 from cnikit.plugin import tinyjson as json
+
+
+def getenv(name, default=""):
+    # posix.environ, not os.environ: `os` is not loaded under -S and costs ~1.5 ms to import.
+    v = posix.environ.get(name.encode())
+    return v.decode("utf-8", "surrogateescape") if v is not None else default
 
 SUPPORTED = ["0.3.0", "0.3.1", "0.4.0", "1.0.0"]
 DEFAULT_SOCKET = "/run/cnikit/daemon/ipamd.sock"
@@ -71,7 +77,7 @@ def _cni_args(raw):
 
 
 def _env(name, required=True):
-    v = os.environ.get(name, "")
+    v = getenv(name)
     if required and not v:
         raise CniError(E_ENV, f"{name} is required")
     return v
@@ -97,7 +103,7 @@ def _load_conf(raw):
 
 
 def _request(cmd, conf, with_netns=True):
-    args = _cni_args(os.environ.get("CNI_ARGS"))
+    args = _cni_args(getenv("CNI_ARGS"))
     req = {
         "cmd": cmd,
         "network": conf.get("name") or "",
@@ -112,12 +118,12 @@ def _request(cmd, conf, with_netns=True):
     if "mtu" in conf:
         req["mtu"] = conf["mtu"]
     if with_netns and conf.get("wiring", "daemon") == "daemon":
-        req["netns"] = os.environ.get("CNI_NETNS", "")
+        req["netns"] = getenv("CNI_NETNS")
     return req
 
 
 def _socket(conf):
-    return conf.get("daemonSocket") or os.environ.get("CNIKIT_DAEMON_SOCKET") or DEFAULT_SOCKET
+    return conf.get("daemonSocket") or getenv("CNIKIT_DAEMON_SOCKET") or DEFAULT_SOCKET
 
 
 def _local():
@@ -167,7 +173,7 @@ def cmd_del(conf):
         PodNet, PodNetError, veth_name = _local()
         veth = veth_name(req["podNamespace"], req["podName"], req["containerID"], req["vethPrefix"])
         try:
-            PodNet().delete(os.environ.get("CNI_NETNS") or None, resp.get("ip"), veth,
+            PodNet().delete(getenv("CNI_NETNS") or None, resp.get("ip"), veth,
                             resp.get("deviceNumber"))
         except PodNetError as e:
             raise CniError(e.code, str(e)) from None
@@ -194,7 +200,7 @@ def cmd_check(conf):
         resp = _call(_socket(conf), req)
         PodNet, _, veth_name = _local()
         veth = veth_name(req["podNamespace"], req["podName"], req["containerID"], req["vethPrefix"])
-        problem = PodNet().check(os.environ["CNI_NETNS"], resp["ip"], veth, req["ifName"])
+        problem = PodNet().check(getenv("CNI_NETNS"), resp["ip"], veth, req["ifName"])
         if problem:
             raise CniError(100, problem)
     else:
@@ -203,7 +209,7 @@ def cmd_check(conf):
 
 
 def main(argv=None):
-    cmd = os.environ.get("CNI_COMMAND", "")
+    cmd = getenv("CNI_COMMAND")
     ver = "1.0.0"
     try:
         if cmd == "VERSION":

@@ -168,7 +168,7 @@ def test_startup_imports_stay_small():
             "print(' '.join(sorted(sys.modules)))")
     mods = set(subprocess.run([sys.executable, "-IS", "-c", code], capture_output=True,
                               text=True, check=True).stdout.split())
-    heavy = {"json", "re", "enum", "socket", "boto3", "botocore", "pyroute2", "cnikit.fabric",
+    heavy = {"os", "json", "re", "enum", "socket", "boto3", "botocore", "pyroute2", "cnikit.fabric",
              "cnikit.daemon", "click", "asyncio"}
     assert not heavy & mods, heavy & mods
 
