@@ -144,20 +144,20 @@ def _cnikit_kit(request, cloud, _cnikit_imds, cnikit_options):
 
 
 @pytest.fixture
-def cluster(_cnikit_kit):
+def cluster(request):
     """cluster(nodes=2, pods=0, profile=None, instance_type="m5.large", scale=None, env=None)
     -> a started cnikit.testkit.Cluster (removed after the test)."""
-    if os.geteuid() != 0:
+    if os.geteuid() != 0:  # before anything starts
         pytest.skip("cnikit cluster needs root: network namespaces")
-    return _cnikit_kit.cluster
+    return request.getfixturevalue("_cnikit_kit").cluster
 
 
 @pytest.fixture
-def invariants(_cnikit_kit):
+def invariants(request):
     """The checkers, on every cluster this test makes (before or after asking for this)."""
     if os.geteuid() != 0:
         pytest.skip("cnikit invariants need root: the prober enters pod namespaces")
-    return _cnikit_kit.watch()
+    return request.getfixturevalue("_cnikit_kit").watch()
 
 
 def _report_dir(item) -> tuple[Path, bool]:

@@ -274,8 +274,9 @@ class Invariants:
 def _worth_stating(violations: list[dict]) -> list[dict]:
     """Leave out blame that opened and closed at one instant: the reachability checker blames
     one side of the first failing pair until the next pair shows which pod is lost."""
-    real = [v for v in violations
-            if not (v.get("kind") == "unreachable" and v.get("until") == v.get("since"))]
+    from cnikit.report.summary import momentary
+
+    real = [v for v in violations if not momentary(v)]
     return real or violations
 
 

@@ -9,6 +9,15 @@ from cnikit.report.timeline import Timeline
 # An EC2 change this long after the symptom's first sight still counts as its cause: the
 # monitor records ownership asynchronously, the prober fails a pod within milliseconds.
 SLACK = 1.0
+# Blame shorter than one probe round: the reachability checker blames one side of the first
+# failing pair until the next pair shows which pod is lost.
+MOMENT = 0.1
+
+
+def momentary(v: dict) -> bool:
+    until, since = v.get("until"), v.get("since")
+    return (v.get("kind") == "unreachable" and until is not None and since is not None
+            and until - since < MOMENT)
 
 
 def rel(tl: Timeline, t: float | None) -> str:
@@ -67,7 +76,7 @@ def sentence(tl: Timeline, v: dict) -> str:
     kind, subject, d = v.get("kind"), v.get("subject"), v.get("detail") or {}
     since, until = v.get("since"), v.get("until")
     span = f"at {rel(tl, since)}" + (f" until {rel(tl, until)}" if until else " (still at the end)")
-    if kind == "unreachable" and until is not None and until == since:
+    if momentary(v):
         return (f"pod {subject} was blamed for a moment at {rel(tl, since)} (one side of the "
                 "first failing pair, until the next pair showed which pod was lost)")
     if kind == "unreachable":
