@@ -177,8 +177,13 @@ class Daemon:
         daemon = self
 
         class Handler(socketserver.StreamRequestHandler):
+            timeout = 30  # a client that connects and says nothing must not pin a thread
+
             def handle(self):
-                line = self.rfile.readline(MAX_REQUEST)
+                try:
+                    line = self.rfile.readline(MAX_REQUEST)
+                except OSError:
+                    return
                 try:
                     req = json.loads(line)
                     if not isinstance(req, dict):
