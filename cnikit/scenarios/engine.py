@@ -265,12 +265,16 @@ class Ctx:
     def wait_until(self, pred: Callable[[], object], timeout: float, what: str,
                    poll: float = 0.05):
         end = time.monotonic() + timeout
+        last = ""
         while True:
-            v = pred()
+            try:
+                v = pred()
+            except (OSError, ValueError, KeyError) as e:  # a daemon restarting, say
+                v, last = None, f" (last: {type(e).__name__}: {e})"
             if v:
                 return v
             if time.monotonic() >= end:
-                raise ScenarioFailed(f"timed out after {timeout:.1f}s waiting for {what}")
+                raise ScenarioFailed(f"timed out after {timeout:.1f}s waiting for {what}{last}")
             time.sleep(poll)
 
     def violated(self) -> bool:
@@ -488,6 +492,11 @@ def run_scenario(sc: Scenario, profile: str = "hardened", seed: int = 1, ec2: st
             ctx.run_for(observe)
         except ScenarioFailed as e:
             result.error = str(e)
+        except Exception as e:  # noqa: BLE001 - a broken part is reported, then torn down
+            import traceback
+
+            result.error = f"{type(e).__name__}: {e}"
+            history.info(SCENARIO, "crash", {"traceback": traceback.format_exc()[-4000:]})
         if ctx.schedule:
             history.info(SCENARIO, "schedule", {"seed": seed, "operations": ctx.schedule})
         history.info(SCENARIO, "end", {"error": result.error})
