@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+
+import pytest
 
 from cnikit.scenarios.random_chaos import make_schedule
 
@@ -47,3 +50,17 @@ def test_random_chaos_schedule_is_a_function_of_the_seed():
     assert all(op["at"] < 30 for op in a) and len(a) > 10
     kinds = {op["op"] for op in make_schedule(3, 120)}
     assert kinds == {"add", "delete", "imds", "ec2", "kill"}
+
+
+@pytest.mark.root
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
+@pytest.mark.timeout(120)
+def test_run_violation_exit_1_with_evidence_and_report(tmp_path):
+    r = subprocess.run(CNIKIT + ["run", "imds-stale-equal-length", "--profile", "vpc-cni-1.18.3",
+                                 "--seed", "3", "--report", str(tmp_path / "rep")],
+                       capture_output=True, text=True, timeout=110, cwd=tmp_path)
+    assert r.returncode == 1, (r.stdout, r.stderr[-2000:])
+    assert "VIOLATION" in r.stdout
+    assert any(k in r.stdout for k in ("ip-not-owned", "unreachable", "shared-ip")), r.stdout
+    assert (tmp_path / "rep" / "report.json").exists()
+    assert "Traceback" not in r.stderr
