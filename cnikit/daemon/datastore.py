@@ -203,6 +203,13 @@ class Datastore:
         eni = self.enis[eni_id]
         return Assignment(ip, eni_id, eni.device_number, key)
 
+    def metadata(self, key: IpamKey) -> dict:
+        where = self._by_key.get(key)
+        if where is None:
+            return {}
+        eni_id, cidr, ip = where
+        return dict(self.enis[eni_id].cidrs[cidr].addresses[ip].metadata)
+
     def holder(self, ip: str) -> IpamKey | None:
         for eni in self.enis.values():
             for a in eni.addresses():

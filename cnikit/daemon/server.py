@@ -204,8 +204,9 @@ class Daemon:
         if introspection_addr:
             self._start(self._http(introspection_addr, {
                 "/v1/enis": lambda: json.dumps(self.snapshot()),
+                "/v1/pods": lambda: json.dumps(self._pods()),
+                "/v1/ipamd-env-settings": lambda: json.dumps(self._settings()),
                 "/v1/events": lambda: json.dumps(self.ipamd.events[-200:]),
-                "/v1/env-settings": lambda: json.dumps(self._settings()),
             }), "introspection")
         t = threading.Thread(target=self._pool_loop, name="pool", daemon=True)
         t.start()
@@ -214,6 +215,17 @@ class Daemon:
     def _metrics_text(self) -> str:
         with self.lock:
             return metrics.render(self.ipamd)
+
+    def _pods(self) -> dict:
+        """Upstream's /v1/pods shape: "<pod>_<namespace>_<container>" -> IP and device."""
+        out = {}
+        with self.lock:
+            for a in self.ipamd.ds.assignments():
+                meta = self.ipamd.ds.metadata(a.key)
+                name = f"{meta.get('k8sPodName', '')}_{meta.get('k8sPodNamespace', '')}_{a.key.container_id}"
+                out[name] = {"IPv4Addr": a.ip, "DeviceNumber": a.device_number, "ENI": a.eni_id,
+                             "IfName": a.key.if_name}
+        return out
 
     def _settings(self) -> dict:
         c = self.ipamd.cfg

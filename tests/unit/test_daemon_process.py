@@ -123,6 +123,9 @@ def test_metrics_and_introspection(daemon):
     held = [a for e in enis["ENIs"].values() for c in e["AvailableIPv4Cidrs"].values()
             for a in c["IPAddresses"].values() if a["IPAMKey"]["containerID"]]
     assert len(held) == enis["AssignedIPs"]
+    pods = json.loads(get(iport, "/v1/pods"))
+    assert len(pods) == enis["AssignedIPs"] and any(k.startswith("p1__c1") for k in pods)
+    assert json.loads(get(iport, "/v1/ipamd-env-settings"))["CNIKIT_PROFILE"] == "hardened"
 
 
 def test_sigkill_and_restart_recovers_allocations(daemon):
