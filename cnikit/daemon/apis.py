@@ -66,6 +66,9 @@ class Ec2Api(Protocol):
     def describe_eni(self, eni_id: str) -> EniView | None:
         """One ENI, or None when EC2 says it does not exist."""
 
+    def describe_tagged_enis(self, tag: str, value: str) -> list[EniView]:
+        """ENIs carrying tag=value, attached or not (to find ENIs a failed attach left)."""
+
     def create_eni(self, subnet_id: str, security_groups: list[str], tags: dict[str, str],
                    secondary_ips: int) -> EniView: ...
 

@@ -92,6 +92,11 @@ class Boto3Ec2:
         nis = r.get("NetworkInterfaces", [])
         return _view(nis[0]) if nis else None
 
+    def describe_tagged_enis(self, tag: str, value: str) -> list[EniView]:
+        r = self._call("describe_network_interfaces",
+                       Filters=[{"Name": f"tag:{tag}", "Values": [value]}])
+        return [_view(n) for n in r.get("NetworkInterfaces", [])]
+
     def create_eni(self, subnet_id, security_groups, tags, secondary_ips) -> EniView:
         kw = {"SubnetId": subnet_id, "Description": "aws-K8S-cnikit",
               "TagSpecifications": [{"ResourceType": "network-interface",

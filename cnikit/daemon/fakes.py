@@ -73,6 +73,10 @@ class FakeEc2:
         e = self.enis.get(eni_id)
         return copy.deepcopy(e) if e else None
 
+    def describe_tagged_enis(self, tag, value):
+        self._call("describe_tagged_enis")
+        return [copy.deepcopy(e) for e in self.enis.values() if e.tags.get(tag) == value]
+
     def create_eni(self, subnet_id, security_groups, tags, secondary_ips):
         self._call("create_eni")
         eni = self._new_eni()

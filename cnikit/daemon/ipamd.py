@@ -31,6 +31,7 @@ log = logging.getLogger("cnikit.daemon")
 TAG_INSTANCE = "node.k8s.amazonaws.com/instance_id"
 TAG_CLUSTER = "cluster.k8s.amazonaws.com/name"
 TAG_CREATED = "node.k8s.amazonaws.com/createdAt"
+LEAKED_ENI_CHECK_EVERY = 10  # reconciles
 
 
 class Metrics:
@@ -115,6 +116,7 @@ class IpamD:
         log.info("start: %d ENIs, %d allocations recovered, %d dropped", len(self.ds.enis),
                  len(recovered), len(dropped))
         self.last_reconcile = self.clock.now()
+        self.cleanup_leaked_enis()
         self.pool_step()
 
     def _subnet_cidr(self) -> str:
@@ -183,6 +185,25 @@ class IpamD:
             reconcile.run(self, imds_view)
         finally:
             self.last_reconcile = self.clock.now()
+        if self.reconcile_runs % LEAKED_ENI_CHECK_EVERY == 0:
+            self.cleanup_leaked_enis()
+
+    def cleanup_leaked_enis(self) -> None:
+        """Delete ENIs tagged for this instance that are attached nowhere: what a failed
+        attach-then-delete leaves behind (upstream's cleanUpLeakedENIs). EC2 decides."""
+        try:
+            tagged = self.ec2.describe_tagged_enis(TAG_INSTANCE, self.instance.instance_id)
+        except ApiError:
+            self.metrics.inc("awscni_ipamd_error_count", fn="cleanUpLeakedENIs")
+            return
+        for view in tagged:
+            if view.attachment_id or view.instance_id or view.eni_id in self.ds.enis:
+                continue
+            try:
+                self.ec2.delete_eni(view.eni_id)
+                self._event("eni-leak-deleted", eni=view.eni_id)
+            except ApiError:
+                self.metrics.inc("awscni_ipamd_error_count", fn="cleanUpLeakedENIs")
 
     def pool_step(self) -> None:
         d = self.decision()

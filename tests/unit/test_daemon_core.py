@@ -451,3 +451,18 @@ def test_restart_with_partial_prefix_read_releases_in_use_prefix(profile, tmp_pa
     else:
         assert all(d2.check(a.key) is None for a in held), "the pods' allocations were dropped"
         assert harmed, "the dropped pods' addresses should be reissued or released"
+
+
+def test_attach_failure_rolls_back_and_leaked_enis_are_cleaned():
+    d, ec2, imds, clock, _ = make()
+    ec2.fail["attach_eni"] = "AttachmentLimitExceeded"
+    ec2.fail["delete_eni"] = "RequestLimitExceeded"
+    for n in range(9):
+        d.add(key(n))
+    settle(d, clock, 10)
+    leaked = [e for e in ec2.enis.values() if not e.instance_id]
+    assert leaked and d.ds.stats().enis == 1
+    del ec2.fail["attach_eni"], ec2.fail["delete_eni"]
+    settle(d, clock, 10 * d.cfg.reconcile_interval + 5)
+    assert not [e for e in ec2.enis.values() if not e.instance_id], "leaked ENIs stay behind"
+    assert d.ds.stats().enis == 2 and d.within_targets()
