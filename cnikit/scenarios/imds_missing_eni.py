@@ -48,7 +48,7 @@ def run(ctx: Ctx) -> None:
     ctx.wait_reconciles(NODE, 1)
     ctx.step("IMDS lists the ENI again; reconcile", **focus)
     # The pool frees surplus ENIs and IPs after its decrease interval; new pods take IPs.
-    ctx.run_for(ctx.t(35))
+    ctx.wait_within_targets(NODE, 20)
     for _ in range(3):
         ctx.add_pod(NODE, retry_for=5)
     ctx.step("pool settles; new pods", **focus)

@@ -74,14 +74,15 @@ def run(ctx: Ctx) -> None:
     ctx.wait_reconciles(NODE, 1)
     ctx.step("reconcile", **focus)
 
-    ctx.run_for(ctx.t(30))  # the pool manager tops up (more warm IPs)
+    ctx.wait_within_targets(NODE, 20)  # the pool manager tops up (more warm IPs)
     ctx.step("more warm IPs", **focus)
 
     ctx.wait_reconciles(NODE, 1)
     ctx.step("reconcile", **focus)
 
-    # Release: the pool shrinks after its decrease interval; new pods take free IPs.
-    ctx.run_for(ctx.t(40))
+    # Release: the pool shrinks to its target after its decrease interval; new pods take
+    # free IPs.
+    ctx.wait_within_targets(NODE, 20)
     for _ in range(2):
         ctx.add_pod(NODE, retry_for=5)
     ctx.end_imds_fault(stale)

@@ -51,7 +51,7 @@ def run(ctx: Ctx) -> None:
     ctx.end_imds_fault(partial)
     ctx.wait_reconciles(NODE, 1)
     ctx.step("reconcile (IMDS complete again)", **focus)
-    ctx.run_for(ctx.t(40))
+    ctx.wait_within_targets(NODE, 20)
     for _ in range(3):
         ctx.add_pod(NODE, retry_for=5)
     ctx.step("pool settles; new pods", **focus)
