@@ -219,6 +219,9 @@ def matrix_cmd(as_json, seeds, only, profiles, report_root) -> None:
     for n in names:
         scenarios.get(n)
     profiles = list(profiles) or list(PROFILES)
+    from cnikit.runtime import require_root
+
+    require_root("cnikit matrix")
     total = len(names) * len(profiles) * seeds
     console = _console()
     done = [0]
@@ -316,7 +319,10 @@ def demo_cmd(seed, report_root) -> None:
     """Replay upstream 3019 on vpc-cni-1.18.3 (must break) then hardened (must hold)."""
     from cnikit import scenarios
 
+    from cnikit.runtime import require_root
+
     _quiet_logs()
+    require_root("cnikit demo")
     sc = scenarios.get(DEMO_SCENARIO)
     click.echo("cnikit demo: upstream issue 3019 (stale IMDS, equal lengths), replayed on a live VPC")
     click.echo("  views of node 0's ENI: secondary IPs as last octets, * = held by a running pod")
