@@ -318,7 +318,6 @@ class DemoPrinter:
 def demo_cmd(seed, report_root) -> None:
     """Replay upstream 3019 on vpc-cni-1.18.3 (must break) then hardened (must hold)."""
     from cnikit import scenarios
-
     from cnikit.runtime import require_root
 
     _quiet_logs()
