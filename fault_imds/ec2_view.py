@@ -2,9 +2,9 @@
 
 A thread polls DescribeNetworkInterfaces every `interval` (100 ms by default): IPs,
 prefixes and attachments change there. Another thread runs DescribeInstances (live states
-only) when an ENI names an instance not seen yet and otherwise once a second: instances
-rarely change, and on moto that call grows slow with every instance ever launched, so it
-must not delay the ENIs. Subnets and VPCs are fetched when a new id appears.
+only) for an instance an ENI names that is not known yet, and for all instances every 5 s
+(type, state, termination): instances rarely change, and on moto that call grows slow
+with every instance ever launched, so it must not delay the ENIs. Subnets and VPCs are fetched when a new id appears.
 
 Only changes are stored: a snapshot is valid from its `t` until the next one's.
 
@@ -33,7 +33,7 @@ from fault_imds.tree import LIVE_STATES, Ec2State, eni_key, slim_eni
 
 log = logging.getLogger("fault_imds.ec2")
 
-INSTANCE_REFRESH_S = 1.0
+INSTANCE_REFRESH_S = 5.0
 MAX_SNAPSHOTS = 20_000
 INSTANCE_FIELDS = (
     "InstanceId",
@@ -251,31 +251,43 @@ class Ec2View:
             self.on_change(state)
 
     def _run_instances(self) -> None:
-        """DescribeInstances is slow on moto (it grows with every instance ever launched):
-        it runs here, so it never delays following the ENIs."""
+        """DescribeInstances is slow on moto (it grows with every instance ever launched, and
+        moto usually shares this process): it runs here, so it never delays following the
+        ENIs; a new instance is described alone, all of them only every few seconds."""
         client = ec2_client(self.endpoint, self.region)
         self._first.wait()
+        full_at = time.monotonic()
         while not self._stop.is_set():
-            self._inst_wake.wait(INSTANCE_REFRESH_S)
+            self._inst_wake.wait(max(0.0, full_at + INSTANCE_REFRESH_S - time.monotonic()))
             self._inst_wake.clear()
             if self._stop.is_set():
                 return
+            new = self._attached - self._instances.keys() - self._absent
+            full = time.monotonic() >= full_at + INSTANCE_REFRESH_S or not new
             try:
-                instances = self._describe_instances(client)
+                if full:
+                    instances = self._describe_instances(client)
+                    full_at = time.monotonic()
+                else:
+                    instances = {**self._instances, **self._describe_instances(client, new)}
             except Exception as e:  # keep the last known instances
                 log.warning(
                     "DescribeInstances failed: %s", f"{type(e).__name__}: {e}".splitlines()[0]
                 )
+                full_at = time.monotonic() - INSTANCE_REFRESH_S + 0.5  # a full one soon
                 self._stop.wait(0.5)
                 continue
-            self._absent = self._attached - instances.keys()
+            gone = self._attached - instances.keys()
+            self._absent = gone if full else self._absent | gone
             if instances != self._instances:
                 self._instances = instances
                 self.poke()
 
-    def _describe_instances(self, client) -> dict[str, dict[str, Any]]:
+    def _describe_instances(self, client, ids: set[str] | None = None) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
         live = [{"Name": "instance-state-name", "Values": list(LIVE_STATES)}]
+        if ids:
+            live.append({"Name": "instance-id", "Values": sorted(ids)})
         for page in client.get_paginator("describe_instances").paginate(Filters=live):
             for res in page.get("Reservations", []):
                 for inst in res.get("Instances", []):
