@@ -113,8 +113,8 @@ def test_breaks(cluster, invariants):
     c.unassign(victim)
     assert invariants.wait_for(lambda inv: victim.name in inv.failing_pods(), 10) is not None
 
-def test_holds(cluster, invariants):
-    cluster(nodes=1, pods=2)
+def test_holds(cloud, invariants):
+    pass  # checkers with nothing to watch: nothing to report
 ''')
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-o", "timeout=240")
     result.assert_outcomes(failed=1, passed=1)
