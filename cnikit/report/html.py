@@ -61,7 +61,7 @@ class Svg:
         self.add(f'<text x="{8 + indent}" y="{y + LANE_H - 5}" class="lbl"{w}>{t}{esc(text)}</text>')
 
     def rect(self, t0: float, t1: float, y: float, fill: str, title: str = "", text: str = "",
-             h: float = LANE_H, cls: str = "") -> None:
+             h: float = LANE_H, cls: str = "", cut: bool = False) -> None:
         x0, x1 = self.x(t0), self.x(t1)
         w = max(x1 - x0, 1.5)
         c = f' class="{cls}"' if cls else ""
@@ -69,7 +69,9 @@ class Svg:
         self.add(f'<g{c}><rect x="{x0:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h}" '
                  f'fill="{fill}" rx="2">{tt}</rect>')
         if text and w <= 7 * len(text) + 6:
-            text = text.split(" ", 1)[0]  # the count alone when the whole does not fit
+            room = int((w - 6) / 7)
+            # A label is cut; a set keeps its count alone.
+            text = (text[:room - 1] + "\u2026" if room > 3 else "") if cut else text.split(" ", 1)[0]
         if text and w > 7 * len(text) + 6:
             self.add(f'<text x="{x0 + 4:.1f}" y="{y + h - 5:.1f}" class="seg">{tt}{esc(text)}</text>')
         self.add("</g>")
@@ -178,7 +180,8 @@ def render_svg(tl: Timeline, violations: list[dict]) -> str:
     rows: list[float] = []
     placed: list[tuple[int, object]] = []
     for f in sorted(tl.faults, key=lambda s: s.start):
-        end = f.end if not f.instant else f.start + svg.span / 200
+        # An instant fault occupies its marker and label: pack so that labels never overlap.
+        end = f.end if not f.instant else f.start + (7 * len(f.label[:28]) + 16) / PLOT_W * svg.span
         for i, free_at in enumerate(rows):
             if free_at <= f.start:
                 rows[i] = end
@@ -197,9 +200,9 @@ def render_svg(tl: Timeline, violations: list[dict]) -> str:
                 svg.add(f'<g><path d="M{x:.1f},{y + 2} l5,7 l-5,7 l-5,-7 z" fill="{C_FAULT}" '
                         f'stroke="#8a6d00"><title>{esc(title)}</title></path>'
                         f'<text x="{x + 7:.1f}" y="{y + LANE_H - 5}" class="lbl">'
-                        f'{esc(f.label[:40])}</text></g>')
+                        f'{esc(f.label[:28])}</text></g>')
             else:
-                svg.rect(f.start, f.end, y, C_FAULT, title, f.label, cls="fault")
+                svg.rect(f.start, f.end, y, C_FAULT, title, f.label, cls="fault", cut=True)
         svg.y += len(rows) * (LANE_H + LANE_GAP) + GROUP_GAP
 
     if tl.steps:
