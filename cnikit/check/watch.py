@@ -8,8 +8,10 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from cnikit.check.history import CLIENT, NEMESIS, PROBER, History
 from cnikit.check.invariants import Invariants
@@ -85,6 +87,26 @@ class Watch:
     def nemesis(self, f: str, value=None) -> dict:
         """Record a fault (done by the caller) in the history."""
         return self.history.info(NEMESIS, f, value)
+
+    # -- results -------------------------------------------------------------------------
+
+    def verdict(self) -> dict:
+        """The run's verdict: ok, violations and warnings (with timestamps), probe figures."""
+        out = self.invariants.summary()
+        out["pods"] = len(self.invariants.state.pods)
+        out["history_entries"] = len(self.history)
+        out["prober"] = {k: self.prober.last_stats.get(k) for k in
+                         ("pairs_per_s", "pods", "failing", "stale_count", "timeouts")}
+        out["prober_errors"] = dict(self.errors)
+        return out
+
+    def dump(self, directory: str | Path) -> Path:
+        """Write history.jsonl and verdict.json into directory (made if missing)."""
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        self.history.dump(d / "history.jsonl")
+        (d / "verdict.json").write_text(json.dumps(self.verdict(), indent=2, default=str) + "\n")
+        return d
 
     # -- waiting -------------------------------------------------------------------------
 

@@ -45,7 +45,7 @@ def healthy_for(watch, seconds: int) -> None:
     assert watch.prober.last_stats["ok"] > 0 and watch.prober.last_stats["stale_count"] == 0
 
 
-def test_lost_ip_then_shared_ip_then_restored(mesh, fab_cloud):
+def test_lost_ip_then_shared_ip_then_restored(mesh, fab_cloud, tmp_path):
     fabric, watch = mesh
     assert not watch.errors
     healthy_for(watch, 1)
@@ -99,6 +99,10 @@ def test_lost_ip_then_shared_ip_then_restored(mesh, fab_cloud):
     replay = judge(history)
     assert [(v.kind, v.subject) for v in replay.violations()] == \
         [(v.kind, v.subject) for v in watch.invariants.violations()]
+    out = watch.dump(tmp_path / "report")
+    verdict = json.loads((out / "verdict.json").read_text())
+    assert verdict["ok"] is False and len(verdict["violations"]) == len(watch.invariants.violations())
+    assert len((out / "history.jsonl").read_text().splitlines()) >= len(history)  # it grows
 
 
 def test_leaked_ip_is_a_warning_not_a_violation(make_fabric, fab_cloud):
