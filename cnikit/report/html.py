@@ -270,8 +270,9 @@ def render_svg(tl: Timeline, violations: list[dict]) -> str:
         for v in sorted(by_pod.get(p.name, []), key=lambda v: v.get("kind") != "unreachable"):
             until = v.get("until") or tl.t1
             kind = v.get("kind", "")
-            h = LANE_H if kind == "unreachable" else LANE_H / 2
-            y = svg.y if kind == "unreachable" else svg.y + LANE_H / 2
+            # Lost connectivity fills the lane; the other kinds are a strip along its bottom.
+            h = LANE_H if kind == "unreachable" else 5
+            y = svg.y if kind == "unreachable" else svg.y + LANE_H - 5
             svg.rect(v["since"], until, y, colors.get(kind, C_LOST),
                      f"{kind} {rel(tl, v['since'])} .. {rel(tl, v.get('until'))}",
                      "lost" if kind == "unreachable" else "", h=h, cls="viol")
