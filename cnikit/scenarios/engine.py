@@ -143,7 +143,7 @@ def make_cluster(nodes: int, profile: str, scale: float, env: dict, seed: int, e
             from fault_imds.server import ImdsServer
 
             try:
-                self.cloud = Cloud.start(ec2=ec2, endpoint=ec2_endpoint)
+                self.cloud = Cloud.start(ec2=ec2, endpoint=ec2_endpoint, seed=seed)
                 self.topo = self.cloud.bootstrap(nodes=self.n_nodes, instance_type=self.instance_type)
                 self.imds = ImdsServer(ec2_endpoint=self.cloud.endpoint, seed=self.imds_seed).start()
                 self.fabric = Fabric(self.cloud, self.topo, imds=self.imds).start()
