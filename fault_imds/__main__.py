@@ -1,0 +1,5 @@
+import sys
+
+from fault_imds.cli import main
+
+sys.exit(main())
