@@ -19,9 +19,6 @@ def pytest_configure(config) -> None:
 
 
 def pytest_generate_tests(metafunc) -> None:
-    if "seed" in metafunc.fixturenames and "scenario_cell" in metafunc.fixturenames:
-        n = metafunc.config.getoption("--scenario-seeds")
-        metafunc.parametrize("seed", list(range(1, n + 1)), ids=[f"seed{s}" for s in range(1, n + 1)])
     if "chaos_seed" in metafunc.fixturenames:
         n = metafunc.config.getoption("--chaos-seeds")
         metafunc.parametrize("chaos_seed", list(range(1, n + 1)),

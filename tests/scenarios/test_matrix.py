@@ -21,9 +21,11 @@ CELLS = [(name, profile) for name in scenarios.names() for profile in PROFILES
          if scenarios.get(name).expected.get(profile) is not None]
 
 
-@pytest.fixture(params=CELLS, ids=[f"{n}-{p}" for n, p in CELLS])
-def scenario_cell(request):
-    return request.param
+def pytest_generate_tests(metafunc) -> None:
+    if "cell" in metafunc.fixturenames:
+        seeds = range(1, metafunc.config.getoption("--scenario-seeds") + 1)
+        cells = [(n, p, s) for n, p in CELLS for s in seeds]
+        metafunc.parametrize("cell", cells, ids=[f"{n}-{p}-seed{s}" for n, p, s in cells])
 
 
 def _explain(r) -> str:
@@ -37,8 +39,8 @@ def _explain(r) -> str:
 
 
 @pytest.mark.timeout(180)
-def test_matrix(scenario_cell, seed, tmp_path):
-    name, profile = scenario_cell
+def test_matrix(cell, tmp_path):
+    name, profile, seed = cell
     print(f"scenario {name} profile {profile} seed {seed}")
     r = scenarios.run(name, profile=profile, seed=seed, report_dir=tmp_path / "report")
     assert r.verdict == r.expected, _explain(r)
