@@ -77,6 +77,7 @@ def test_veth_into_other_namespace_with_addresses_routes_rules_neighbours(ns_pai
     ia, ib = a.link_index("va"), b.link_index("vb")
     a.link_set(ia, up=True)
     b.link_set(ib, up=True)
+    assert a.wait_oper_up("va") and b.wait_oper_up("vb")  # else the first packets drop
     a.addr_add(ia, "10.9.0.1", 24, noprefixroute=True)
     a.addr_add(ia, "10.9.0.1", 24, noprefixroute=True)  # the same address again is fine
     b.addr_add(ib, "10.9.0.2", 32)
