@@ -35,7 +35,7 @@ class Prober:
     def __init__(self, on_event: Callable[[dict], None] | None = None,
                  interval: float | None = None,
                  timeout: float = 0.005, fail_after: int = 3, max_inflight: int = 256,
-                 confirm_timeout: float = 0.15,
+                 confirm_timeout: float = 0.25,
                  run_dir: Path | None = None):
         self.on_event = on_event or (lambda ev: None)
         # interval: seconds per round (every pod probed once as source and as destination);

@@ -57,7 +57,7 @@ class Prober:
         self.sent_q: collections.deque[tuple[float, int]] = collections.deque()
         self.confirm_q: collections.deque[tuple[float, int]] = collections.deque()
         self.confirm: collections.deque[tuple[int, int]] = collections.deque()
-        self.confirm_timeout = 0.15
+        self.confirm_timeout = 0.25
         self.retry: collections.deque[tuple[int, int]] = collections.deque()
         self.misses: dict[tuple[int, int], int] = {}
         self.failed: set[tuple[int, int]] = set()
