@@ -213,6 +213,7 @@ class Prober:
         while self.confirm:
             src, dst = self.confirm.popleft()
             if self._send_one(src, dst, now, self.confirm_q) is False:
+                self.confirm.appendleft((src, dst))  # socket full: next time
                 return
         while len(inflight) < self.max_inflight:
             pair = self.next_pair(now)
