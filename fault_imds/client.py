@@ -59,13 +59,15 @@ class FaultClient:
         self.url = control_url.rstrip("/")
         self.timeout = timeout
 
-    def _call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    def _call(
+        self, method: str, path: str, body: Any = None, timeout: float | None = None
+    ) -> tuple[int, Any]:
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(
             self.url + path, data=data, method=method, headers={"Content-Type": "application/json"}
         )
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            with urllib.request.urlopen(req, timeout=timeout or self.timeout) as resp:
                 return resp.status, json.loads(resp.read() or b"null")
         except urllib.error.HTTPError as e:
             try:
@@ -76,8 +78,8 @@ class FaultClient:
         except OSError as e:
             raise FaultError(f"fault-imds control API at {self.url} unreachable: {e}") from None
 
-    def _ok(self, method: str, path: str, body: Any = None) -> Any:
-        status, payload = self._call(method, path, body)
+    def _ok(self, method: str, path: str, body: Any = None, timeout: float | None = None) -> Any:
+        status, payload = self._call(method, path, body, timeout)
         if status >= 400:
             raise FaultError(payload.get("error", f"HTTP {status}"))
         return payload
@@ -113,8 +115,10 @@ class FaultClient:
     def clear(self) -> list[str]:
         return self._ok("DELETE", "/faults")["removed"]
 
-    def events(self, since: int = 0) -> list[dict[str, Any]]:
-        return self._ok("GET", f"/events?since={int(since)}")["events"]
+    def events(self, since: int = 0, wait: float = 0) -> list[dict[str, Any]]:
+        """Events after `since` (a seq); with `wait`, block up to that long for one."""
+        path = f"/events?since={int(since)}&wait={float(wait)}"
+        return self._ok("GET", path, timeout=self.timeout + wait)["events"]
 
     def kinds(self) -> dict[str, Any]:
         return self._ok("GET", "/kinds")

@@ -2,13 +2,14 @@
 
 POST /faults {"kind": K, "target": {...}, "duration": s, ...} -> 201 {"id": ..., "fault": {...}}
 GET /faults -> {"faults": [...]}          DELETE /faults/{id}    DELETE /faults
-GET /events[?since=SEQ] -> {"events": [...], "last_seq": N}
+GET /events[?since=SEQ][&wait=S] -> {"events": [...], "last_seq": N}  (wait: long poll)
 GET /kinds, GET /health
 Every error is {"error": "<one line>"} with a 4xx status, and changes nothing.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 
@@ -64,12 +65,37 @@ def control_app(engine: Engine, health=None) -> web.Application:
         engine.clear()
         return web.json_response({"removed": ids})
 
+    changed = asyncio.Condition()
+
+    def wake() -> None:
+        async def notify() -> None:
+            async with changed:
+                changed.notify_all()
+
+        asyncio.ensure_future(notify())
+
+    engine.events.on_add(wake)
+
     async def events(request: web.Request) -> web.Response:
         raw = request.query.get("since", "0")
         if not raw.isdigit():
             return _error(400, f"since must be a non-negative integer, got {raw!r}")
+        try:
+            wait = min(float(request.query.get("wait", "0")), 60.0)
+        except ValueError:
+            return _error(400, "wait must be a number of seconds")
+        since = int(raw)
+        if wait > 0 and engine.events.last_seq <= since:
+            # Long poll: answer as soon as there is something newer, or after `wait`.
+            try:
+                async with changed:
+                    await asyncio.wait_for(
+                        changed.wait_for(lambda: engine.events.last_seq > since), wait
+                    )
+            except TimeoutError:
+                pass
         return web.json_response(
-            {"events": engine.events.since(int(raw)), "last_seq": engine.events.last_seq}
+            {"events": engine.events.since(since), "last_seq": engine.events.last_seq}
         )
 
     async def kinds_(request: web.Request) -> web.Response:

@@ -86,10 +86,16 @@ class EventLog:
     def __init__(self, maxlen: int = EVENTS_MAX):
         self._events: deque[dict[str, Any]] = deque(maxlen=maxlen)
         self._seq = 0
+        self._listeners: list[Callable[[], None]] = []
 
     def add(self, type_: str, **fields: Any) -> None:
         self._seq += 1
         self._events.append({"seq": self._seq, "time": time.time(), "type": type_, **fields})
+        for wake in self._listeners:
+            wake()
+
+    def on_add(self, wake: Callable[[], None]) -> None:
+        self._listeners.append(wake)
 
     def since(self, seq: int = 0) -> list[dict[str, Any]]:
         return [e for e in self._events if e["seq"] > seq]

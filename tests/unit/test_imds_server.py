@@ -505,3 +505,26 @@ def test_add_listener_serves_a_prebound_socket(server, topo):
     server.add_listener(sock)
     extra = Imds(f"http://127.0.0.1:{port}", topo.instances[2].instance_id)
     assert extra.text("/latest/meta-data/instance-id") == topo.instances[2].instance_id
+
+
+def test_events_long_poll_and_kinds(server, topo, fc):
+    import threading
+
+    last = max([e["seq"] for e in fc.events()], default=0)
+    got: list = []
+    waiter = threading.Thread(target=lambda: got.extend(fc.events(since=last, wait=10)))
+    started = time.monotonic()
+    waiter.start()
+    time.sleep(0.1)  # let the long poll reach the server (not a synchronisation: either way works)
+    fid = fc.error(path="*/ami-id")
+    waiter.join(10)
+    assert time.monotonic() - started < 5
+    assert got and got[0]["type"] == "fault_added" and got[0]["fault"]["id"] == fid
+    # Nothing new: the long poll answers empty after its wait.
+    t = time.monotonic()
+    assert fc.events(since=got[-1]["seq"], wait=0.3) == []
+    assert 0.25 <= time.monotonic() - t < 3
+    kinds = fc.kinds()
+    assert set(kinds) == {"stale", "missing", "lag", "error", "latency", "token", "drop"}
+    assert "probability" in kinds["error"]["attributes"]
+    assert fc.list()[0]["target"] == {"path": "*/ami-id"}
