@@ -57,9 +57,10 @@ def parse_spec(spec: Any, resolver: Resolver, fid: str, now: float, wall: float)
         duration = number(0, None, lo_open=True)("duration", duration)
     probability = 1.0
     if "probability" in spec:
-        if not cls.uses_probability:
-            raise SpecError(f"probability does not apply to {kind} (it changes what is served)")
         probability = number(0, 1)("probability", spec["probability"])
+        if not cls.uses_probability and probability != 1.0:
+            # What is served is one view at a time (and in the event log): no coin flips.
+            raise SpecError(f"probability does not apply to {kind} (only 1 is accepted)")
     attrs: dict[str, Any] = {}
     for name, param in cls.params.items():
         if name in spec:

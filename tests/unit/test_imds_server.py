@@ -430,6 +430,7 @@ BAD_SPECS = [
     ({"kind": "stale", "target": {"ips": ["10.0.1.300"]}}, "not an IPv4"),
     ({"kind": "stale", "wobble": 1}, "unknown field"),
     ({"kind": "stale", "probability": 0.5}, "probability does not apply"),
+    ({"kind": "lag", "seconds": 1, "probability": 2}, "probability must be <= 1"),
     ({"kind": "error", "probability": 1.5}, "probability"),
     ({"kind": "error", "probability": -0.1}, "probability"),
     ({"kind": "error", "status": 200}, "status"),
