@@ -49,7 +49,8 @@ class PodNet:
 
         self.node = Netlink()
         self.eni_link_wait = eni_link_wait
-        self._pending: dict[str, int] = {}  # netns path -> veth deletes queued
+        # Netns paths and veth names with a delete queued: an ADD reusing either waits.
+        self._pending: dict[str, int] = {}
         self._cond = threading.Condition()
         self._queue: queue.Queue | None = None
         if background_delete:
@@ -59,21 +60,23 @@ class PodNet:
 
     def _reap(self) -> None:
         while True:
-            netns_path, veth = self._queue.get()
+            keys, index = self._queue.get()
             try:
-                self._reaper_nl.link_del(name=veth)
+                # By index, not name: a pod of the same name may own that name again by now.
+                self._reaper_nl.link_del(index=index)
             except OSError:
                 pass  # gone with its namespace already
             finally:
                 with self._cond:
-                    self._pending[netns_path] -= 1
-                    if not self._pending[netns_path]:
-                        del self._pending[netns_path]
+                    for k in keys:
+                        self._pending[k] -= 1
+                        if not self._pending[k]:
+                            del self._pending[k]
                     self._cond.notify_all()
 
-    def _wait_pending(self, netns_path: str, timeout: float = 10.0) -> None:
+    def _wait_pending(self, *keys: str, timeout: float = 10.0) -> None:
         with self._cond:
-            self._cond.wait_for(lambda: netns_path not in self._pending, timeout)
+            self._cond.wait_for(lambda: not any(k in self._pending for k in keys), timeout)
 
     def _wait_eni_link(self, device_index: int) -> None:
         # The fabric (or a real kernel) shows a just-attached ENI as eth<N> a moment later.
@@ -88,7 +91,7 @@ class PodNet:
         from cnikit.fabric import wiring
         from cnikit.fabric.netlink import NetlinkError
 
-        self._wait_pending(netns_path)
+        self._wait_pending(netns_path, host_veth)
         fd = _open_ns(netns_path)
         pod = None
         try:
@@ -129,10 +132,13 @@ class PodNet:
         except NetlinkError as e:
             if e.errno not in (errno.ENOENT, errno.ENODEV, errno.ESRCH):
                 raise PodNetError(f"unwiring {ip}: {e}", 5) from None
-        if later and self.node.link_index(host_veth) is not None:
+        index = self.node.link_index(host_veth) if later else None
+        if index is not None:
+            keys = (netns_path, host_veth)
             with self._cond:
-                self._pending[netns_path] = self._pending.get(netns_path, 0) + 1
-            self._queue.put((netns_path, host_veth))
+                for k in keys:
+                    self._pending[k] = self._pending.get(k, 0) + 1
+            self._queue.put((keys, index))
 
     def check(self, netns_path: str, ip: str, host_veth: str, ifname: str) -> str | None:
         """None when the pod's network is as ADD left it, else what is wrong (one line)."""

@@ -216,3 +216,42 @@ def test_del_of_a_sandbox_the_daemon_forgot_still_unwires(cluster, rt):
     assert (rc, out) == (0, None)
     assert not any(r.dst == f"{ip}/32" for r in node_nl.rules())
     assert not any(r.dst == f"{ip}/32" for r in node_nl.routes())
+
+
+def test_same_pod_name_readded_right_after_del(cluster, rt):
+    """A StatefulSet-style pod comes back under the same name (same host veth name) in a new
+    namespace right after DEL, while earlier DELs still queue their deferred veth removals:
+    the old veth's removal must not take the new one. Straight on the daemon's socket."""
+    import time
+
+    from cnikit.daemon.server import request
+    from cnikit.fabric import wiring
+
+    sock = cluster.daemons[0].socket_path
+    node_nl = cluster.fabric.nodes[0].ns.nl
+
+    def req(cmd, name, cid, ns):
+        return request(sock, {"cmd": cmd, "network": "aws-cni", "ifName": "eth0",
+                              "podNamespace": "conf", "podName": name, "containerID": cid,
+                              "netns": ns})
+
+    others = [(f"burst-{i}", rt.new_netns()) for i in range(6)]
+    for name, ns in others:
+        assert req("add", name, name, ns)["ok"]
+    old_ns, new_ns = rt.new_netns(), rt.new_netns()
+    assert req("add", "sts-0", "sts-old", old_ns)["ok"]
+    for name, ns in others:  # a backlog of deferred veth removals (~35 ms each)
+        assert req("del", name, name, ns)["ok"]
+    assert req("del", "sts-0", "sts-old", old_ns)["ok"]
+    r = req("add", "sts-0", "sts-new", new_ns)
+    assert r["ok"], r
+    gone = [wiring.host_veth_name("conf", name) for name, _ in others]
+    end = time.monotonic() + 10
+    while any(node_nl.link(v) for v in gone):  # the backlog drains
+        assert time.monotonic() < end, "deferred veth removals never ran"
+        time.sleep(0.02)
+    # A negative check: give the removal queued behind them the time to (wrongly) act.
+    time.sleep(0.1)
+    chk = req("check", "sts-0", "sts-new", new_ns)
+    assert chk["ok"], chk
+    assert req("del", "sts-0", "sts-new", new_ns)["ok"]
