@@ -14,6 +14,7 @@ serve address.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import sys
@@ -66,9 +67,13 @@ def cli() -> None:
 @click.option("--instance-id", default=None, help="Instance for loopback callers.")
 @click.option("--require-v2", is_flag=True, help="Refuse IMDSv1 (token-less) requests.")
 @click.option("--seed", type=int, default=None, help="Seed for probabilistic faults.")
-def serve(ec2_endpoint, listen, control, instance_id, require_v2, seed) -> None:
+@click.option("--ec2-wait", type=float, default=30.0, show_default=True,
+              help="Seconds to wait for EC2 to answer at start.")
+def serve(ec2_endpoint, listen, control, instance_id, require_v2, seed, ec2_wait) -> None:
     """Serve IMDS until Ctrl-C."""
     from fault_imds.server import ImdsServer
+
+    logging.basicConfig(level=logging.WARNING, format="fault-imds: %(message)s")
 
     server = ImdsServer(
         ec2_endpoint=ec2_endpoint,
@@ -77,6 +82,7 @@ def serve(ec2_endpoint, listen, control, instance_id, require_v2, seed) -> None:
         instance_id=instance_id,
         require_v2=require_v2,
         seed=seed,
+        ec2_wait_s=ec2_wait,
     )
     try:
         server.start()
