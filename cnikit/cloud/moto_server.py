@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import urllib.request
 
@@ -10,7 +11,17 @@ from moto.server import ThreadedMotoServer
 
 
 class MotoServer:
-    """moto as a real HTTP server in this process. `url` is valid after `start()`."""
+    """moto as a real HTTP server in this process. `url` is valid after `start()`.
+
+    moto keeps its backends in module globals, so every server in one process shares one
+    EC2. A server started while no other is live wipes that state first: a Cloud that
+    follows another in the same test process starts clean. Servers alive at the same
+    time share state (the gate in front of each still sees every ENI and never hands out
+    an address twice).
+    """
+
+    _live = 0
+    _live_lock = threading.Lock()
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0):
         self._server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
@@ -22,6 +33,11 @@ class MotoServer:
         self._server.start()
         host, port = self._server.get_host_and_port()
         self.url = f"http://{host}:{port}"
+        with MotoServer._live_lock:
+            first = MotoServer._live == 0
+            MotoServer._live += 1
+        if first:
+            self.reset()
         return self
 
     def reset(self) -> None:
@@ -30,6 +46,10 @@ class MotoServer:
         urllib.request.urlopen(req, timeout=10).read()
 
     def stop(self) -> None:
+        if self.url:
+            with MotoServer._live_lock:
+                MotoServer._live -= 1
+            self.url = ""
         self._server.stop()
 
     def __enter__(self) -> MotoServer:
