@@ -3,12 +3,12 @@ SHELL := /bin/bash
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-APT_PACKAGES := iproute2 containernetworking-plugins podman runc
+APT_PACKAGES := iproute2 containernetworking-plugins podman runc catatonit golang-github-containernetworking-plugin-dnsname
 STAMP := $(VENV)/.setup-stamp
 # Lines pip prints for this machine's optional local indexes; not ours to fix.
 PIP_NOISE := is ignored: it is neither\|BuildBackendWarning\|^ *!!\|^ *\*\*\*\|^ *$$
 
-.PHONY: setup test unit lint demo bench localstack clean compose-up compose-down
+.PHONY: setup test unit lint demo bench localstack clean compose-up compose-down compose-podman
 
 setup: $(STAMP)
 
@@ -56,6 +56,10 @@ compose-up:
 
 compose-down:
 	$(COMPOSE) -f $(COMPOSE_FILE) down -v --remove-orphans
+
+# The same file on this machine (no Docker engine, no registry): podman-compose with local images.
+compose-podman: setup localstack
+	$(BIN)/python -m cnikit.containers.compose_local
 
 clean:
 	-@test -x $(BIN)/cnikit && $(BIN)/cnikit cleanup || true

@@ -54,6 +54,8 @@ def test_services_and_roles(stack):
     assert set(stack["services"]) == {"localstack", "ec2-gate", "fault-imds", "node", "scenario"}
     for name in ("node", "scenario"):
         assert stack["services"][name].get("privileged") is True, f"{name} makes namespaces"
+        # The kit's prober exits when its parent is PID 1: an init must be PID 1 instead.
+        assert stack["services"][name].get("init") is True, f"{name} needs an init as PID 1"
     assert stack["services"]["localstack"]["environment"]["SERVICES"] == "ec2"
 
 

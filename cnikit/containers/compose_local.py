@@ -1,0 +1,130 @@
+"""Run compose/docker-compose.yml here, with podman-compose and locally built images.
+
+No registry is reachable from this machine, so the Dockerfile's and LocalStack's images are
+replaced by local stand-ins (cnikit.containers.stack_images), named through the variables
+the Compose file reads (CNIKIT_IMAGE, LOCALSTACK_IMAGE). Everything else is the file as a
+Docker user runs it: the same services, commands, network (podman's CNI bridge with the
+dnsname plugin, so services find each other by name), published ports, privileged node
+containers. The scenario container's exit code is the verdict.
+
+    python -m cnikit.containers.compose_local [--keep]      (make compose-podman)
+
+Exit 0 when the scenario's verdict is what it expects (the default `vpc-cni-1.18.3` must
+show the violation: exit code 1 of `cnikit run`), 1 otherwise, 2 when it cannot run.
+Always `podman-compose down` at the end (unless --keep), and removes the iptables INPUT
+rule the dnsname plugin leaves for the network's bridge.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from cnikit.containers.podman import Podman
+from cnikit.errors import CnikitError, EnvironmentProblem
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE_FILE = ROOT / "compose" / "docker-compose.yml"
+PROJECT = "cnikit"
+EXPECTED_EXIT = {"vpc-cni-1.18.3": 1, "vpc-cni-1.18.4": 1, "hardened": 0}
+
+
+def log(msg: str) -> None:
+    print(f"compose-podman: {msg}", file=sys.stderr, flush=True)
+
+
+def podman_compose() -> str:
+    exe = shutil.which("podman-compose") or str(Path(sys.executable).parent / "podman-compose")
+    if not Path(exe).exists():
+        raise EnvironmentProblem("podman-compose is not installed (pip install podman-compose)")
+    return exe
+
+
+class Stack:
+    def __init__(self, env: dict[str, str]):
+        self.podman = Podman().require()
+        self.exe = podman_compose()
+        self.env = {**self.podman.env(), **env}
+
+    def compose(self, *args: str, check: bool = True, timeout: float = 600):
+        p = subprocess.run([self.exe, "-p", PROJECT, "-f", str(COMPOSE_FILE), *args],
+                           env=self.env, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+        if check and p.returncode != 0:
+            last = (p.stderr.strip().splitlines() or [str(p.returncode)])[-1]
+            raise EnvironmentProblem(f"podman-compose {args[0]}: {last}")
+        return p
+
+    def state(self, service: str) -> dict:
+        info = self.podman.inspect(f"{PROJECT}_{service}_1") or {}
+        return info.get("State") or {}
+
+    def wait_exit(self, service: str, timeout: float) -> int:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            st = self.state(service)
+            if st and not st.get("Running") and st.get("Status") in ("exited", "stopped"):
+                return int(st.get("ExitCode", -1))
+            time.sleep(0.5)
+        raise EnvironmentProblem(f"{service} still running after {timeout:.0f}s")
+
+    def logs(self, service: str, tail: int = 20) -> str:
+        return self.podman.out("logs", "--tail", str(tail), f"{PROJECT}_{service}_1", check=False)
+
+    def down(self) -> None:
+        nets = self.podman.out("network", "ls", "--format", "{{.Name}} {{.NetworkInterface}}",
+                               check=False)
+        bridge = next((line.split()[1] for line in nets.splitlines()
+                       if line.startswith(f"{PROJECT}_default ") and len(line.split()) > 1), None)
+        self.compose("down", "-v", check=False)
+        if bridge:
+            subprocess.run(["iptables", "-D", "INPUT", "-i", bridge, "-p", "udp", "-m", "udp",
+                            "--dport", "53", "-j", "ACCEPT"], capture_output=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="compose-podman")
+    ap.add_argument("--keep", action="store_true", help="leave the stack running")
+    ap.add_argument("--timeout", type=float, default=300)
+    args = ap.parse_args(argv)
+    profile = os.environ.get("CNIKIT_PROFILE", "vpc-cni-1.18.3")
+    scenario = os.environ.get("CNIKIT_SCENARIO", "imds-stale-equal-length")
+    try:
+        if os.geteuid() != 0:
+            raise EnvironmentProblem("compose-podman needs root (privileged node containers)")
+        from cnikit.containers.stack_images import kit_image, localstack_image
+
+        t0 = time.monotonic()
+        env = {"CNIKIT_IMAGE": kit_image(log=log), "LOCALSTACK_IMAGE": localstack_image(log=log),
+               "CNIKIT_PROFILE": profile, "CNIKIT_SCENARIO": scenario}
+        log(f"images ready in {time.monotonic() - t0:.0f}s: {env['CNIKIT_IMAGE']}, {env['LOCALSTACK_IMAGE']}")
+        (ROOT / "reports" / "compose").mkdir(parents=True, exist_ok=True)
+        stack = Stack(env)
+        stack.down()  # a previous run's leftovers
+        t1 = time.monotonic()
+        try:
+            stack.compose("up", "-d", "--no-build")
+            code = stack.wait_exit("scenario", args.timeout)
+            log(f"scenario {scenario} [{profile}] exited {code} after {time.monotonic() - t1:.0f}s")
+            print(stack.logs("scenario"))
+            up = {s: bool(stack.state(s).get("Running")) for s in ("localstack", "ec2-gate", "fault-imds", "node")}
+            log(f"still running: {json.dumps(up)}")
+        finally:
+            if not args.keep:
+                stack.down()
+        expected = EXPECTED_EXIT.get(profile)
+        ok = code == expected and all(up.values())
+        log("as expected" if ok else f"NOT as expected (exit {code}, expected {expected}; {up})")
+        return 0 if ok else 1
+    except CnikitError as e:
+        print(f"compose-podman: {e}", file=sys.stderr)
+        return e.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
