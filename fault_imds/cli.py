@@ -67,8 +67,13 @@ def cli() -> None:
 @click.option("--instance-id", default=None, help="Instance for loopback callers.")
 @click.option("--require-v2", is_flag=True, help="Refuse IMDSv1 (token-less) requests.")
 @click.option("--seed", type=int, default=None, help="Seed for probabilistic faults.")
-@click.option("--ec2-wait", type=float, default=30.0, show_default=True,
-              help="Seconds to wait for EC2 to answer at start.")
+@click.option(
+    "--ec2-wait",
+    type=float,
+    default=30.0,
+    show_default=True,
+    help="Seconds to wait for EC2 to answer at start.",
+)
 def serve(ec2_endpoint, listen, control, instance_id, require_v2, seed, ec2_wait) -> None:
     """Serve IMDS until Ctrl-C."""
     from fault_imds.server import ImdsServer

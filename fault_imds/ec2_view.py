@@ -10,7 +10,8 @@ Only changes are stored: a snapshot is valid from its `t` until the next one's.
 
 When the endpoint is the cnikit gate, a second thread long-polls its ownership version
 (`GET /_cnikit/owners?since=V&wait=S`) and wakes the poller at once on a change, so EC2
-changes show up in about one Describe round trip instead of up to one interval later.
+changes show up in about one Describe round trip instead of up to one interval later;
+while that feed answers, the periodic poll slows to once a second (a safety net).
 Any other endpoint (no such path) simply keeps the periodic poll.
 """
 
@@ -35,6 +36,7 @@ log = logging.getLogger("fault_imds.ec2")
 
 INSTANCE_REFRESH_S = 5.0
 MAX_SNAPSHOTS = 20_000
+FEED_POLL_S = 1.0
 INSTANCE_FIELDS = (
     "InstanceId",
     "InstanceType",
@@ -85,6 +87,7 @@ class Ec2View:
         self.on_change = on_change
         self.last_error: str | None = None
         self.polls = 0
+        self.feed_live = False  # the gate's change feed answers: it wakes the poller
         self._client = ec2_client(endpoint, region)
         self._lock = threading.Lock()
         self._history: list[Ec2State] = []
@@ -159,15 +162,19 @@ class Ec2View:
                 with urllib.request.urlopen(url, timeout=10) as resp:
                     data = json.loads(resp.read())
             except (urllib.error.HTTPError, ValueError):
+                self.feed_live = False
                 return  # not the gate: the periodic poll is all there is
             except OSError:
+                self.feed_live = False
                 self._stop.wait(0.5)
                 continue
             if not isinstance(data, dict) or "version" not in data:
+                self.feed_live = False
                 return
             if version is not None and data["version"] != version:
                 self.poke()
             version = data["version"]
+            self.feed_live = True
 
     # -- polling -----------------------------------------------------------------------------
 
@@ -186,9 +193,10 @@ class Ec2View:
                     log.warning("EC2 poll failed: %s", msg)
                 self.last_error = msg
                 backoff = min(backoff * 2, 2.0)
-            wait = (self.interval if self.last_error is None else backoff) - (
-                time.monotonic() - started
-            )
+            # While the gate's feed wakes us on every change, the periodic poll is only a
+            # safety net: polling less leaves the GIL to the IMDS (moto often shares it).
+            interval = FEED_POLL_S if self.feed_live else self.interval
+            wait = (interval if self.last_error is None else backoff) - (time.monotonic() - started)
             if wait > 0:
                 self._wake.wait(wait)
             self._wake.clear()
