@@ -48,9 +48,15 @@ def run(ctx: Ctx) -> None:
 
     ctx.end_imds_fault(missing)
     ctx.wait_reconciles(NODE, 2)
-    ctx.step("IMDS lists the ENI again; reconcile", **focus)
-    # The pool frees surplus ENIs and IPs after its decrease interval; new pods take IPs.
+    ctx.step("IMDS lists the ENI again; reconciles", **focus)
+    # The pool frees surplus ENIs and IPs after its decrease interval.
     ctx.wait_within_targets(NODE, 20)
-    for _ in range(3):
-        ctx.add_pod(NODE, retry_for=5)
+    # Pods keep coming until one gets an address of that ENI (or it is gone, or 12 pods).
+    for _ in range(12):
+        now = ctx.ec2_eni(eni.eni_id)
+        if now is None or now.instance_id is None:
+            break
+        pod = ctx.add_pod(NODE, retry_for=5)
+        if pod is None or pod.ip in now.ips:
+            break
     ctx.step("pool settles; new pods", **focus)
