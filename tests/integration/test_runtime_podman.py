@@ -127,3 +127,28 @@ def test_docker_without_an_engine_is_one_line_exit_2():
     assert r.returncode == 2
     assert r.stderr.strip().count("\n") == 0 and "docker" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+PLUGIN_TEST = '''
+import signal
+
+
+def test_restart_keeps_pods_in_podman(cluster, invariants):
+    from cnikit.containers.noderuntime import ContainerDaemon
+
+    c = cluster(nodes=2, pods=2)
+    assert all(isinstance(d, ContainerDaemon) for d in c.daemons)
+    c.kill_daemon(0, signal.SIGKILL)
+    c.restart_daemon(0)
+    c.add_pod(0, "after-restart")
+'''
+
+
+def test_pytest_option_runs_the_plugins_cluster_in_podman(tmp_path):
+    (tmp_path / "test_user.py").write_text(PLUGIN_TEST)
+    env = {k: v for k, v in os.environ.items() if k != "CNIKIT_RUNTIME"}
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        "--cnikit-runtime", "podman", str(tmp_path / "test_user.py")],
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert "1 passed" in r.stdout
