@@ -15,6 +15,7 @@ import ipaddress
 from dataclasses import asdict, dataclass, field
 
 VIOLATION, WARNING = "violation", "warning"
+ANCHOR_PREFIX = "@"  # probe targets that are fixed points of the network, never blamed
 
 
 @dataclass
@@ -119,7 +120,13 @@ class Reachability(Checker):
         if len(self.failing) > 5000:
             return peers
         blamed: dict[str, set[str]] = {}
-        left = {p: set(s) for p, s in peers.items()}
+        # A pod that fails with an anchor (the VPC router) is lost whatever its peers say;
+        # an anchor itself is never blamed.
+        for anchor in [p for p in peers if p.startswith(ANCHOR_PREFIX)]:
+            for pod in peers.pop(anchor):
+                blamed[pod] = peers[pod]
+        left = {p: {q for q in s if q not in blamed and not q.startswith(ANCHOR_PREFIX)}
+                for p, s in peers.items() if p not in blamed}
         while any(left.values()):
             pod = max(sorted(left), key=lambda p: len(left[p]))
             blamed[pod] = peers[pod]

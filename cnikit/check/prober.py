@@ -22,9 +22,17 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class ProbeTarget:
+    """A pod to probe. An `anchor` (name starting with ANCHOR_PREFIX) is a fixed point of
+    the network, such as the VPC router: every pod probes it every round, and it is never
+    blamed, so a lost pod is told apart from its peers even when it is not in a minority."""
+
     name: str
     netns: str
     ip: str
+    anchor: bool = False
+
+
+ANCHOR_PREFIX = "@"
 
 
 class ProberError(RuntimeError):
@@ -107,7 +115,7 @@ class Prober:
                     self._next_id += 1
                 self._ids[t.name] = pid
                 self._names[pid] = t.name
-                pods.append({"id": pid, "netns": t.netns, "ip": t.ip})
+                pods.append({"id": pid, "netns": t.netns, "ip": t.ip, "anchor": t.anchor})
         if not pods:
             return {}
         self._send({"op": "add", "pods": pods})

@@ -11,7 +11,10 @@ after `timeout` seconds, but only once the event queue is empty (a prober that w
 descheduled must not blame the network); after `fail_after` consecutive timeouts one
 confirmation probe with a long timeout (`confirm_timeout`) decides whether the pair failed.
 
-Control:  {"op": "add", "pods": [{"id", "netns", "ip"}]}   {"op": "remove", "ids": [...]}
+Anchors (pods added with "anchor": true, e.g. a socket in the VPC router) stay out of the
+rounds: instead every pod probes every anchor once per round.
+
+Control:  {"op": "add", "pods": [{"id", "netns", "ip", "anchor"}]}   {"op": "remove", "ids": [...]}
           {"op": "config", "interval", "timeout", "fail_after", "max_inflight",
                            "confirm_timeout"}  {"op": "stop"}
 Events:   ready, added {ids, errors}, fail {src, dst, reason}, recover {src, dst},
@@ -49,6 +52,8 @@ class Prober:
         self.by_fd: dict[int, int] = {}  # fd -> pod id
         self.ips: dict[int, str] = {}
         self.order: list[int] = []
+        self.anchors: list[int] = []
+        self.anchor_next: collections.deque[tuple[int, int]] = collections.deque()
         self.interval = -1.0  # automatic, see pace()
         self.timeout = 0.005
         self.fail_after = 3
@@ -116,7 +121,7 @@ class Prober:
                 self.ips[pid] = p["ip"]
                 self.last_probed[pid] = time.monotonic()
                 self.ep.register(s.fileno(), select.EPOLLIN)
-                self.order.append(pid)
+                (self.anchors if p.get("anchor") else self.order).append(pid)
                 added.append(pid)
         finally:
             os.close(home)
@@ -134,6 +139,9 @@ class Prober:
             self.ips.pop(pid, None)
             self.last_probed.pop(pid, None)
         self.order = [p for p in self.order if p not in gone]
+        self.anchors = [p for p in self.anchors if p not in gone]
+        self.anchor_next = collections.deque(k for k in self.anchor_next
+                                             if k[0] not in gone and k[1] not in gone)
         for key in [k for k in self.misses if k[0] in gone or k[1] in gone]:
             del self.misses[key]
         self.failed = {k for k in self.failed if k[0] not in gone and k[1] not in gone}
@@ -190,6 +198,8 @@ class Prober:
     def next_pair(self, now: float) -> tuple[int, int] | None:
         if self.retry:
             return self.retry.popleft()
+        if self.anchor_next:
+            return self.anchor_next.popleft()
         n = len(self.order)
         if n < 2:
             return None
@@ -206,6 +216,7 @@ class Prober:
         i = self.round_i
         self.round_i += 1
         k = min(self.round_k, n - 1)
+        self.anchor_next.extend((self.order[i], a) for a in self.anchors)
         return self.order[i], self.order[(i + k) % n]
 
     def send(self, now: float) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from cnikit.check.history import CLIENT, NEMESIS, PROBER, History
 from cnikit.check.invariants import Invariants
 from cnikit.check.monitor import Monitor
-from cnikit.check.prober import Prober, ProbeTarget
+from cnikit.check.prober import ANCHOR_PREFIX, Prober, ProbeTarget
 
 
 class Watch:
@@ -37,6 +37,7 @@ class Watch:
         self.monitor.start()
         self.prober.start()
         try:
+            self._add_anchor()
             pods = list(self.fabric.pods.values())
             for pod in pods:
                 self._record_add(pod)
@@ -63,6 +64,14 @@ class Watch:
 
     def _on_probe(self, ev: dict) -> None:
         self.history.info(PROBER, ev["ev"], ev, at=ev.get("t"), mono=ev.get("m"))
+
+    def _add_anchor(self) -> None:
+        """The VPC router's subnet address as a fixed point every pod probes each round."""
+        from cnikit.fabric import routes
+
+        router = routes.router_of(self.fabric.topo.subnet_cidr)
+        self.errors.update(self.prober.add(
+            [ProbeTarget(f"{ANCHOR_PREFIX}vpc", self.fabric.vpc.path, router, anchor=True)]))
 
     def _record_add(self, pod) -> None:
         self.history.append(CLIENT, "ok", "pod-add",

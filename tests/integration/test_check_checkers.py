@@ -42,6 +42,23 @@ def test_failing_pairs_are_blamed_on_the_pod_they_share():
     assert v.subject == "a" and v.until is not None and v.until >= v.since
 
 
+def test_pods_failing_with_the_vpc_anchor_are_blamed_even_when_they_are_the_majority():
+    # 3019 on one node: its three pods go dark together; the two pods of the other node are
+    # fine. The fewest pods explaining the failing pairs would be the two healthy ones; the
+    # anchor (the VPC router, probed by every pod) says which side is lost.
+    h, inv = live()
+    pods(h, ("a1", "i-1", "10.0.1.5"), ("a2", "i-1", "10.0.1.6"), ("a3", "i-1", "10.0.1.7"),
+         ("b1", "i-2", "10.0.1.8"), ("b2", "i-2", "10.0.1.9"))
+    for a in ("a1", "a2", "a3"):
+        for b in ("b1", "b2"):
+            h.info("prober", "fail", {"src": a, "dst": b, "reason": "timeout"})
+    assert inv.failing_pods() == {"b1", "b2"}  # mesh evidence alone blames the minority
+    for a in ("a1", "a2", "a3"):
+        h.info("prober", "fail", {"src": a, "dst": "@vpc", "reason": "timeout"})
+    assert inv.failing_pods() == {"a1", "a2", "a3"}
+    assert all(not v.subject.startswith("@") for v in inv.violations("unreachable"))
+
+
 def test_two_pods_with_one_ip_and_wrong_answers_are_a_shared_ip():
     h, inv = live()
     pods(h, ("a", "i-1", "10.0.1.5"), ("b", "i-2", "10.0.1.6"))

@@ -125,3 +125,23 @@ def test_daemon_view_makes_an_ip_known(make_fabric, fab_cloud):
         known.add(ips[0])
         wait_until(lambda: watch.invariants.warnings("leak"), 3.0, what="a leak warning")
         assert [w.subject for w in watch.invariants.warnings("leak")] == [ips[1]]
+
+
+def test_a_node_losing_all_its_pods_blames_them_not_the_fewer_healthy_ones(make_fabric,
+                                                                          fab_cloud):
+    # Node 0 holds three pods, node 1 two. EC2 takes back all three of node 0's IPs: every
+    # cross-node pair fails, and the two healthy pods would explain that with fewer pods.
+    fabric = make_fabric(nodes=2)
+    lost = [fabric.add_pod(0, ip, dev) for ip, dev in ec2ops.assign_pod_ips(fab_cloud, fabric, 0, 3)]
+    for ip, dev in ec2ops.assign_pod_ips(fab_cloud, fabric, 1, 2):
+        fabric.add_pod(1, ip, dev)
+    with Watch(fabric) as watch:
+        healthy_for(watch, 1)
+        nemesis = Ec2Nemesis(fab_cloud, watch.history)
+        for pod in lost:
+            nemesis.unassign(pod.ip)
+        want = {p.name for p in lost}
+        wait_until(lambda: watch.invariants.failing_pods() == want, 2.0, 0.02,
+                   "the three lost pods blamed")
+        stats_ticks(watch, 1)
+        assert watch.invariants.failing_pods() == want
