@@ -123,7 +123,7 @@ class ContainerDaemon:
 
     def __init__(self, engine, state_dir: str | os.PathLike, env: dict[str, str] | None = None,
                  netns: str | None = None, name: str | None = None, run_id: str | None = None,
-                 image: str | None = None):
+                 image: str | None = None, join: str | None = None):
         if not netns:
             raise UsageError("a container daemon needs a node namespace")
         self.engine = engine
@@ -133,6 +133,11 @@ class ContainerDaemon:
         self.name = name or f"{Path(self.netns).name}-ipamd"
         self.run_id = run_id or _run_id_of(Path(self.netns).name)
         self.image = image
+        # How the container gets into the node's namespace: "ns" (podman's --network ns:PATH)
+        # or "enter" (Docker's way: --network none, then setns from inside).
+        self.join = join or ("ns" if isinstance(engine, Podman) else "enter")
+        if self.join not in ("ns", "enter"):
+            raise UsageError(f"join must be ns or enter, not {self.join!r}")
         self.starts = 0
         self.on_start = None
         self._pid: int | None = None
@@ -181,7 +186,7 @@ class ContainerDaemon:
         for k, v in sorted(env.items()):
             args += ["--env", f"{k}={v}"]
         daemon = ["daemon", "--state-dir", str(self.state_dir)]
-        if isinstance(self.engine, Podman):
+        if self.join == "ns":
             args += ["--network", f"ns:{self.netns}", image, *daemon]
         else:
             # Docker joins no namespace by path: enter it from inside, then exec the daemon.

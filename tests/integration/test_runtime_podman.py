@@ -152,3 +152,22 @@ def test_pytest_option_runs_the_plugins_cluster_in_podman(tmp_path):
                        capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     assert "1 passed" in r.stdout
+
+
+def test_dockers_way_into_the_namespace_works_in_a_real_container(cluster):
+    """Docker's join (--network none, then setns from inside, cnikit.containers.enter),
+    exercised with podman as the engine: the daemon ends up in the node's namespace."""
+    from cnikit.containers.noderuntime import ContainerDaemon
+
+    base = cluster.daemons[0]
+    base.stop()
+    d = ContainerDaemon(Podman(), base.state_dir, env=base.env, netns=cluster.fabric.nodes[0].ns.path,
+                        name=f"ck-{cluster.fabric.rid}-n0-enter", run_id=cluster.fabric.rid, join="enter")
+    try:
+        d.start(wait=60)
+        assert "--network" in d.command() and "none" in d.command()
+        assert os.stat(f"/proc/{d.pid}/ns/net").st_ino == os.stat(cluster.fabric.nodes[0].ns.path).st_ino
+        assert cluster.status(0)["ok"]
+    finally:
+        d.stop()
+        base.start(wait=60)
