@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -65,8 +66,10 @@ class Prober:
         self.pid: int | None = None
 
     def start(self, timeout: float = 10.0) -> Prober:
+        env = {**os.environ, "CNIKIT_PROBER_PARENT": str(os.getpid())}
         self.proc = subprocess.Popen([sys.executable, "-m", "cnikit.check.prober_proc"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
+                                     env=env)
         if self.run_dir is not None:
             from cnikit.fabric.cleanup import record_process
 

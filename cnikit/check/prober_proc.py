@@ -402,7 +402,10 @@ def _setns(fd: int) -> None:
 def main() -> int:
     # Die with the parent: a prober outliving its run would hold every pod namespace open.
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() == 1:
+    # The parent may have died before prctl: compare with the pid it gave us (checking
+    # for pid 1 instead would refuse to run under a parent that *is* pid 1, in a container).
+    parent = os.environ.get("CNIKIT_PROBER_PARENT")
+    if parent is not None and os.getppid() != int(parent):
         return 1
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
     # The loop makes no reference cycles, but allocates a tuple or two per probe: automatic
