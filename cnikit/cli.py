@@ -45,14 +45,15 @@ def cli() -> None:
     """Chaos and integration test kit for AWS-VPC-style CNI daemons."""
 
 
-def main(argv: list[str] | None = None) -> int:
+def run_cli(group: click.Group, prog: str, argv: list[str] | None = None) -> int:
+    """Run a click group; errors the user can act on become one line and an exit code."""
     try:
-        cli.main(args=argv, prog_name="cnikit", standalone_mode=False)
+        group.main(args=argv, prog_name=prog, standalone_mode=False)
     except CnikitError as e:
-        click.echo(f"cnikit: {e}", err=True)
+        click.echo(f"{prog}: {e}", err=True)
         return e.exit_code
     except click.exceptions.Abort:
-        click.echo("cnikit: interrupted", err=True)
+        click.echo(f"{prog}: interrupted", err=True)
         return 130
     except click.ClickException as e:
         e.show()
@@ -60,6 +61,10 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Exit as e:
         return e.exit_code
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_cli(cli, "cnikit", argv)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ import threading
 
 import click
 
+from cnikit.cli import run_cli
 from cnikit.errors import CnikitError, UsageError
 
 DEFAULT_LISTEN = "127.0.0.1:1338"
@@ -181,20 +182,7 @@ def kinds(control_url) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
-        cli.main(args=argv, prog_name="fault-imds", standalone_mode=False)
-    except CnikitError as e:
-        click.echo(f"fault-imds: {e}", err=True)
-        return e.exit_code
-    except click.exceptions.Abort:
-        click.echo("fault-imds: interrupted", err=True)
-        return 130
-    except click.ClickException as e:
-        e.show()
-        return 2
-    except click.exceptions.Exit as e:
-        return e.exit_code
-    return 0
+    return run_cli(cli, "fault-imds", argv)
 
 
 if __name__ == "__main__":
