@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cnikit.daemon.cluster import SHM, CniCluster, state_root
+from cnikit.daemon.cluster import CniCluster
 
 # 10.<n>.0.0/16 per cluster; shared by every kit of this process.
 _vpc_numbers = itertools.count()
@@ -48,29 +48,12 @@ class Cluster(CniCluster):
         self.k8s_names: dict[str, str] = {}  # fabric pod name -> the name the test gave
         self._seq = itertools.count()
 
-    def start(self) -> Cluster:
-        from cnikit.fabric.topology import Fabric
-        from cnikit.plugin.launcher import write_launcher
-
-        try:
-            self.cloud, self.imds = self._shared_cloud, self._shared_imds
-            vpc, subnet = next_cidrs()
-            self.topo = self.cloud.bootstrap(nodes=self.n_nodes, instance_type=self.instance_type,
-                                             vpc_cidr=vpc, subnet_cidr=subnet)
-            self.fabric = Fabric(self.cloud, self.topo, imds=self.imds).start()
-            self.bin_dir = write_launcher(self.fabric.run.dir / "cni-bin").parent
-            self.state_root = state_root(self.fabric.rid, self.fabric.run.dir)
-            for node in self.fabric.nodes:
-                node.daemon = self._daemon(node)
-                self.daemons.append(node.daemon)
-            for d in self.daemons:
-                d.start(wait=0)
-            for d in self.daemons:
-                d.wait_ready(60)
-        except BaseException:
-            self.close()
-            raise
-        return self
+    def _start_cloud(self) -> None:
+        """The shared cloud and IMDS; this cluster's own VPC range among theirs."""
+        self.cloud, self.imds = self._shared_cloud, self._shared_imds
+        vpc, subnet = next_cidrs()
+        self.topo = self.cloud.bootstrap(nodes=self.n_nodes, instance_type=self.instance_type,
+                                         vpc_cidr=vpc, subnet_cidr=subnet)
 
     # ---- what a test uses -------------------------------------------------------------
 
@@ -132,15 +115,8 @@ class Cluster(CniCluster):
         return None
 
     def close(self) -> None:
-        for d in self.daemons:
-            try:
-                d.stop()
-            except Exception:  # noqa: BLE001 - a dead daemon must not stop the cleanup
-                pass
-        if self.state_root is not None and self.state_root.parent == SHM:
-            import shutil
-
-            shutil.rmtree(self.state_root, ignore_errors=True)
+        # The cloud and IMDS are shared: only what this cluster made goes.
+        self._stop_daemons()
         if self.fabric is not None:
             self.fabric.close()
             self.fabric = None

@@ -12,9 +12,11 @@ the plugin executed by the fabric's CNI runner as a runtime would.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from cnikit.daemon.process import DaemonProcess
@@ -24,7 +26,8 @@ from cnikit.daemon.server import request
 class CniCluster:
     def __init__(self, nodes: int = 3, profile: str = "hardened", instance_type: str = "m5.large",
                  scale: float = 0.1, env: dict[str, str] | None = None, imds_seed: int | None = None,
-                 runtime: str | None = None):
+                 runtime: str | None = None, ec2: str = "moto", ec2_endpoint: str | None = None,
+                 seed: int | None = None):
         self.n_nodes = nodes
         self.profile = profile
         self.instance_type = instance_type
@@ -33,6 +36,7 @@ class CniCluster:
         self.imds_seed = imds_seed
         # process | podman | docker (cnikit.containers.noderuntime); default $CNIKIT_RUNTIME.
         self.runtime = runtime or os.environ.get("CNIKIT_RUNTIME") or "process"
+        self.ec2, self.ec2_endpoint, self.seed = ec2, ec2_endpoint, seed
         self.cloud = self.imds = self.fabric = None
         self.topo = None
         self.daemons: list[DaemonProcess] = []
@@ -40,29 +44,38 @@ class CniCluster:
         self.state_root: Path | None = None
 
     def start(self) -> CniCluster:
-        from cnikit.cloud import Cloud
-        from cnikit.fabric.topology import Fabric
-        from cnikit.plugin.launcher import write_launcher
-        from fault_imds.server import ImdsServer
-
         try:
-            self.cloud = Cloud.start(ec2="moto")
-            self.topo = self.cloud.bootstrap(nodes=self.n_nodes, instance_type=self.instance_type)
-            self.imds = ImdsServer(ec2_endpoint=self.cloud.endpoint, seed=self.imds_seed).start()
-            self.fabric = Fabric(self.cloud, self.topo, imds=self.imds).start()
-            self.bin_dir = write_launcher(self.fabric.run.dir / "cni-bin").parent
-            self.state_root = state_root(self.fabric.rid, self.fabric.run.dir)
-            for node in self.fabric.nodes:
-                node.daemon = self._daemon(node)
-                self.daemons.append(node.daemon)
-            for d in self.daemons:
-                d.start(wait=0)
-            for d in self.daemons:
-                d.wait_ready(60)
+            self._start_cloud()
+            self._start_nodes()
         except BaseException:
             self.close()
             raise
         return self
+
+    def _start_cloud(self) -> None:
+        """EC2 (moto embedded, or the upstream chosen), the instances, the fault IMDS."""
+        from cnikit.cloud import Cloud
+        from fault_imds.server import ImdsServer
+
+        self.cloud = Cloud.start(ec2=self.ec2, endpoint=self.ec2_endpoint, seed=self.seed)
+        self.topo = self.cloud.bootstrap(nodes=self.n_nodes, instance_type=self.instance_type)
+        self.imds = ImdsServer(ec2_endpoint=self.cloud.endpoint, seed=self.imds_seed).start()
+
+    def _start_nodes(self) -> None:
+        """The fabric for self.topo, the plugin launcher and one daemon per node."""
+        from cnikit.fabric.topology import Fabric
+        from cnikit.plugin.launcher import write_launcher
+
+        self.fabric = Fabric(self.cloud, self.topo, imds=self.imds).start()
+        self.bin_dir = write_launcher(self.fabric.run.dir / "cni-bin").parent
+        self.state_root = state_root(self.fabric.rid, self.fabric.run.dir)
+        for node in self.fabric.nodes:
+            node.daemon = self._daemon(node)
+            self.daemons.append(node.daemon)
+        for d in self.daemons:
+            d.start(wait=0)
+        for d in self.daemons:
+            d.wait_ready(60)
 
     def _daemon(self, node) -> DaemonProcess:
         env = {
@@ -119,19 +132,26 @@ class CniCluster:
         self.fabric.nodes[node].restart_daemon()
 
     def close(self) -> None:
-        for d in self.daemons:
-            try:
-                d.stop()
-            except Exception:
-                pass
-        if self.state_root is not None and self.state_root.parent == SHM:
-            shutil.rmtree(self.state_root, ignore_errors=True)
+        self._stop_daemons()
         if self.fabric is not None:
             self.fabric.close()
+            self.fabric = None
         if self.imds is not None:
             self.imds.stop()
         if self.cloud is not None:
             self.cloud.stop()
+
+    def _stop_daemons(self) -> None:
+        """Stop every daemon at once (each takes a moment to exit), then drop their state."""
+        def stop(d) -> None:
+            with contextlib.suppress(Exception):  # a dead daemon must not stop the cleanup
+                d.stop()
+
+        if self.daemons:
+            with ThreadPoolExecutor(len(self.daemons)) as pool:
+                list(pool.map(stop, self.daemons))
+        if self.state_root is not None and self.state_root.parent == SHM:
+            shutil.rmtree(self.state_root, ignore_errors=True)
 
 
 SHM = Path("/dev/shm")

@@ -7,7 +7,6 @@ verdict. Every action lands in the history, next to what the prober and the moni
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import os
@@ -132,45 +131,9 @@ def make_cluster(nodes: int, profile: str, scale: float, env: dict, seed: int, e
                  ec2_endpoint: str | None, instance_type: str = "m5.large"):
     from cnikit.daemon.cluster import CniCluster
 
-    class ScenarioCluster(CniCluster):
-        """CniCluster with the EC2 upstream chosen (moto embedded, or LocalStack/moto at a URL)."""
-
-        def start(self):
-            from cnikit.cloud import Cloud
-            from cnikit.daemon.cluster import state_root
-            from cnikit.fabric.topology import Fabric
-            from cnikit.plugin.launcher import write_launcher
-            from fault_imds.server import ImdsServer
-
-            try:
-                self.cloud = Cloud.start(ec2=ec2, endpoint=ec2_endpoint, seed=seed)
-                self.topo = self.cloud.bootstrap(nodes=self.n_nodes, instance_type=self.instance_type)
-                self.imds = ImdsServer(ec2_endpoint=self.cloud.endpoint, seed=self.imds_seed).start()
-                self.fabric = Fabric(self.cloud, self.topo, imds=self.imds).start()
-                self.bin_dir = write_launcher(self.fabric.run.dir / "cni-bin").parent
-                self.state_root = state_root(self.fabric.rid, self.fabric.run.dir)
-                for node in self.fabric.nodes:
-                    node.daemon = self._daemon(node)
-                    self.daemons.append(node.daemon)
-                for d in self.daemons:
-                    d.start(wait=0)
-                for d in self.daemons:
-                    d.wait_ready(60)
-            except BaseException:
-                self.close()
-                raise
-            return self
-
-        def close(self):
-            # SIGTERM every daemon at once: each takes a moment to exit, no need to queue.
-            for d in self.daemons:
-                with contextlib.suppress(Exception):
-                    if d.alive():
-                        d.proc.send_signal(signal.SIGTERM)
-            super().close()
-
-    return ScenarioCluster(nodes=nodes, profile=profile, instance_type=instance_type, scale=scale,
-                           env={**BASE_ENV, **env}, imds_seed=seed)
+    return CniCluster(nodes=nodes, profile=profile, instance_type=instance_type, scale=scale,
+                      env={**BASE_ENV, **env}, imds_seed=seed, ec2=ec2, ec2_endpoint=ec2_endpoint,
+                      seed=seed)
 
 
 class DaemonSampler:
