@@ -11,20 +11,13 @@ import time
 
 import pytest
 
+from tests.waiting import wait_for
+
 pytestmark = [pytest.mark.root, pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")]
 
 SEED = int(os.environ.get("CNIKIT_SEED", "4242"))
 
 
-def wait_for(cond, timeout, what):
-    end = time.monotonic() + timeout
-    while True:
-        v = cond()
-        if v:
-            return v
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from cnikit.containers.podman import Podman
+from tests.waiting import wait_for
 
 pytestmark = [
     pytest.mark.root,
@@ -21,17 +22,6 @@ pytestmark = [
 ]
 
 
-def wait_for(cond, timeout, what):
-    import time
-
-    end = time.monotonic() + timeout
-    while True:
-        v = cond()
-        if v:
-            return v
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 @pytest.fixture(scope="module", params=["process", "podman"])

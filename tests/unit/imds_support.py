@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import http.client
-import time
 import urllib.parse
 
 from fault_imds.server import INSTANCE_HEADER, TOKEN_HEADER, TTL_HEADER
@@ -11,16 +10,6 @@ from fault_imds.server import INSTANCE_HEADER, TOKEN_HEADER, TTL_HEADER
 MACS = "/latest/meta-data/network/interfaces/macs/"
 
 
-def wait_for(cond, timeout: float, what: str, interval: float = 0.01):
-    """Poll cond() until it returns something truthy; fail with `what` after timeout."""
-    end = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < end:
-        last = cond()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
 class Imds:

@@ -6,14 +6,13 @@ vpc-cni-1.18.3 then drops the in-use IP; vpc-cni-1.18.4 and hardened keep it."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from cnikit.daemon.cluster import ec2_ips_of
 from cnikit.daemon.imds_http import HttpImds
 from cnikit.daemon.process import DaemonProcess
 from cnikit.daemon.server import request
+from tests.waiting import wait_for
 
 PROFILES = ["vpc-cni-1.18.3", "vpc-cni-1.18.4", "hardened"]
 
@@ -32,15 +31,6 @@ def world():
     cloud.stop()
 
 
-def wait_for(cond, timeout, what):
-    end = time.monotonic() + timeout
-    while True:
-        v = cond()
-        if v:
-            return v
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def call(d, cmd, cid):

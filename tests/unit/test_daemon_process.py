@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import signal
 import socket
-import time
 import urllib.request
 
 import pytest
@@ -14,6 +13,7 @@ import pytest
 from cnikit.daemon.cluster import ec2_ips_of
 from cnikit.daemon.process import DaemonProcess
 from cnikit.daemon.server import request
+from tests.waiting import wait_for
 
 
 def free_port() -> int:
@@ -65,14 +65,6 @@ def get(port, path):
         return r.read().decode()
 
 
-def wait_for(cond, timeout=10.0, what="condition"):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_add_gives_an_ip_ec2_has_on_this_instance(world, daemon):

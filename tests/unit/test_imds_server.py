@@ -17,7 +17,8 @@ from cnikit.cloud import Cloud
 from cnikit.cloud.moto_server import MotoServer
 from fault_imds.client import FaultClient, FaultError
 from fault_imds.server import ImdsServer
-from tests.unit.imds_support import MACS, Imds, eni_ips, wait_for
+from tests.unit.imds_support import MACS, Imds, eni_ips
+from tests.waiting import wait_for
 
 SEED = 20261130
 
