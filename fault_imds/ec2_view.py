@@ -1,6 +1,6 @@
 """Follows EC2 through its public API and keeps timestamped snapshots (needed for `lag`).
 
-A thread polls DescribeNetworkInterfaces every `interval` (100 ms by default): IPs,
+A thread polls DescribeNetworkInterfaces every `interval` (50 ms by default): IPs,
 prefixes and attachments change there. Another thread runs DescribeInstances (live states
 only) for an instance an ENI names that is not known yet, and for all instances every 5 s
 (type, state, termination): instances rarely change, and on moto that call grows slow
@@ -76,7 +76,7 @@ class Ec2View:
         self,
         endpoint: str,
         region: str = "us-east-1",
-        interval: float = 0.1,
+        interval: float = 0.05,
         history_s: float = 900.0,
         on_change: Callable[[Ec2State], None] | None = None,
     ):

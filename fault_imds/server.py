@@ -171,7 +171,7 @@ class ImdsServer:
         require_v2: bool = False,
         seed: int | None = None,
         region: str = "us-east-1",
-        poll_interval: float = 0.1,
+        poll_interval: float = 0.05,
         history_s: float = 900.0,
         ec2_wait_s: float = 30.0,
     ):
