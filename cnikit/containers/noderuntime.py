@@ -27,7 +27,7 @@ from pathlib import Path
 
 from cnikit import runtime as kit_runtime
 from cnikit.containers.podman import LABEL_KIT, LABEL_RUN, Podman
-from cnikit.daemon.process import SOCKET_NAME, DaemonProcess, ping
+from cnikit.daemon.process import DaemonProcess, StateDir, ping
 from cnikit.errors import EnvironmentProblem, UsageError
 
 RUNTIMES = ("process", "podman", "docker")
@@ -117,7 +117,7 @@ class Docker:
 _swept: set[str] = set()
 
 
-class ContainerDaemon:
+class ContainerDaemon(StateDir):
     """The node's daemon in a container. Each start is a fresh container on the same state
     directory, as kubelet restarts a DaemonSet pod's container."""
 
@@ -146,14 +146,6 @@ class ContainerDaemon:
         self.exit_code: int | None = None
 
     # ---- the DaemonProcess interface ------------------------------------------------------
-
-    @property
-    def socket_path(self) -> Path:
-        return self.state_dir / SOCKET_NAME
-
-    @property
-    def log_path(self) -> Path:
-        return self.state_dir / "daemon.log"
 
     @property
     def pid(self) -> int | None:

@@ -32,7 +32,21 @@ def ping(socket_path: str | os.PathLike, timeout: float = 1.0) -> bool:
         return False
 
 
-class DaemonProcess:
+class StateDir:
+    """Where a node's daemon keeps its socket and log, whatever runs it (process or container)."""
+
+    state_dir: Path
+
+    @property
+    def socket_path(self) -> Path:
+        return self.state_dir / SOCKET_NAME
+
+    @property
+    def log_path(self) -> Path:
+        return self.state_dir / "daemon.log"
+
+
+class DaemonProcess(StateDir):
     def __init__(self, state_dir: str | os.PathLike, env: dict[str, str] | None = None,
                  netns: str | None = None, python: str = sys.executable):
         self.state_dir = Path(state_dir)
@@ -42,14 +56,6 @@ class DaemonProcess:
         self.proc: subprocess.Popen | None = None
         self.starts = 0
         self.on_start = None  # called with the pid (e.g. to record it for cleanup)
-
-    @property
-    def socket_path(self) -> Path:
-        return self.state_dir / SOCKET_NAME
-
-    @property
-    def log_path(self) -> Path:
-        return self.state_dir / "daemon.log"
 
     @property
     def pid(self) -> int | None:
