@@ -133,6 +133,15 @@ def _build(podman: Podman, repo: str, digest: str, fill, changes: list[str], log
     return ref
 
 
+def _copy_site(kept: list[Path], dst: Path) -> None:
+    """The kept site-packages entries, files and trees, into the image's site dir."""
+    for p in kept:
+        if p.is_dir():
+            shutil.copytree(p, dst / p.name, symlinks=True)
+        else:
+            img._copy_file(p, dst / p.name)
+
+
 def kit_image(podman: Podman | None = None, log=print) -> str:
     podman = (podman or Podman()).require()
     site = _site(Path(sys.prefix))
@@ -142,12 +151,7 @@ def kit_image(podman: Podman | None = None, log=print) -> str:
 
     def fill(rootfs: Path) -> None:
         _base_rootfs(rootfs, KIT_BINARIES)
-        for p in kept:
-            target = rootfs / dst / p.name
-            if p.is_dir():
-                shutil.copytree(p, target, symlinks=True)
-            else:
-                img._copy_file(p, target)
+        _copy_site(kept, rootfs / dst)
         img._copy_kit(rootfs / dst)
         _libs_of_tree(rootfs, kept)
         for name, mod in (("cnikit", "cnikit.cli"), ("fault-imds", "fault_imds.cli")):
@@ -178,12 +182,7 @@ def localstack_image(podman: Podman | None = None, log=print) -> str:
 
     def fill(rootfs: Path) -> None:
         _base_rootfs(rootfs, LOCALSTACK_BINARIES)
-        for p in kept:
-            target = rootfs / dst / p.name
-            if p.is_dir():
-                shutil.copytree(p, target, symlinks=True)
-            else:
-                img._copy_file(p, target)
+        _copy_site(kept, rootfs / dst)
         _libs_of_tree(rootfs, kept)
         (rootfs / "usr/bin/python").symlink_to("/usr/local/bin/python3")
 

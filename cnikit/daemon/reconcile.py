@@ -92,13 +92,7 @@ def _upstream(d: IpamD, imds_enis: list[EniView], contents: bool) -> None:
                 _ip_pool(d, view, eni.ips(), contents)
             current.discard(view.eni_id)
             continue
-        try:
-            d._setup_eni(view)
-            d.metrics.inc("awscni_reconcile_count", fn="eniReconcileAdd")
-            d._event("reconcile-eni-add", eni=view.eni_id)
-        except DatastoreError as e:
-            d.metrics.inc("awscni_ipamd_error_count", fn="eniReconcileAdd")
-            log.warning("reconcile: cannot add %s: %s", view.eni_id, e)
+        _add_eni(d, view)
     # Sweep: IMDS no longer lists these ENIs, so upstream drops them, pods and all (issue 1967).
     for eni_id in current:
         if d.ds.enis[eni_id].is_primary:
@@ -231,13 +225,7 @@ def _apply_truth(d: IpamD, truth: list[EniView]) -> None:
     attached = {v.eni_id: v for v in truth}
     for view in truth:
         if view.eni_id not in d.ds.enis:
-            try:
-                d._setup_eni(view)
-                d.metrics.inc("awscni_reconcile_count", fn="eniReconcileAdd")
-                d._event("reconcile-eni-add", eni=view.eni_id)
-            except DatastoreError as e:
-                d.metrics.inc("awscni_ipamd_error_count", fn="eniReconcileAdd")
-                log.warning("reconcile: cannot add %s: %s", view.eni_id, e)
+            _add_eni(d, view)
             continue
         eni = d.ds.enis[view.eni_id]
         want = set(view.prefixes if pd else view.secondary_ips)
@@ -277,3 +265,14 @@ def _apply_truth(d: IpamD, truth: list[EniView]) -> None:
         d.ds.remove_eni(eni_id)
         d.metrics.inc("awscni_reconcile_count", fn="eniReconcileDel")
         d._event("reconcile-eni-del", eni=eni_id, evicted=[])
+
+
+def _add_eni(d, view) -> None:
+    """Take an ENI the datastore does not know yet; a failure is counted, not raised."""
+    try:
+        d._setup_eni(view)
+        d.metrics.inc("awscni_reconcile_count", fn="eniReconcileAdd")
+        d._event("reconcile-eni-add", eni=view.eni_id)
+    except DatastoreError as e:
+        d.metrics.inc("awscni_ipamd_error_count", fn="eniReconcileAdd")
+        log.warning("reconcile: cannot add %s: %s", view.eni_id, e)
