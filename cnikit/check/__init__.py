@@ -1,6 +1,7 @@
 """cnikit.check: watching a run and judging it.
 
-    prober / prober_proc   the client: one process, a UDP socket in every pod, one epoll loop
+    prober / prober_proc   the client: one process, sockets in every pod, epoll loops in
+    prober_shard           two threads (each a socket per pod and its share of the pairs)
     nemesis                faults done to EC2, recorded as operations
     monitor                EC2's ownership (and the daemon's view) as observations
     history                the append-only, JSON-serialisable record of all of the above

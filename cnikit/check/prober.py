@@ -45,7 +45,7 @@ class Prober:
                  interval: float | None = None,
                  timeout: float = 0.005, fail_after: int = 3, max_inflight: int = 256,
                  confirm_timeout: float = 0.25,
-                 run_dir: Path | None = None):
+                 run_dir: Path | None = None, threads: int | None = None):
         self.on_event = on_event or (lambda ev: None)
         # interval: seconds per round (every pod probed once as source and as destination);
         # None: automatic, 0.1 s up to 500 pods, slower beyond (at most 0.5 s).
@@ -54,6 +54,8 @@ class Prober:
                        "confirm_timeout": confirm_timeout,
                        "max_inflight": max_inflight}
         self.run_dir = run_dir
+        # Probing threads in the prober process; None: up to two, as many cores as there are.
+        self.threads = threads
         self.proc: subprocess.Popen | None = None
         self._ids: dict[str, int] = {}
         self._names: dict[int, str] = {}
@@ -67,7 +69,10 @@ class Prober:
 
     def start(self, timeout: float = 10.0) -> Prober:
         env = {**os.environ, "CNIKIT_PROBER_PARENT": str(os.getpid())}
-        self.proc = subprocess.Popen([sys.executable, "-m", "cnikit.check.prober_proc"],
+        argv = [sys.executable, "-m", "cnikit.check.prober_proc"]
+        if self.threads is not None:
+            argv += ["--threads", str(self.threads)]
+        self.proc = subprocess.Popen(argv,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
                                      env=env)
         if self.run_dir is not None:

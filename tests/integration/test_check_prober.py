@@ -26,7 +26,7 @@ def test_pods_come_and_go_at_run_time(make_fabric, fab_cloud):
     pods = [fabric.add_pod(n, ip, dev) for n in range(2)
             for ip, dev in ec2ops.assign_pod_ips(fab_cloud, fabric, n, 3)]
     events: list[dict] = []
-    with Prober(events.append) as prober:
+    with Prober(events.append, threads=2) as prober:
         assert prober.add([target(p) for p in pods[:4]]) == {}
         errors = prober.add([ProbeTarget("ghost", "/run/netns/ck-nope0-x", "10.9.9.9")])
         assert "ghost" in errors and "No such file" in errors["ghost"]
@@ -38,18 +38,23 @@ def test_pods_come_and_go_at_run_time(make_fabric, fab_cloud):
         prober.remove([gone.name])
         fabric.delete_pod(gone)  # its namespace goes: no failure is reported for it
         n = len(events)
+        # Five pods over two shards: every one still a destination within the second.
         wait_until(lambda: any(e["ev"] == "stats" for e in events[n:]) and
                    prober.last_stats["pods"] == 5, 3)
+        wait_until(lambda: (s := prober.last_stats)["ok"] >= 5 * 5 and s["stale_count"] == 0
+                   and s["threads"] == 2, 3, what="five pods probed by two threads")
         assert not [e for e in events if e["ev"] in ("fail", "wrong")]
 
 
-def test_a_pair_fails_only_after_consecutive_timeouts_and_recovers(make_fabric, fab_cloud):
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_pair_fails_only_after_consecutive_timeouts_and_recovers(make_fabric, fab_cloud,
+                                                                   threads):
     fabric = make_fabric(nodes=2)
     [(ip_a, _)] = ec2ops.assign_pod_ips(fab_cloud, fabric, 0, 1)
     [(ip_b, _)] = ec2ops.assign_pod_ips(fab_cloud, fabric, 1, 1)
     a, b = fabric.add_pod(0, ip_a), fabric.add_pod(1, ip_b)
     events: list[dict] = []
-    with Prober(events.append, fail_after=3, timeout=0.005) as prober:
+    with Prober(events.append, fail_after=3, timeout=0.005, threads=threads) as prober:
         prober.add([target(a), target(b)])
         wait_until(lambda: prober.last_stats.get("ok", 0) > 0, 3)
         eni = fabric.topo.instances[1].primary_eni_id
@@ -57,6 +62,9 @@ def test_a_pair_fails_only_after_consecutive_timeouts_and_recovers(make_fabric, 
                                                          PrivateIpAddresses=[ip_b])
         fails = wait_until(lambda: [e for e in events if e["ev"] == "fail"], 2, 0.005)
         assert {(f["src"], f["dst"]) for f in fails} <= {(a.name, b.name), (b.name, a.name)}
+        # Both directions fail (with two threads each is probed by a different shard).
+        wait_until(lambda: {(f["src"], f["dst"]) for f in events if f["ev"] == "fail"}
+                   == {(a.name, b.name), (b.name, a.name)}, 2, 0.005, what="both directions")
         assert fails[0]["reason"] == "timeout"
         fab_cloud.client().assign_private_ip_addresses(NetworkInterfaceId=eni,
                                                        PrivateIpAddresses=[ip_b])
