@@ -77,40 +77,45 @@ def main() -> int:
         node = c.fabric.nodes[0]
         rid = c.fabric.rid
         cnikit_bin = str(c.bin_dir / "cnikit-cni")
-        tmp = tempfile.mkdtemp(prefix="bench-cni-")
-        ptp_conf = {"cniVersion": "1.0.0", "name": "bench-ptp", "type": "ptp", "ipMasq": False,
-                    "ipam": {"type": "host-local", "subnet": "10.244.0.0/16", "dataDir": tmp}}
-        ck_conf = c.netconf(0)
+        # host-local keeps its leases here; gone with the bench, like the pod namespaces.
+        tmpdir = tempfile.TemporaryDirectory(prefix="bench-cni-")
+        tmp = tmpdir.name
         pods = []
-        for i in range(n):
-            for kind in ("c", "p"):
-                name = f"ck-{rid}-n0-b{kind}{i}"
-                os.close(netns.create(name))
-                pods.append((kind, i, f"/run/netns/{name}"))
-        lat = {"cnikit": {"ADD": [], "DEL": []}, "ptp": {"ADD": [], "DEL": []}}
-        # Run from inside the node namespace (children inherit this thread's namespace).
-        with netns.entered(node.ns.fd):
-            for command in ("ADD", "DEL"):
-                for kind, i, path in pods:
-                    if kind == "c":
-                        ms = run_plugin(cnikit_bin, str(c.bin_dir), command, ck_conf, f"ck{i}", path, f"c{i}")
-                        lat["cnikit"][command].append(ms)
-                    else:
-                        ms = run_plugin(f"{PTP_DIR}/ptp", PTP_DIR, command, ptp_conf, f"ptp{i}", path, f"p{i}")
-                        lat["ptp"][command].append(ms)
-                log(f"  {command}: cnikit median {statistics.median(lat['cnikit'][command]):.1f} ms, "
-                    f"ptp median {statistics.median(lat['ptp'][command]):.1f} ms")
-            # For reference: the pip console script (Python with site) instead of the -IS launcher.
-            script = Path(sys.executable).parent / "cnikit-cni"
-            console = []
-            if script.exists():
-                for kind, i, path in pods[: 2 * min(n, 20)]:
-                    if kind == "c":
-                        console.append(run_plugin(str(script), str(c.bin_dir), "ADD", ck_conf,
-                                                  f"cs{i}", path, f"cs{i}"))
-                        run_plugin(str(script), str(c.bin_dir), "DEL", ck_conf, f"cs{i}", path, f"cs{i}")
-        for _, _, path in pods:
-            netns.remove(Path(path).name)
+        try:
+            ptp_conf = {"cniVersion": "1.0.0", "name": "bench-ptp", "type": "ptp", "ipMasq": False,
+                        "ipam": {"type": "host-local", "subnet": "10.244.0.0/16", "dataDir": tmp}}
+            ck_conf = c.netconf(0)
+            for i in range(n):
+                for kind in ("c", "p"):
+                    name = f"ck-{rid}-n0-b{kind}{i}"
+                    os.close(netns.create(name))
+                    pods.append((kind, i, f"/run/netns/{name}"))
+            lat = {"cnikit": {"ADD": [], "DEL": []}, "ptp": {"ADD": [], "DEL": []}}
+            # Run from inside the node namespace (children inherit this thread's namespace).
+            with netns.entered(node.ns.fd):
+                for command in ("ADD", "DEL"):
+                    for kind, i, path in pods:
+                        if kind == "c":
+                            ms = run_plugin(cnikit_bin, str(c.bin_dir), command, ck_conf, f"ck{i}", path, f"c{i}")
+                            lat["cnikit"][command].append(ms)
+                        else:
+                            ms = run_plugin(f"{PTP_DIR}/ptp", PTP_DIR, command, ptp_conf, f"ptp{i}", path, f"p{i}")
+                            lat["ptp"][command].append(ms)
+                    log(f"  {command}: cnikit median {statistics.median(lat['cnikit'][command]):.1f} ms, "
+                        f"ptp median {statistics.median(lat['ptp'][command]):.1f} ms")
+                # For reference: the pip console script (Python with site) instead of the -IS launcher.
+                script = Path(sys.executable).parent / "cnikit-cni"
+                console = []
+                if script.exists():
+                    for kind, i, path in pods[: 2 * min(n, 20)]:
+                        if kind == "c":
+                            console.append(run_plugin(str(script), str(c.bin_dir), "ADD", ck_conf,
+                                                      f"cs{i}", path, f"cs{i}"))
+                            run_plugin(str(script), str(c.bin_dir), "DEL", ck_conf, f"cs{i}", path, f"cs{i}")
+        finally:
+            for _, _, path in pods:
+                netns.remove(Path(path).name)
+            tmpdir.cleanup()
 
     ck, pt = lat["cnikit"], lat["ptp"]
     add_ratio = statistics.median(ck["ADD"]) / statistics.median(pt["ADD"])

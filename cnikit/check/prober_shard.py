@@ -80,7 +80,7 @@ class Shard:
         self.socks: dict[int, object] = {}  # pod id -> socket
         self.by_fd: dict[int, tuple[int, object]] = {}  # fd -> (pod id, socket)
         self.mesh_seen: Mesh | None = None
-        self.mine: list[int] = []  # positions in mesh.order of the pods this shard owns
+        self.mine: list[int] = []  # positions in mesh.order this shard probes from
         self.anchor_next: collections.deque[tuple[int, int]] = collections.deque()
         self.inflight: dict[int, tuple[int, int, float]] = {}  # seq -> (src, dst, sent)
         self.sent_q: collections.deque[tuple[float, int]] = collections.deque()
