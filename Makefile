@@ -62,5 +62,5 @@ compose-podman: setup localstack
 	$(BIN)/python -m cnikit.containers.compose_local
 
 clean:
-	-@test -x $(BIN)/cnikit && $(BIN)/cnikit cleanup || true
-	rm -rf $(VENV) .venv-localstack .pytest_cache .ruff_cache bench/results reports *.egg-info
+	-@test -x $(BIN)/cnikit && $(BIN)/cnikit cleanup --images || true
+	rm -rf $(VENV) .venv-localstack .pytest_cache .ruff_cache bench/results reports build *.egg-info

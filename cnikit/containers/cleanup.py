@@ -1,8 +1,11 @@
-"""Removing the kit's containers that dead runs left behind.
+"""Removing the kit's containers that dead runs left behind, and on request its images.
 
 Every container the kit starts carries the label io.cnikit.kit and its run's id in
 io.cnikit.run; one whose run is no longer alive (runtime.live_run_ids) is removed. A live
 run's containers and anything without the kit's label are never touched.
+
+Images live in the kit's own podman storage (podman.STORAGE_ROOT), so removing all of
+them touches nothing else; it is refused while a kit container is still there.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ def kit_containers(engine) -> list[tuple[str, str]]:
     return rows
 
 
-def remove_dead_containers(engine=None) -> list[str]:
+def remove_dead_containers(engine=None, dry_run: bool = False) -> list[str]:
     """Remove the kit's containers whose run is dead; returns their names."""
     engine = engine or Podman()
     if engine.available() is not None:
@@ -35,7 +38,22 @@ def remove_dead_containers(engine=None) -> list[str]:
     # Re-check right before removing: a run may have claimed its id meanwhile.
     live = runtime.live_run_ids()
     dead = [name for name, rid in kit_containers(engine) if name in dead and rid not in live]
-    if dead:
+    if dead and not dry_run:
         extra = ["--time", "0"] if isinstance(engine, Podman) else []
         engine.run("rm", "-f", *extra, *dead, check=False)
     return dead
+
+
+def remove_images(engine=None) -> tuple[list[str], str | None]:
+    """Remove every image in the kit's podman storage: (image ids, reason it did not)."""
+    engine = engine or Podman()
+    reason = engine.available()
+    if reason is not None:
+        return [], reason
+    if kit_containers(engine):
+        return [], "kit containers still exist (a live run?)"
+    ids = engine.out("images", "-q", "--no-trunc", check=False).split()
+    if ids:
+        engine.run("rmi", "--force", *ids, check=False)
+    return [i for i in ids if i not in set(engine.out("images", "-q", "--no-trunc",
+                                                      check=False).split())], None

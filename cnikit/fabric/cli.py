@@ -10,7 +10,9 @@ from cnikit.runtime import require_root
 @click.command()
 @click.option("--quiet", "-q", is_flag=True, help="print nothing when there was nothing to do")
 @click.option("--dry-run", "-n", is_flag=True, help="only list what would be removed")
-def cleanup(quiet: bool, dry_run: bool) -> None:
+@click.option("--images", is_flag=True,
+              help="also remove the container images in the kit's podman storage")
+def cleanup(quiet: bool, dry_run: bool, images: bool) -> None:
     """Remove leftovers of dead runs; live runs and anything not the kit's are left alone."""
     require_root("cnikit cleanup")
     from cnikit.fabric.cleanup import remove_dead_runs
@@ -27,6 +29,17 @@ def cleanup(quiet: bool, dry_run: bool) -> None:
         click.echo(f"cnikit cleanup: {report.summary()}")
     from cnikit.containers.cleanup import remove_dead_containers
 
-    containers = remove_dead_containers()
-    if containers or not quiet:
+    containers = remove_dead_containers(dry_run=dry_run)
+    if dry_run:
+        for name in containers:
+            click.echo(f"container {name}")
+    elif containers or not quiet:
         click.echo(f"cnikit cleanup: removed {len(containers)} kit containers")
+    if images and not dry_run:
+        from cnikit.containers.cleanup import remove_images
+
+        removed, why = remove_images()
+        if why is not None:
+            click.echo(f"cnikit cleanup: images kept: {why}")
+        elif removed or not quiet:
+            click.echo(f"cnikit cleanup: removed {len(removed)} kit images")

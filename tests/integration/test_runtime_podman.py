@@ -95,7 +95,7 @@ def test_kill_restart_keeps_the_state_and_stop_removes(cluster):
 
 
 def test_cleanup_removes_dead_runs_containers_only():
-    from cnikit.containers.cleanup import remove_dead_containers
+    from cnikit.containers.cleanup import remove_dead_containers, remove_images
     from cnikit.containers.image import ensure_image
     from cnikit.runtime import Run
 
@@ -108,6 +108,11 @@ def test_cleanup_removes_dead_runs_containers_only():
         for rid, name in ((dead_rid, names["dead"]), (live.run_id, names["live"])):
             p.out("create", "--name", name, "--label", f"{LABEL_KIT}=daemon", "--label",
                   f"{LABEL_RUN}={rid}", image)
+        assert names["dead"] in remove_dead_containers(p, dry_run=True)
+        assert p.inspect(names["dead"]) is not None  # a dry run removes nothing
+        # Images are never removed from under a container.
+        assert remove_images(p) == ([], "kit containers still exist (a live run?)")
+        assert p.image_exists(image)
         removed = remove_dead_containers(p)
         assert names["dead"] in removed and names["live"] not in removed
         assert p.inspect(names["dead"]) is None and p.inspect(names["live"]) is not None
