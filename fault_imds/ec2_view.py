@@ -55,9 +55,19 @@ INSTANCE_FIELDS = (
 NETWORK_REFRESH_S = 5.0
 
 
+# Sent with every call: the IMDS plays the hypervisor, whose view of the instance does not
+# go through the EC2 API, so the gate spares it the API's faults (throttling, errors,
+# latency, Describe lag). IMDS staleness is the IMDS's own fault kinds.
+CALLER_HEADER = ("X-Cnikit-Caller", "imds")
+
+
+def _mark_caller(request, **_kw) -> None:
+    request.headers[CALLER_HEADER[0]] = CALLER_HEADER[1]
+
+
 def ec2_client(endpoint: str, region: str = "us-east-1"):
     """A boto3 EC2 client for the kit's EC2 (dummy credentials: the endpoint is local)."""
-    return boto3.session.Session().client(
+    client = boto3.session.Session().client(
         "ec2",
         endpoint_url=endpoint,
         region_name=region,
@@ -69,6 +79,8 @@ def ec2_client(endpoint: str, region: str = "us-east-1"):
             read_timeout=10,
         ),
     )
+    client.meta.events.register("before-sign.ec2.*", _mark_caller)
+    return client
 
 
 class Ec2View:

@@ -12,6 +12,9 @@ Kinds:
 - `latency`: `ms` plus a uniform `jitter_ms` added before the call is served.
 - `describe_lag`: DescribeNetworkInterfaces shows the state as it was `seconds` ago (EC2 is
   eventually consistent; at most MAX_LAG_S); read by the gate with `FaultSet.describe_lag()`.
+
+None of them applies to the fault IMDS's own calls (see gate.py): IMDS staleness is
+modelled by the IMDS's fault kinds, not by the EC2 API's.
 """
 
 from __future__ import annotations

@@ -20,8 +20,10 @@ How it works
   XML for each ENI with the gate's addresses, prefixes and attachment: filters moto crashes
   on work, prefixes show, `describe_lag` renders the state of N seconds ago, and it costs
   no upstream call. Other reads are forwarded untouched.
-- Faults (faults.py) are applied before a call is served; every mutating call lands in the
-  audit log (audit.py) with its outcome.
+- Faults (faults.py) are applied before a call is served, except to calls the fault IMDS
+  marks (header X-Cnikit-Caller: imds): it plays the hypervisor, which EC2 API throttling
+  or Describe lag never reach. Every mutating call lands in the audit log (audit.py) with
+  its outcome.
 - Ownership (`owners()`, `wait_change()`, `GET /_cnikit/owners` in control.py) is served from the mirror,
   one immutable snapshot per version, never by calling the upstream.
 - Errors: the gate's own refusals and unexpected failures answer EC2's XML error format
@@ -59,6 +61,12 @@ log = logging.getLogger("cnikit.cloud.gate")
 
 READ_PREFIXES = ("Describe", "Get", "List", "Search")
 CONTROL = "/_cnikit/"
+# The fault IMDS marks its calls: it plays the hypervisor, which EC2 API faults never reach.
+SPARED_CALLER = ("x-cnikit-caller", "imds")
+
+
+def _spared(headers) -> bool:
+    return headers is not None and headers.get(SPARED_CALLER[0]) == SPARED_CALLER[1]
 _FORWARD_HEADERS = ("authorization", "x-amz-date", "x-amz-security-token", "user-agent",
                     "content-type")
 
@@ -329,11 +337,12 @@ class Gate:
             params = R.parse_params(body, request.query_string)
             action = params.get("Action") or ""
             self._validate(action, params)
-            delay, fault = self.faults.on_request(action)
-            if delay:
-                await asyncio.sleep(delay)
-            if fault is not None:
-                raise fault
+            if not _spared(request.headers):
+                delay, fault = self.faults.on_request(action)
+                if delay:
+                    await asyncio.sleep(delay)
+                if fault is not None:
+                    raise fault
             handler = self._handlers.get(action)
             if R.bool_param(params, "DryRun"):
                 # The upstream answers DryRunOperation/UnauthorizedOperation; nothing changes.
@@ -657,7 +666,7 @@ class Gate:
                            instance_id=eni.attachment.instance_id)
 
     async def _describe_enis(self, params, headers) -> tuple[int, bytes]:
-        enis = self._enis_as_of(self.faults.describe_lag())
+        enis = self._enis_as_of(0.0 if _spared(headers) else self.faults.describe_lag())
         wanted = R.filters(params)
         for name in wanted:
             R.check_filter_name(name)

@@ -12,6 +12,7 @@ import urllib.request
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 
 from cnikit.cloud import Cloud
 from cnikit.cloud.moto_server import MotoServer
@@ -141,6 +142,39 @@ def test_follows_ec2_within_200ms(server, topo, ec2, fc):
     prefixes = wait_for(lambda: imds.lines(f"{MACS}{inst.mac}/ipv4-prefix"), 0.3, "a prefix")
     assert len(prefixes) == 1 and prefixes[0].endswith("/28")
     assert time.monotonic() - t0 < 5
+
+
+def test_ec2_api_faults_do_not_reach_the_imds(imds_cloud, server, topo, ec2):
+    """The IMDS plays the hypervisor: the gate's throttling and Describe lag are for API
+    callers (the daemon), so IMDS still follows EC2 within 200 ms while a Describe made by
+    anyone else shows the state of 30 s ago."""
+    inst = topo.instances[2]
+    imds = as_instance(server, topo, 2)
+    gate = imds_cloud.gate
+    lag = gate.faults.add("describe_lag", seconds=3.0)
+    try:
+        # The lagging view must know the ENI already (it is rendered as of 3 s ago).
+        def lagging_view():
+            try:
+                return eni_ips(ec2, inst.primary_eni_id)
+            except ClientError:  # InvalidNetworkInterfaceID.NotFound: younger than the lag
+                return None
+
+        wait_for(lagging_view, 5, "the ENI to be 3 s old")
+        throttle = gate.faults.add("throttle", action="DescribeNetworkInterfaces")
+        res = ec2.assign_private_ip_addresses(NetworkInterfaceId=inst.primary_eni_id,
+                                              SecondaryPrivateIpAddressCount=2)
+        t0 = time.monotonic()
+        new = {a["PrivateIpAddress"] for a in res["AssignedPrivateIpAddresses"]}
+        wait_for(lambda: new <= set(imds.ips(inst.mac)), 0.2 - (time.monotonic() - t0),
+                 "new IPs in IMDS within 200 ms despite the API faults")
+        gate.faults.remove(throttle)
+        seen = eni_ips(ec2, inst.primary_eni_id)  # an API caller: the lagging view
+        assert not new & set(seen)
+    finally:
+        gate.faults.clear()
+    assert new <= set(eni_ips(ec2, inst.primary_eni_id))
+    assert lag
 
 
 def test_follows_plain_moto_by_polling_within_200ms():
