@@ -110,11 +110,13 @@ class IpamD:
             self._setup_eni(view)
         rows = self.checkpoint.read() if self.checkpoint is not None else []
         recovered, dropped = self.ds.restore(rows)
+        if dropped and self.cfg.profile == "hardened":
+            dropped = reconcile.hold_unconfirmed(self, dropped)
         for row in dropped:
             self.metrics.inc("awscni_ipamd_error_count", fn="restoreDropped")
             self._event("restore-dropped", ip=row.get("ipv4"), container=row.get("containerID"))
         log.info("start: %d ENIs, %d allocations recovered, %d dropped", len(self.ds.enis),
-                 len(recovered), len(dropped))
+                 len(rows) - len(dropped), len(dropped))
         self.last_reconcile = self.clock.now()
         self.cleanup_leaked_enis()
         self.pool_step()

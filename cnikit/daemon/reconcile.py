@@ -9,11 +9,14 @@ vpc-cni-1.18.3  upstream before the fix of issue 3019: per ENI, IMDS is trusted 
 vpc-cni-1.18.4  the same with contents compared (upstream's IPsSimilar / PrefixSimilar).
 hardened        IMDS is only a hint. Whenever it disagrees with the datastore (and every
                 few reconciles anyway) EC2 is asked, and only EC2 can remove an address or
-                ENI; an address a pod holds is never removed while the pod exists.
+                ENI; an address a pod holds is never removed while the pod exists. An
+                address or ENI is added only when EC2 and IMDS both show it (EC2's
+                Describe may lag behind this node's own releases).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 from typing import TYPE_CHECKING
 
@@ -204,7 +207,7 @@ def _hardened(d: IpamD, imds_enis: list[EniView]) -> None:
             d.metrics.inc("awscni_ipamd_error_count", fn="reconcileFailedEC2")
             log.warning("reconcile: EC2 failed, changing nothing: %s", e)
             return
-        _apply_truth(d, truth)
+        _apply_truth(d, truth, imds_enis)
 
 
 def _imds_agrees(d: IpamD, imds_enis: list[EniView]) -> bool:
@@ -220,12 +223,18 @@ def _imds_agrees(d: IpamD, imds_enis: list[EniView]) -> bool:
     return True
 
 
-def _apply_truth(d: IpamD, truth: list[EniView]) -> None:
+def _apply_truth(d: IpamD, truth: list[EniView], imds_enis: list[EniView]) -> None:
+    """Make the datastore follow EC2's Describe. Taking something away trusts Describe
+    alone; adding needs IMDS to show it too, because Describe is eventually consistent: a
+    lagging one still shows what this node released, after the reconcile cooldown and
+    after EC2 gave it to another node."""
     pd = d.cfg.prefix_delegation
     attached = {v.eni_id: v for v in truth}
+    seen = {v.eni_id: set(v.prefixes if pd else v.secondary_ips) for v in imds_enis}
     for view in truth:
         if view.eni_id not in d.ds.enis:
-            _add_eni(d, view)
+            if view.eni_id in seen:
+                _add_eni(d, view)
             continue
         eni = d.ds.enis[view.eni_id]
         want = set(view.prefixes if pd else view.secondary_ips)
@@ -233,6 +242,9 @@ def _apply_truth(d: IpamD, truth: list[EniView]) -> None:
         for addr in sorted(want - have):
             if d.recently_freed_state(addr)[1]:
                 continue  # EC2 may still be catching up with our own release
+            if addr not in seen.get(view.eni_id, ()):
+                d.metrics.inc("awscni_ipamd_error_count", fn="reconcileAddUnconfirmed")
+                continue  # only Describe shows it: next reconcile, once both agree
             d.ds.quarantined.discard(addr if pd else f"{addr}/32")
             try:
                 if d.ds.add_cidr(view.eni_id, addr, pd):
@@ -241,6 +253,10 @@ def _apply_truth(d: IpamD, truth: list[EniView]) -> None:
             except DatastoreError as e:
                 d.metrics.inc("awscni_ipamd_error_count", fn="ipReconcileAdd")
                 log.warning("reconcile: %s", e)
+        for addr in sorted(want & have):
+            cidr = addr if pd else f"{addr}/32"
+            if cidr in d.ds.quarantined and addr in seen.get(view.eni_id, ()):
+                d.ds.quarantined.discard(cidr)  # EC2 and IMDS both show it (again): ours
         for addr in sorted(have - want):
             cidr = addr if pd else f"{addr}/32"
             c = eni.cidrs[cidr]
@@ -265,6 +281,45 @@ def _apply_truth(d: IpamD, truth: list[EniView]) -> None:
         d.ds.remove_eni(eni_id)
         d.metrics.inc("awscni_reconcile_count", fn="eniReconcileDel")
         d._event("reconcile-eni-del", eni=eni_id, evicted=[])
+
+
+def hold_unconfirmed(d: IpamD, rows: list[dict]) -> list[dict]:
+    """Hardened start-up: checkpointed pods whose address EC2's Describe did not show.
+
+    Describe may lag behind this node's own assigns (a restart right after one), so a pod's
+    address that IMDS shows on a known ENI is kept for the pod, quarantined (never handed
+    to another pod, never released) until EC2 and IMDS both show it or EC2 clearly does
+    not. Returns the rows still dropped."""
+    try:
+        views = d.imds.enis()
+    except ApiError:
+        return rows
+    pd = d.cfg.prefix_delegation
+    shown = [(ipaddress.ip_network(a if pd else f"{a}/32", strict=False), a, v.eni_id)
+             for v in views if v.eni_id in d.ds.enis
+             for a in (v.prefixes if pd else v.secondary_ips)]
+    held, still = [], []
+    for row in rows:
+        try:
+            ip = ipaddress.ip_address(row["ipv4"])
+        except (KeyError, TypeError, ValueError):
+            still.append(row)
+            continue
+        where = next(((a, eni_id) for net, a, eni_id in shown if ip in net), None)
+        if where is None:
+            still.append(row)
+            continue
+        try:
+            d.ds.add_cidr(where[1], where[0], pd)
+        except DatastoreError:
+            still.append(row)
+            continue
+        d.ds.quarantined.add(where[0] if pd else f"{where[0]}/32")
+        held.append(row)
+    recovered, dropped = d.ds.restore(held) if held else ([], [])
+    for row in recovered:
+        d._event("restore-held", ip=row.get("ipv4"), container=row.get("containerID"))
+    return still + dropped
 
 
 def _add_eni(d, view) -> None:

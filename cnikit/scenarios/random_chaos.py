@@ -1,6 +1,6 @@
 """A seeded nemesis: IMDS faults (stale, missing, lag, error, latency, drop), EC2 faults
-(throttle, error, latency), daemon SIGKILLs and restarts, and pod churn, for --duration
-seconds. The whole schedule is drawn from the seed before the run starts, so a failing
+(throttle, error, latency, describe_lag), daemon SIGKILLs and restarts, and pod churn, for
+--duration seconds. The whole schedule is drawn from the seed before the run starts, so a failing
 seed replays the same schedule (`cnikit run random-chaos --seed N`); the report lists it.
 """
 
@@ -15,7 +15,7 @@ from cnikit.scenarios.engine import Ctx, ScenarioFailed, scenario
 
 NODES = 2
 IMDS_KINDS = ("stale", "missing", "lag", "error", "latency", "drop")
-EC2_KINDS = ("throttle", "error", "latency")
+EC2_KINDS = ("throttle", "error", "latency", "describe_lag")
 ACTIONS = (("add", 5), ("delete", 4), ("imds", 3), ("ec2", 2), ("kill", 1))
 
 
@@ -42,7 +42,10 @@ def make_schedule(seed: int, duration: float, nodes: int = NODES) -> list[dict]:
         elif op["op"] == "ec2":
             op["kind"] = rng.choice(EC2_KINDS)
             op["duration"] = round(rng.uniform(1.0, 6.0), 2)
-            op["probability"] = round(rng.uniform(0.2, 0.8), 2)
+            if op["kind"] == "describe_lag":
+                op["seconds"] = round(rng.uniform(0.5, 4.0), 2)
+            else:
+                op["probability"] = round(rng.uniform(0.2, 0.8), 2)
             if op["kind"] == "latency":
                 op["ms"] = rng.choice((20, 100, 300))
         elif op["op"] == "kill":
@@ -74,7 +77,7 @@ def _apply(ctx: Ctx, op: dict) -> str:
         h = ctx.imds_fault(op["kind"], target=target, duration=op["duration"], **attrs)
         return f"imds {op['kind']} {target} for {op['duration']}s ({h})"
     if op["op"] == "ec2":
-        attrs = {k: op[k] for k in ("probability", "ms") if k in op}
+        attrs = {k: op[k] for k in ("probability", "ms", "seconds") if k in op}
         fid = ctx.ec2_fault(op["kind"], duration=op["duration"], **attrs)
         return f"ec2 {op['kind']} for {op['duration']}s ({fid})"
     if op["op"] == "kill":

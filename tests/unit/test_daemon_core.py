@@ -3,10 +3,12 @@ checkpoint, recovery and the three reconcile profiles (upstream issues 3019, 196
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
 
+from cnikit.daemon import reconcile
 from cnikit.daemon.checkpoint import (
     FORMAT_VERSION,
     CheckpointError,
@@ -368,6 +370,70 @@ def test_restart_with_stale_imds_readds_ip_ec2_took_back(profile, tmp_path):
         assert gone not in d2.ds.enis[eni].ips() and gone not in ips
     else:
         assert gone in d2.ds.enis[eni].ips(), "upstream trusts IMDS at start-up (issue 3887)"
+
+
+def test_hardened_ignores_a_lagging_describe_for_ips_it_released():
+    """EC2's Describe is eventually consistent. Past the 60 s reconcile cooldown, a Describe
+    that still shows an IP the daemon released must not bring it back to the pool: EC2
+    may already have given it to another node. Hardened adds only what IMDS shows too."""
+    d, ec2, imds, clock, _ = make("hardened", instance_type="t3.small", max_eni=1,
+                                  warm_ip_target=1)
+    held = {n: d.add(key(n)).ip for n in range(2)}
+    settle(d, clock, 5)
+    before = ec2.describe_enis(ec2.instance_id)  # the state a lagging Describe keeps showing
+    d.delete(key(0))
+    settle(d, clock, 35)  # out of IP cooldown, then released (over WARM_IP_TARGET)
+    assert held[0] not in ec2.all_ips()
+    ec2.describe_enis = lambda instance_id: copy.deepcopy(before)
+    clock.advance(61)  # past the reconcile cooldown of the release
+    for _ in range(reconcile.HARDENED_FULL_CHECK_EVERY):  # at least one full EC2 check
+        d.reconcile()
+    assert held[0] not in d.ds.enis[ec2.primary.eni_id].ips()
+    assert held[0] not in {d.add(key(n)).ip for n in range(10, 12)}  # the ENI has room for 2
+
+
+def test_hardened_ignores_a_lagging_describe_for_an_eni_it_freed():
+    d, ec2, imds, clock, _ = make("hardened")
+    for n in range(12):
+        d.add(key(n))
+    settle(d, clock, 10)
+    before = ec2.describe_enis(ec2.instance_id)  # three ENIs attached
+    for n in range(12):
+        d.delete(key(n))
+    settle(d, clock, 120)
+    assert d.ds.stats().enis == 1
+    ec2.describe_enis = lambda instance_id: copy.deepcopy(before)
+    for _ in range(reconcile.HARDENED_FULL_CHECK_EVERY):
+        clock.advance(61)
+        d.reconcile()
+    assert d.ds.stats().enis == 1, "a freed ENI came back from a lagging Describe"
+
+
+def test_hardened_restart_keeps_pods_a_lagging_describe_does_not_show_yet(tmp_path):
+    """A restart right after the pool grew: Describe does not show the new IPs yet, IMDS
+    does. Upstream drops such checkpoint rows ("stale"); hardened keeps them for their
+    pods, quarantined until EC2 shows them too, and never hands them to another pod."""
+    d, ec2, imds, clock, _ = make("hardened", ckpt=JsonCheckpoint(tmp_path / "ipam.json"),
+                                  warm_ip_target=1)
+    before = ec2.describe_enis(ec2.instance_id)
+    shown = {ip for e in before for ip in e.ips}
+    pods = {n: d.add(key(n)).ip for n in range(6)}
+    settle(d, clock, 5)
+    late = {n: ip for n, ip in pods.items() if ip not in shown}
+    assert late, "some pods should have IPs EC2 assigned after the snapshot"
+    real = ec2.describe_enis
+    ec2.describe_enis = lambda instance_id: copy.deepcopy(before)
+    d2 = IpamD(Config(profile="hardened", warm_ip_target=1), ec2, imds, clock,
+               JsonCheckpoint(tmp_path / "ipam.json"))
+    d2.start()
+    assert {n: d2.check(key(n)).ip for n in pods} == pods
+    assert {f"{ip}/32" for ip in late.values()} == d2.ds.quarantined  # for no one else
+    ec2.describe_enis = real  # EC2 catches up: the held IPs are confirmed
+    for _ in range(reconcile.HARDENED_FULL_CHECK_EVERY):
+        clock.advance(61)
+        d2.reconcile()
+    assert not d2.ds.quarantined
+    assert {n: d2.check(key(n)).ip for n in pods} == pods
 
 
 def test_hardened_keeps_an_ip_ec2_took_back_for_its_pod_only():
