@@ -219,6 +219,7 @@ class Prober:
                 shard.stop()
             for shard in self.shards:
                 shard.thread.join(5)
+                shard.close()
             ep.close()
 
 

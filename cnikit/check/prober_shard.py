@@ -335,20 +335,27 @@ class Shard:
     def loop(self) -> None:
         try:
             self._loop()
-        except BaseException:
-            traceback.print_exc()  # the parent sees the prober exit; this says why
+        except Exception:  # noqa: BLE001 - a bug: say why, and end the whole prober
+            traceback.print_exc()
             self.prober.running = False
-            raise
         finally:
             self._run_calls()  # nobody waits forever on a call made while stopping
             for s in self.socks.values():
                 s.close()
             self.ep.close()
+            # wake_fd stays open: the control thread may still write it (stop()), and
+            # closes it once this thread is gone (close()).
+
+    def close(self) -> None:
+        """After the thread ended: release the wake-up eventfd."""
+        if not self.thread.is_alive():
             os.close(self.wake_fd)
 
     def _loop(self) -> None:
+        # Only stop() ends the loop (not the control thread's own flag): the control thread
+        # outlives its shards and owns the wake-up fd they are stopped through.
         wake, prober = self.wake_fd, self.prober
-        while self.running and prober.running:
+        while self.running:
             now = monotonic()
             self.send(now)
             events = self.ep.poll(self._idle_wait(now), 512)
