@@ -128,6 +128,13 @@ class IpamD:
         except ApiError:
             return ""
 
+    def known_subnet_cidr(self) -> str:
+        """The subnet CIDR, asking IMDS again if start-up could not read it (IMDS failing
+        then): a secondary ENI's route table needs it."""
+        if not self.subnet_cidr:
+            self.subnet_cidr = self._subnet_cidr()
+        return self.subnet_cidr
+
     def _setup_eni(self, view: EniView) -> None:
         """Add an ENI and the addresses a view shows for it (upstream setupENI)."""
         if view.eni_id in self.ds.enis:

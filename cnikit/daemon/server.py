@@ -112,8 +112,15 @@ class Daemon:
         veth = self._veth(key, req)
         mtu = req.get("mtu") if isinstance(req.get("mtu"), int) else None
         try:
+            router = router_of(self.ipamd.known_subnet_cidr())
+            if a.device_number and not router:
+                # Without the subnet the ENI's route table cannot be made, and the pod would
+                # be wired dark: fail the ADD (the runtime retries), as upstream fails an ENI
+                # whose network it could not set up.
+                raise PodNetError("the subnet of the ENI is unknown (IMDS failing?): "
+                                  "try again", CNI_TRY_AGAIN)
             wired = self._podnet().add(netns_path, a.ip, veth, key.if_name, a.device_number,
-                                       router_of(self.ipamd.subnet_cidr), mtu)
+                                       router, mtu)
         except BaseException:
             # Like ptp's cmdAdd: give back what this ADD took before answering the error.
             with self.lock:

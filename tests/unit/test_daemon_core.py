@@ -532,3 +532,30 @@ def test_attach_failure_rolls_back_and_leaked_enis_are_cleaned():
     settle(d, clock, 10 * d.cfg.reconcile_interval + 5)
     assert not [e for e in ec2.enis.values() if not e.instance_id], "leaked ENIs stay behind"
     assert d.ds.stats().enis == 2 and d.within_targets()
+
+
+# ---- the socket API's ADD -----------------------------------------------------------------
+
+def test_add_on_a_secondary_eni_waits_for_the_subnet_when_imds_failed_at_start(tmp_path):
+    """A daemon started while IMDS failed does not know the subnet, so it cannot make a
+    secondary ENI's route table: an ADD landing there fails with "try again" and gives the
+    IP back (instead of wiring a pod that cannot route), and IMDS is asked again later."""
+    from cnikit.daemon.server import CNI_TRY_AGAIN, Daemon
+
+    ec2 = FakeEc2()
+    imds = FakeImds(ec2)
+    imds.fail = True
+    d = IpamD(Config(profile="hardened"), ec2, imds, FakeClock(), MemoryCheckpoint())
+    d.start()
+    assert d.subnet_cidr == ""
+    for n in range(9):  # the primary ENI's secondary IPs, so the next pod lands on eth1
+        d.add(key(n))
+    settle(d, d.clock, 10)
+    daemon = Daemon(d, tmp_path, pool_interval=1.0)
+    req = {"cmd": "add", "network": "aws-cni", "containerID": "sandbox-99", "ifName": "eth0",
+           "netns": "/run/netns/ck-nope0-n0-p99"}
+    answer = daemon.handle(req)
+    assert answer["ok"] is False and answer["code"] == CNI_TRY_AGAIN, answer
+    assert "subnet" in answer["error"] and d.check(key(99)) is None
+    imds.fail = False
+    assert d.known_subnet_cidr() == str(ec2.subnet)
