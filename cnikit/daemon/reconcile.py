@@ -21,7 +21,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from cnikit.daemon.apis import ApiError, EniView
-from cnikit.daemon.datastore import DatastoreError
+from cnikit.daemon.datastore import DatastoreError, host_cidr
 
 if TYPE_CHECKING:
     from cnikit.daemon.ipamd import IpamD
@@ -185,7 +185,7 @@ def _verify_and_add(d: IpamD, eni_id: str, attached: list[str], need_ec2: bool,
 
 def _sweep(d: IpamD, eni_id: str, gone: list[str], prefixes: bool) -> None:
     for addr in gone:
-        cidr = addr if prefixes else f"{addr}/32"
+        cidr = _cidr(addr, prefixes)
         try:
             evicted = d.ds.del_cidr(eni_id, cidr, force=True)
         except DatastoreError:
@@ -245,7 +245,7 @@ def _apply_truth(d: IpamD, truth: list[EniView], imds_enis: list[EniView]) -> No
             if addr not in seen.get(view.eni_id, ()):
                 d.metrics.inc("awscni_ipamd_error_count", fn="reconcileAddUnconfirmed")
                 continue  # only Describe shows it: next reconcile, once both agree
-            d.ds.quarantined.discard(addr if pd else f"{addr}/32")
+            d.ds.quarantined.discard(_cidr(addr, pd))
             try:
                 if d.ds.add_cidr(view.eni_id, addr, pd):
                     d.metrics.inc("awscni_reconcile_count", fn="eniIPPoolReconcileAdd")
@@ -254,11 +254,11 @@ def _apply_truth(d: IpamD, truth: list[EniView], imds_enis: list[EniView]) -> No
                 d.metrics.inc("awscni_ipamd_error_count", fn="ipReconcileAdd")
                 log.warning("reconcile: %s", e)
         for addr in sorted(want & have):
-            cidr = addr if pd else f"{addr}/32"
+            cidr = _cidr(addr, pd)
             if cidr in d.ds.quarantined and addr in seen.get(view.eni_id, ()):
                 d.ds.quarantined.discard(cidr)  # EC2 and IMDS both show it (again): ours
         for addr in sorted(have - want):
-            cidr = addr if pd else f"{addr}/32"
+            cidr = _cidr(addr, pd)
             c = eni.cidrs[cidr]
             if c.assigned():
                 # EC2 took it back while a pod holds it: keep the pod's entry, never hand the
@@ -295,7 +295,7 @@ def hold_unconfirmed(d: IpamD, rows: list[dict]) -> list[dict]:
     except ApiError:
         return rows
     pd = d.cfg.prefix_delegation
-    shown = [(ipaddress.ip_network(a if pd else f"{a}/32", strict=False), a, v.eni_id)
+    shown = [(ipaddress.ip_network(_cidr(a, pd), strict=False), a, v.eni_id)
              for v in views if v.eni_id in d.ds.enis
              for a in (v.prefixes if pd else v.secondary_ips)]
     held, still = [], []
@@ -314,12 +314,17 @@ def hold_unconfirmed(d: IpamD, rows: list[dict]) -> list[dict]:
         except DatastoreError:
             still.append(row)
             continue
-        d.ds.quarantined.add(where[0] if pd else f"{where[0]}/32")
+        d.ds.quarantined.add(_cidr(where[0], pd))
         held.append(row)
     recovered, dropped = d.ds.restore(held) if held else ([], [])
     for row in recovered:
         d._event("restore-held", ip=row.get("ipv4"), container=row.get("containerID"))
     return still + dropped
+
+
+def _cidr(addr: str, prefixes: bool) -> str:
+    """The datastore's key for an address: a prefix as is, an IP as its /32."""
+    return addr if prefixes else host_cidr(addr)
 
 
 def _add_eni(d, view) -> None:
