@@ -56,19 +56,20 @@ from cnikit.cloud.models import Attachment, Eni, Instance, Mirror
 from cnikit.cloud.ownership import OwnershipSnapshot
 from cnikit.cloud.upstream import UpstreamClient
 from cnikit.errors import CnikitError
+from fault_imds.ec2_view import CALLER_HEADER
 
 log = logging.getLogger("cnikit.cloud.gate")
 
 READ_PREFIXES = ("Describe", "Get", "List", "Search")
 CONTROL = "/_cnikit/"
-# The fault IMDS marks its calls: it plays the hypervisor, which EC2 API faults never reach.
-SPARED_CALLER = ("x-cnikit-caller", "imds")
+_FORWARD_HEADERS = ("authorization", "x-amz-date", "x-amz-security-token", "user-agent",
+                    "content-type")
 
 
 def _spared(headers) -> bool:
-    return headers is not None and headers.get(SPARED_CALLER[0]) == SPARED_CALLER[1]
-_FORWARD_HEADERS = ("authorization", "x-amz-date", "x-amz-security-token", "user-agent",
-                    "content-type")
+    """A call the fault IMDS marked: it plays the hypervisor, which EC2 API faults never
+    reach (aiohttp's headers are case-insensitive)."""
+    return headers is not None and headers.get(CALLER_HEADER[0]) == CALLER_HEADER[1]
 
 
 class UpstreamUnreachable(CnikitError):
