@@ -53,7 +53,8 @@ def remove_images(engine=None) -> tuple[list[str], str | None]:
     if kit_containers(engine):
         return [], "kit containers still exist (a live run?)"
     ids = engine.out("images", "-q", "--no-trunc", check=False).split()
-    if ids:
-        engine.run("rmi", "--force", *ids, check=False)
-    return [i for i in ids if i not in set(engine.out("images", "-q", "--no-trunc",
-                                                      check=False).split())], None
+    if not ids:
+        return [], None
+    engine.run("rmi", "--force", *ids, check=False)
+    left = set(engine.out("images", "-q", "--no-trunc", check=False).split())
+    return [i for i in ids if i not in left], None
