@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import itertools
 import os
-import time
 
 import pytest
+
+from tests.waiting import wait_for
 
 ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not ROOT, reason="needs root: network namespaces")
@@ -16,15 +17,8 @@ _vpc_numbers = itertools.count(10)
 
 
 def wait_until(predicate, timeout: float, poll: float = 0.01, what: str = "condition"):
-    """Poll predicate until it returns something truthy; fail the test at the deadline."""
-    end = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= end:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(poll)
+    """tests.waiting.wait_for with this folder's argument order (poll before what)."""
+    return wait_for(predicate, timeout, what=what, interval=poll)
 
 
 @pytest.fixture(scope="module")
