@@ -1,4 +1,4 @@
-"""The prober process: one UDP socket inside every pod namespace, probed by a few threads.
+"""The prober process: UDP sockets inside every pod namespace, probed by a few threads.
 
 Run as `python -m cnikit.check.prober_proc [--threads N]` by `cnikit.check.prober.Prober`;
 it reads control lines (JSON) on stdin and writes events (JSON lines) on stdout.
