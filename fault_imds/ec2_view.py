@@ -51,6 +51,7 @@ INSTANCE_FIELDS = (
     "Architecture",
     "LaunchTime",
     "AmiLaunchIndex",
+    "IamInstanceProfile",
 )
 NETWORK_REFRESH_S = 5.0
 
