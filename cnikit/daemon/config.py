@@ -9,11 +9,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from cnikit.daemon import profiles
 from cnikit.errors import UsageError
 from cnikit.runtime import time_scale
 
-PROFILES = ("vpc-cni-1.18.3", "vpc-cni-1.18.4", "hardened")
-DEFAULT_PROFILE = "hardened"
+DEFAULT_PROFILE = profiles.DEFAULT
 
 # Upstream's fixed intervals (seconds, before scaling).
 POOL_INTERVAL = 5.0  # ipamd's pool manager loop
@@ -48,6 +48,11 @@ class Config:
     instance_id_header: str | None = None  # CNIKIT_INSTANCE_ID: who we are to a loopback IMDS
 
     # Scaled intervals: the only place the daemon reads time constants from.
+    @property
+    def strategy(self):
+        """The profile's reconcile strategy (cnikit.daemon.reconcile.ReconcileStrategy)."""
+        return profiles.get(self.profile).reconcile
+
     @property
     def pool_interval(self) -> float:
         return POOL_INTERVAL * self.scale
@@ -122,8 +127,8 @@ def from_env(env: dict | None = None) -> Config:
     """Read the daemon's configuration; a bad value is a one-line UsageError."""
     env = dict(os.environ if env is None else env)
     profile = env.get("CNIKIT_PROFILE") or DEFAULT_PROFILE
-    if profile not in PROFILES:
-        raise UsageError(f"CNIKIT_PROFILE={profile!r} is not one of {', '.join(PROFILES)}")
+    if profile not in profiles.names():
+        raise UsageError(f"CNIKIT_PROFILE={profile!r} is not one of {', '.join(profiles.names())}")
     pd = _bool(env, "ENABLE_PREFIX_DELEGATION", False)
     warm_prefix = _int(env, "WARM_PREFIX_TARGET", 0)
     # Upstream: with prefix delegation and no target at all, keep one warm prefix.

@@ -110,8 +110,8 @@ class IpamD:
             self._setup_eni(view)
         rows = self.checkpoint.read() if self.checkpoint is not None else []
         recovered, dropped = self.ds.restore(rows)
-        if dropped and self.cfg.profile == "hardened":
-            dropped = reconcile.hold_unconfirmed(self, dropped)
+        if dropped:
+            dropped = self.cfg.strategy.restore_dropped(self, dropped)
         for row in dropped:
             self.metrics.inc("awscni_ipamd_error_count", fn="restoreDropped")
             self._event("restore-dropped", ip=row.get("ipv4"), container=row.get("containerID"))

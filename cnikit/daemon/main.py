@@ -51,7 +51,7 @@ def start_with_retry(ipamd, stop: threading.Event, log) -> bool:
 
 @click.command("daemon")
 @click.option("--state-dir", help="socket, checkpoint and pid file (env CNIKIT_STATE_DIR)")
-@click.option("--profile", help="vpc-cni-1.18.3 | vpc-cni-1.18.4 | hardened (env CNIKIT_PROFILE)")
+@click.option("--profile", help="a profile of cnikit.daemon.profiles (env CNIKIT_PROFILE)")
 @click.option("--log-level", default="INFO", show_default=True)
 def daemon(state_dir, profile, log_level):
     """Run the reference CNI daemon (ipamd) in the foreground."""

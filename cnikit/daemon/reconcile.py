@@ -1,4 +1,6 @@
-"""How much each profile trusts IMDS: start-up, new ENIs and the periodic reconcile.
+"""How much a profile trusts IMDS: start-up, new ENIs and the periodic reconcile.
+
+The strategies a profile (cnikit.daemon.profiles) picks from; the behaviours they model:
 
 vpc-cni-1.18.3  upstream before the fix of issue 3019: per ENI, IMDS is trusted when
                 `1 + len(pool) == len(IMDS local-ipv4s)` (lengths only, prefixes: equal
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from cnikit.daemon.apis import ApiError, EniView
 from cnikit.daemon.datastore import DatastoreError, host_cidr
@@ -31,8 +33,48 @@ log = logging.getLogger("cnikit.daemon.reconcile")
 HARDENED_FULL_CHECK_EVERY = 5  # reconciles between unconditional EC2 checks
 
 
+class ReconcileStrategy(Protocol):
+    """What a profile decides about IMDS: the daemon's public seam for profiles."""
+
+    # Start-up and new ENIs take IMDS's view at face value (upstream), or EC2's (hardened).
+    trusts_imds: bool
+
+    def reconcile(self, d: IpamD, imds_enis: list[EniView]) -> None:
+        """One periodic reconcile pass, given IMDS's view of the node's ENIs."""
+
+    def restore_dropped(self, d: IpamD, rows: list[dict]) -> list[dict]:
+        """Start-up: checkpointed pods the start-up view did not show; returns those dropped."""
+
+
+class UpstreamReconcile:
+    """Upstream's eniIPPoolReconcile: lengths (1.18.3) or contents (1.18.4) compared."""
+
+    trusts_imds = True
+
+    def __init__(self, contents: bool):
+        self.contents = contents
+
+    def reconcile(self, d: IpamD, imds_enis: list[EniView]) -> None:
+        _upstream(d, imds_enis, contents=self.contents)
+
+    def restore_dropped(self, d: IpamD, rows: list[dict]) -> list[dict]:
+        return rows
+
+
+class HardenedReconcile:
+    """IMDS is a hint; only EC2 takes an address or ENI away."""
+
+    trusts_imds = False
+
+    def reconcile(self, d: IpamD, imds_enis: list[EniView]) -> None:
+        _hardened(d, imds_enis)
+
+    def restore_dropped(self, d: IpamD, rows: list[dict]) -> list[dict]:
+        return hold_unconfirmed(d, rows)
+
+
 def trusts_imds(d: IpamD) -> bool:
-    return d.cfg.profile != "hardened"
+    return d.cfg.strategy.trusts_imds
 
 
 def startup_view(d: IpamD) -> list[EniView]:
@@ -76,10 +118,7 @@ def run(d: IpamD, imds_view=None) -> None:
     if not imds_enis:
         d.metrics.inc("awscni_ipamd_error_count", fn="reconcileFailedGetENIs")
         return
-    if d.cfg.profile == "hardened":
-        _hardened(d, imds_enis)
-    else:
-        _upstream(d, imds_enis, contents=d.cfg.profile == "vpc-cni-1.18.4")
+    d.cfg.strategy.reconcile(d, imds_enis)
 
 
 # ---- upstream (1.18.3 / 1.18.4) -------------------------------------------------------

@@ -1,0 +1,69 @@
+"""The reference daemon's profiles: one module per profile in this package.
+
+A profile module defines `PROFILE = Profile(...)`: its name, a one-line summary, its reconcile
+strategy (cnikit.daemon.reconcile.ReconcileStrategy) and the verdict each scenario is expected
+to reach on it. Adding a profile is adding a module here; the daemon's configuration, the CLI
+choices, the pytest option, the matrix and the built-in targets all read this registry.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from cnikit.errors import UsageError
+
+DEFAULT = "hardened"
+HOLDS, VIOLATION = "holds", "violation"
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    summary: str
+    reconcile: object  # a cnikit.daemon.reconcile.ReconcileStrategy
+    order: int = 100  # position in listings (then by name)
+    # scenario -> "holds" | "violation" | None (not asserted); a scenario not listed: "holds",
+    # the verdict every correct build must reach.
+    expected: Mapping[str, str | None] = field(default_factory=dict)
+
+    def expected_verdict(self, scenario: str) -> str | None:
+        return self.expected.get(scenario, HOLDS)
+
+
+def discover(package: str = __name__) -> dict[str, Profile]:
+    """name -> Profile for every module of `package` that defines PROFILE, in display order."""
+    pkg = importlib.import_module(package)
+    found: list[Profile] = []
+    for info in pkgutil.iter_modules(pkg.__path__):
+        if info.name.startswith("_"):
+            continue
+        prof = getattr(importlib.import_module(f"{package}.{info.name}"), "PROFILE", None)
+        if isinstance(prof, Profile):
+            found.append(prof)
+    found.sort(key=lambda p: (p.order, p.name))
+    return {p.name: p for p in found}
+
+
+_registry: Mapping[str, Profile] | None = None
+
+
+def registry() -> Mapping[str, Profile]:
+    global _registry
+    if _registry is None:
+        _registry = MappingProxyType(discover())
+    return _registry
+
+
+def names() -> list[str]:
+    return list(registry())
+
+
+def get(name: str) -> Profile:
+    try:
+        return registry()[name]
+    except KeyError:
+        raise UsageError(f"unknown profile {name!r}; one of {', '.join(names())}") from None

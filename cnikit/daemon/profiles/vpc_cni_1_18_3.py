@@ -1,0 +1,18 @@
+"""Upstream aws-node up to v1.18.3: the reconcile compares lengths only (issue 3019)."""
+
+from cnikit.daemon.profiles import VIOLATION, Profile
+from cnikit.daemon.reconcile import UpstreamReconcile
+
+PROFILE = Profile(
+    name="vpc-cni-1.18.3",
+    summary="upstream v1.18.3: reconcile compares IMDS and datastore by length only",
+    reconcile=UpstreamReconcile(contents=False),
+    order=10,
+    expected={
+        "imds-stale-equal-length": VIOLATION,
+        "imds-missing-eni": VIOLATION,
+        "restart-stale-imds": VIOLATION,
+        "prefix-partial-read": VIOLATION,
+        "random-chaos": None,  # depends on what the seed draws
+    },
+)

@@ -1,0 +1,17 @@
+"""Upstream aws-node v1.18.4: contents compared, IMDS still trusted for ENIs and restarts."""
+
+from cnikit.daemon.profiles import VIOLATION, Profile
+from cnikit.daemon.reconcile import UpstreamReconcile
+
+PROFILE = Profile(
+    name="vpc-cni-1.18.4",
+    summary="upstream v1.18.4: reconcile compares contents, still trusts IMDS elsewhere",
+    reconcile=UpstreamReconcile(contents=True),
+    order=20,
+    expected={
+        "imds-missing-eni": VIOLATION,
+        "restart-stale-imds": VIOLATION,
+        "prefix-partial-read": VIOLATION,
+        "random-chaos": None,  # depends on what the seed draws
+    },
+)
