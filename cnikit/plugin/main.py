@@ -22,6 +22,7 @@ def getenv(name, default=""):
     return v.decode("utf-8", "surrogateescape") if v is not None else default
 
 SUPPORTED = ["0.3.0", "0.3.1", "0.4.0", "1.0.0"]
+CHECK_SINCE = "0.4.0"  # CHECK came with spec 0.4.0: older configs get code 1, as libcni's skel
 DEFAULT_SOCKET = "/run/cnikit/daemon/ipamd.sock"
 GATEWAY = "169.254.1.1"
 
@@ -34,6 +35,21 @@ class CniError(Exception):
     def __init__(self, code, msg, details=""):
         super().__init__(msg)
         self.code, self.msg, self.details = code, msg, details
+
+
+def valid_name(s):
+    """The spec's rule for a container ID and a network name, as libcni checks it
+    (`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`); str methods, because importing `re` (and enum
+    with it) costs several ms per pod."""
+    return (s.isascii() and s[:1].isalnum()
+            and (s[1:].replace("_", "").replace(".", "").replace("-", "") or "a").isalnum())
+
+
+def _check_ifname(name):
+    # libcni's ValidateInterfaceName, i.e. what the kernel accepts (dev_valid_name).
+    if len(name.encode()) > 15 or name in (".", "..") or "/" in name or ":" in name \
+            or any(c.isspace() for c in name):
+        raise CniError(E_ENV, f"interface name {name!r} is not one the kernel accepts", name)
 
 
 def _call(sock_path, req, timeout=60.0):
@@ -95,6 +111,11 @@ def _load_conf(raw):
         raise CniError(E_CONFIG, "cniVersion is required")
     if ver not in SUPPORTED:
         raise CniError(E_VERSION, f"cniVersion {ver} is not supported ({', '.join(SUPPORTED)})")
+    name = conf.get("name")
+    if not isinstance(name, str) or not name:
+        raise CniError(E_CONFIG, "missing network name")
+    if not valid_name(name):
+        raise CniError(E_CONFIG, "invalid characters found in network name", name)
     if conf.get("wiring", "daemon") not in ("daemon", "plugin"):
         raise CniError(E_FIELD, "wiring must be \"daemon\" or \"plugin\"")
     if "mtu" in conf and (not isinstance(conf["mtu"], int) or not 68 <= conf["mtu"] <= 65535):
@@ -104,11 +125,15 @@ def _load_conf(raw):
 
 def _request(cmd, conf, with_netns=True):
     args = _cni_args(getenv("CNI_ARGS"))
+    cid, ifname = _env("CNI_CONTAINERID"), _env("CNI_IFNAME")
+    if not valid_name(cid):
+        raise CniError(E_ENV, "invalid characters in containerID", cid)
+    _check_ifname(ifname)
     req = {
         "cmd": cmd,
-        "network": conf.get("name") or "",
-        "containerID": _env("CNI_CONTAINERID"),
-        "ifName": _env("CNI_IFNAME"),
+        "network": conf["name"],
+        "containerID": cid,
+        "ifName": ifname,
         "podNamespace": args.get("K8S_POD_NAMESPACE", ""),
         "podName": args.get("K8S_POD_NAME", ""),
         "vethPrefix": conf.get("vethPrefix") or "eni",
@@ -219,6 +244,8 @@ def main(argv=None):
                 raise CniError(E_ENV, f"unknown CNI_COMMAND {cmd!r}" if cmd else "CNI_COMMAND is required")
             conf = _load_conf(sys.stdin.read())
             ver = conf["cniVersion"]
+            if cmd == "CHECK" and SUPPORTED.index(ver) < SUPPORTED.index(CHECK_SINCE):
+                raise CniError(E_VERSION, "config version does not allow CHECK", ver)
             out = {"ADD": cmd_add, "DEL": cmd_del, "CHECK": cmd_check}[cmd](conf)
     except CniError as e:
         err = {"cniVersion": ver, "code": e.code, "msg": e.msg}

@@ -255,3 +255,52 @@ def test_same_pod_name_readded_right_after_del(cluster, rt):
     chk = req("check", "sts-0", "sts-new", new_ns)
     assert chk["ok"], chk
     assert req("del", "sts-0", "sts-new", new_ns)["ok"]
+
+
+PTP = "/usr/lib/cni/ptp"
+
+
+def run_ptp(command, conf, cid, ifname, data_dir):
+    """The reference ptp plugin (libcni's skel) with the same input; its validation
+    answers before it touches a namespace (CNI_NETNS names none)."""
+    conf = {**conf, "type": "ptp", "ipam": {"type": "host-local", "subnet": "10.255.0.0/24",
+                                            "dataDir": str(data_dir)}}
+    env = {"PATH": os.environ["PATH"], "CNI_COMMAND": command, "CNI_CONTAINERID": cid,
+           "CNI_NETNS": "/run/netns/cnikit-no-such-netns", "CNI_IFNAME": ifname,
+           "CNI_PATH": "/usr/lib/cni"}
+    p = subprocess.run([PTP], input=json.dumps(conf).encode(), env=env, capture_output=True,
+                       timeout=30)
+    return p.returncode, json.loads(p.stdout)
+
+
+@pytest.mark.skipif(not os.path.exists(PTP), reason="no reference ptp (apt package "
+                    "containernetworking-plugins)")
+@pytest.mark.parametrize("command,change,cid,ifname", [
+    ("ADD", {"name": None}, "side", "eth0"),
+    ("ADD", {"name": ""}, "side", "eth0"),
+    ("ADD", {"name": "aws cni"}, "side", "eth0"),
+    ("DEL", {"name": None}, "side", "eth0"),
+    ("ADD", {}, "c/1", "eth0"),
+    ("ADD", {}, "c 1", "eth0"),
+    ("ADD", {}, "-c1", "eth0"),
+    ("ADD", {}, "c:1", "eth0"),
+    ("DEL", {}, "c 1", "eth0"),
+    ("ADD", {}, "side", "eth0:1"),
+    ("ADD", {}, "side", "e" * 16),
+    ("CHECK", {"cniVersion": "0.3.1"}, "side", "eth0"),
+    ("CHECK", {"cniVersion": "0.3.0"}, "side", "eth0"),
+    ("ADD", {"cniVersion": "9.9.9"}, "side", "eth0"),
+])
+def test_validation_answers_as_ptp_does(cluster, rt, tmp_path, command, change, cid, ifname):
+    conf = {**cluster.netconf(0), **change}
+    if command == "CHECK":
+        conf["prevResult"] = {"cniVersion": conf["cniVersion"], "ips": [
+            {"version": "4", "address": "10.0.1.9/32"}]}
+    conf = {k: v for k, v in conf.items() if v is not None}
+    before = cluster.status(0)["stats"]["assigned"]
+    ptp_rc, ptp = run_ptp(command, conf, cid, ifname, tmp_path / "host-local")
+    rc, ours = rt.run(command, conf, cid, rt.new_netns(), ifname=ifname)
+    assert ptp_rc != 0 and rc != 0, (ptp, ours)
+    jsonschema.validate(ours, ERROR_SCHEMA)
+    assert ours["code"] == ptp["code"], (ours, ptp)
+    assert cluster.status(0)["stats"]["assigned"] == before

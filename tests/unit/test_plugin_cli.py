@@ -101,6 +101,58 @@ def test_errors_are_spec_json(plugin, command, stdin, env, code):
     assert err["code"] == code, err
 
 
+@pytest.mark.parametrize("command", ["ADD", "DEL", "CHECK"])
+@pytest.mark.parametrize("stdin,env,code", [
+    # What libcni's skel (and so ptp) checks before a plugin runs: SPEC.md's rules.
+    (conf(name=None), CNI_ENV, 7),
+    (conf(name=""), CNI_ENV, 7),
+    (conf(name="aws cni"), CNI_ENV, 7),
+    (conf(), {**CNI_ENV, "CNI_CONTAINERID": "c/1"}, 4),
+    (conf(), {**CNI_ENV, "CNI_CONTAINERID": "c 1"}, 4),
+    (conf(), {**CNI_ENV, "CNI_CONTAINERID": "-c1"}, 4),
+    (conf(), {**CNI_ENV, "CNI_CONTAINERID": "c1\u00e9"}, 4),
+    (conf(), {**CNI_ENV, "CNI_IFNAME": "eth0:1"}, 4),
+    (conf(), {**CNI_ENV, "CNI_IFNAME": "a" * 16}, 4),
+])
+def test_spec_validation_before_the_daemon(plugin, tmp_path, command, stdin, env, code):
+    d = FakeDaemon(tmp_path / "s.sock", lambda r: {"ok": True, "ip": "10.0.1.9", "deviceNumber": 0})
+    prev = {"cniVersion": "1.0.0", "ips": [{"address": "10.0.1.9/32", "interface": 1}]}
+    conf_ = {**json.loads(stdin), "daemonSocket": d.path, "prevResult": prev}
+    try:
+        rc, err = run(plugin, command, json.dumps({k: v for k, v in conf_.items() if v is not None}).encode(),
+                      **env)
+    finally:
+        d.close()
+    assert rc != 0 and err["code"] == code, err
+    jsonschema.validate(err, ERROR_SCHEMA)
+    assert d.requests == []
+
+
+def test_valid_names_are_accepted(plugin, tmp_path):
+    d = FakeDaemon(tmp_path / "s.sock", lambda r: {"ok": True, "ip": "10.0.1.9", "deviceNumber": 0})
+    try:
+        rc, res = run(plugin, "ADD", conf(daemonSocket=d.path, name="a.b_c-9"),
+                      **{**CNI_ENV, "CNI_CONTAINERID": "0a.B_c-d", "CNI_IFNAME": "e" * 15})
+    finally:
+        d.close()
+    assert rc == 0, res
+    assert d.requests[0]["network"] == "a.b_c-9" and d.requests[0]["containerID"] == "0a.B_c-d"
+
+
+@pytest.mark.parametrize("version", ["0.3.0", "0.3.1"])
+def test_check_before_0_4_0_is_code_1_without_asking_the_daemon(plugin, tmp_path, version):
+    d = FakeDaemon(tmp_path / "s.sock", lambda r: {"ok": False, "code": 11, "error": "busy"})
+    prev = {"cniVersion": version, "ips": [{"version": "4", "address": "10.0.1.9/32"}]}
+    try:
+        rc, err = run(plugin, "CHECK", json.dumps({"cniVersion": version, "name": "n",
+                                                   "daemonSocket": d.path,
+                                                   "prevResult": prev}).encode(), **CNI_ENV)
+    finally:
+        d.close()
+    assert rc != 0 and err["code"] == 1 and err["cniVersion"] == version, err
+    assert d.requests == []
+
+
 def test_add_result_and_request(plugin, tmp_path):
     def answer(req):
         return {"ok": True, "ip": "10.0.1.23", "eniId": "eni-1", "deviceNumber": 1,
