@@ -5,6 +5,7 @@
         ...
     fid = fc.add("missing", target={"eni_id": "eni-..", "ips": ["10.0.1.7"]}, duration=5)
     fc.list(); fc.remove(fid); fc.clear(); fc.events()
+    page = fc.requests(since=0, instance_id="i-..")   # {"requests": [...], "next": seq}
 
 Shortcuts take the target fields as keywords (instance_id, mac, eni_id, path, ips) and
 `seconds` as the fault's duration, except `lag(seconds=N)` where it is the lag itself
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any
 
@@ -119,6 +121,19 @@ class FaultClient:
         """Events after `since` (a seq); with `wait`, block up to that long for one."""
         path = f"/events?since={int(since)}&wait={float(wait)}"
         return self._ok("GET", path, timeout=self.timeout + wait)["events"]
+
+    def requests(
+        self, since: int = 0, instance_id: str | None = None, limit: int | None = None
+    ) -> dict[str, Any]:
+        """The IMDS requests answered after `since` (a seq), for one instance if given:
+        {"requests": [{"seq", "time", "instance_id", "method", "path", "status", "body",
+        "faults"}, ...], "next": the seq to pass as `since` next time}."""
+        q = {"since": int(since)}
+        if instance_id:
+            q["instance_id"] = instance_id
+        if limit:
+            q["limit"] = int(limit)
+        return self._ok("GET", "/requests?" + urllib.parse.urlencode(q))
 
     def kinds(self) -> dict[str, Any]:
         return self._ok("GET", "/kinds")

@@ -3,6 +3,8 @@
 POST /faults {"kind": K, "target": {...}, "duration": s, ...} -> 201 {"id": ..., "fault": {...}}
 GET /faults -> {"faults": [...]}          DELETE /faults/{id}    DELETE /faults
 GET /events[?since=SEQ][&wait=S] -> {"events": [...], "last_seq": N}  (wait: long poll)
+GET /requests[?since=SEQ][&instance_id=ID][&limit=N] -> {"requests": [...], "next": SEQ}
+  (every IMDS request answered, oldest first: what each node asked and what it got)
 GET /kinds, GET /health
 Every error is {"error": "<one line>"} with a 4xx status, and changes nothing.
 """
@@ -37,7 +39,7 @@ async def one_line_errors(request: web.Request, handler):
         return _error(500, f"internal error: {type(e).__name__}: {e}".splitlines()[0])
 
 
-def control_app(engine: Engine, health=None) -> web.Application:
+def control_app(engine: Engine, health=None, request_log=None) -> web.Application:
     app = web.Application(middlewares=[one_line_errors])
 
     async def add_fault(request: web.Request) -> web.Response:
@@ -98,6 +100,19 @@ def control_app(engine: Engine, health=None) -> web.Application:
             {"events": engine.events.since(since), "last_seq": engine.events.last_seq}
         )
 
+    async def requests_(request: web.Request) -> web.Response:
+        raw, limit = request.query.get("since", "0"), request.query.get("limit")
+        if not raw.isdigit():
+            return _error(400, f"since must be a non-negative integer, got {raw!r}")
+        if limit is not None and (not limit.isdigit() or int(limit) == 0):
+            return _error(400, f"limit must be a positive integer, got {limit!r}")
+        if request_log is None:
+            return web.json_response({"requests": [], "next": int(raw)})
+        out, nxt = request_log.since(
+            int(raw), request.query.get("instance_id") or None, int(limit) if limit else None
+        )
+        return web.json_response({"requests": out, "next": nxt})
+
     async def kinds_(request: web.Request) -> web.Response:
         return web.json_response(kinds())
 
@@ -109,6 +124,7 @@ def control_app(engine: Engine, health=None) -> web.Application:
     app.router.add_delete("/faults", clear_faults)
     app.router.add_delete("/faults/{fid}", remove_fault)
     app.router.add_get("/events", events)
+    app.router.add_get("/requests", requests_)
     app.router.add_get("/kinds", kinds_)
     app.router.add_get("/health", health_)
     return app

@@ -15,6 +15,7 @@ import logging
 import socket
 import threading
 import time
+from collections import deque
 from typing import Any
 
 from aiohttp import web
@@ -24,6 +25,7 @@ from fault_imds.ec2_view import Ec2View
 from fault_imds.engine import Engine, RequestCtx
 from fault_imds.faults import Answer, Drop
 from fault_imds.tokens import TokenStore, parse_ttl
+from fault_imds.tree import as_latest
 
 log = logging.getLogger("fault_imds")
 
@@ -31,6 +33,11 @@ TOKEN_PATH = "latest/api/token"
 TOKEN_HEADER = "X-aws-ec2-metadata-token"
 TTL_HEADER = "X-aws-ec2-metadata-token-ttl-seconds"
 INSTANCE_HEADER = "X-Cnikit-Instance-Id"
+# Set by the kit's own reads (not the node's): the request log marks them, so evidence of
+# what a node read is never what the kit itself asked.
+OBSERVER_HEADER = "X-Cnikit-Observer"
+REQUEST_LOG_MAX = 50_000
+BODY_LOGGED = 1024
 TICK_S = 0.02
 BASE_HEADERS = {"Server": "EC2ws"}
 
@@ -74,17 +81,53 @@ def _is_loopback(ip: str | None) -> bool:
     return ip is None or ip.startswith("127.") or ip == "::1" or ip.startswith("::ffff:127.")
 
 
+class RequestLog:
+    """Every answered request, in order, in a bounded ring: what each node asked and got.
+
+    Entries: {"seq", "time" (epoch), "instance_id", "method", "path", "status" (0: the
+    connection was dropped), "body" (served text, cut at ~1 KB), "faults" (ids of the active
+    faults whose target matches the request)}, plus "observer": true for the kit's own reads.
+    """
+
+    def __init__(self, maxlen: int = REQUEST_LOG_MAX):
+        self._entries: deque[dict[str, Any]] = deque(maxlen=maxlen)
+        self.last_seq = 0
+
+    def add(self, entry: dict[str, Any]) -> None:
+        self.last_seq += 1
+        entry["seq"] = self.last_seq
+        self._entries.append(entry)
+
+    def since(
+        self, seq: int = 0, instance_id: str | None = None, limit: int | None = None
+    ) -> tuple[list[dict[str, Any]], int]:
+        """Entries after `seq` (for one instance if given) and the seq to ask from next."""
+        out: list[dict[str, Any]] = []
+        # Entries are in seq order: skip the old ones from the right end without a scan.
+        start = max(0, len(self._entries) - (self.last_seq - seq))
+        for i in range(start, len(self._entries)):
+            e = self._entries[i]
+            if instance_id is not None and e["instance_id"] != instance_id:
+                continue
+            out.append(e)
+            if limit is not None and len(out) >= limit:
+                return out, e["seq"]
+        return out, self.last_seq
+
+
 class ImdsHandler:
-    """Answers IMDS requests from the engine's precomputed bodies."""
+    """Answers IMDS requests from the engine's precomputed bodies, and logs each one."""
 
     def __init__(
-        self, engine: Engine, tokens: TokenStore, default_instance: str | None, require_v2: bool
+        self, engine: Engine, tokens: TokenStore, default_instance: str | None, require_v2: bool,
+        log: RequestLog | None = None,
     ):
         self.engine = engine
         self.tokens = tokens
         self.default_instance = default_instance
         self.require_v2 = require_v2
         self.requests = 0
+        self.log = log if log is not None else RequestLog()
 
     def caller(self, request: web.BaseRequest) -> str | None:
         """The requesting instance: the one whose ENI holds the source address; on loopback
@@ -103,8 +146,38 @@ class ImdsHandler:
 
     async def __call__(self, request: web.BaseRequest) -> web.StreamResponse:
         self.requests += 1
-        path = request.path[1:]
         iid = self.caller(request)
+        status, body = 0, b""
+        try:
+            resp = await self._answer(request, iid)
+            status, body = resp.status, resp.body if isinstance(resp.body, bytes) else b""
+            return resp
+        finally:
+            self._log(request, iid, status, body)
+
+    def _log(self, request: web.BaseRequest, iid: str | None, status: int, body: bytes) -> None:
+        path = request.path[1:]
+        now = self.engine.clock()
+        faults = [
+            f.id
+            for f in self.engine.faults.values()
+            if (f.expires is None or f.expires > now) and f.target.request_matches(iid, path)
+        ]
+        entry = {
+            "time": time.time(),
+            "instance_id": iid,
+            "method": request.method,
+            "path": request.path,
+            "status": status,
+            "body": body[:BODY_LOGGED].decode("utf-8", errors="replace"),
+            "faults": faults,
+        }
+        if OBSERVER_HEADER in request.headers:
+            entry["observer"] = True
+        self.log.add(entry)
+
+    async def _answer(self, request: web.BaseRequest, iid: str | None) -> web.StreamResponse:
+        path = as_latest(request.path[1:])
         token = request.headers.get(TOKEN_HEADER)
         engine = self.engine
         if engine.request_faults:
@@ -199,6 +272,7 @@ class ImdsServer:
         self._control_runner: web.AppRunner | None = None
         self._extra_sites: list[web.SockSite] = []
         self._started_at = 0.0
+        self.request_log = RequestLog()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -273,7 +347,9 @@ class ImdsServer:
             while self.engine.state is None:
                 await asyncio.sleep(0.005)
             self.tokens = TokenStore()
-            self.handler = ImdsHandler(self.engine, self.tokens, self.instance_id, self.require_v2)
+            self.handler = ImdsHandler(
+                self.engine, self.tokens, self.instance_id, self.require_v2, self.request_log
+            )
             server = web.Server(self.handler, access_log=None)
             self._imds_runner = web.ServerRunner(server, access_log=None, shutdown_timeout=1)
             await self._imds_runner.setup()
@@ -281,7 +357,9 @@ class ImdsServer:
             await site.start()
             self.url = _url(self._imds_runner.addresses[0])
             self._control_runner = web.AppRunner(
-                control_app(self.engine, self._health), access_log=None, shutdown_timeout=1
+                control_app(self.engine, self._health, self.request_log),
+                access_log=None,
+                shutdown_timeout=1,
             )
             await self._control_runner.setup()
             csite = web.TCPSite(self._control_runner, self.control[0], self.control[1])
