@@ -18,3 +18,8 @@ class UsageError(CnikitError):
 
 class EnvironmentProblem(CnikitError):
     """Not root, a missing tool, a port or run id already taken."""
+
+
+class DaemonNotReady(EnvironmentProblem):
+    """A daemon under test never became ready (or exited before it was): when the kit and
+    the machine work, the build's failure, which a scenario reports as a liveness violation."""

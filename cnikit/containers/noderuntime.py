@@ -28,7 +28,7 @@ from pathlib import Path
 from cnikit import runtime as kit_runtime
 from cnikit.containers.podman import LABEL_KIT, LABEL_RUN, Podman
 from cnikit.daemon.process import DaemonProcess, StateDir, ping
-from cnikit.errors import EnvironmentProblem, UsageError
+from cnikit.errors import DaemonNotReady, EnvironmentProblem, UsageError
 
 RUNTIMES = ("process", "podman", "docker")
 DEFAULT_RUNTIME = "process"
@@ -220,9 +220,9 @@ class ContainerDaemon(StateDir):
             if (self.state_dir / "ready").exists() and ping(self.socket_path):
                 return
             if not self.alive():
-                raise EnvironmentProblem(f"daemon container {self.name} exited: {self.tail()}")
+                raise DaemonNotReady(f"daemon container {self.name} exited: {self.tail()}")
             time.sleep(0.02)
-        raise EnvironmentProblem(f"daemon container {self.name} not ready after {timeout:.0f}s: {self.tail()}")
+        raise DaemonNotReady(f"daemon container {self.name} not ready after {timeout:.0f}s: {self.tail()}")
 
     def tail(self, lines: int = 3) -> str:
         try:

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from cnikit.errors import EnvironmentProblem
+from cnikit.errors import DaemonNotReady
 
 SOCKET_NAME = "ipamd.sock"
 
@@ -97,11 +97,11 @@ class DaemonProcess(StateDir):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not self.alive():
-                raise EnvironmentProblem(f"daemon exited with {self.proc.returncode}: {self.tail()}")
+                raise DaemonNotReady(f"daemon exited with {self.proc.returncode}: {self.tail()}")
             if (self.state_dir / "ready").exists() and ping(self.socket_path):
                 return
             time.sleep(0.02)
-        raise EnvironmentProblem(f"daemon not ready after {timeout:.0f}s: {self.tail()}")
+        raise DaemonNotReady(f"daemon not ready after {timeout:.0f}s: {self.tail()}")
 
     def tail(self, lines: int = 3) -> str:
         try:
