@@ -6,7 +6,8 @@ same record drawn: per ENI the three views over time, faults, pods, violations).
 `result` is a scenario RunResult (any object with the attributes below) or a plain dict:
 {"scenario", "profile", "seed", "verdict", "seconds", "violations": [...], "warnings": [...],
  "history": [entries of cnikit.check.history], "imds_events": [fault IMDS GET /events],
- "audit": [gate audit records], "versions": {...}}. Violations may be dicts or
+ "audit": [gate audit records], "versions": {...}}, optionally "imds_requests" (the fault
+IMDS's GET /requests), "nodes" and "daemon_events" (a RunResult's). Violations may be dicts or
 cnikit.check Violation objects; missing violations are judged from the history.
 """
 
@@ -25,7 +26,7 @@ FIELDS = ("scenario", "profile", "seed", "verdict", "seconds", "violations", "wa
           "history", "imds_events", "audit", "versions")
 # Kept in report.json when a RunResult has them (cnikit.scenarios.engine).
 EXTRAS = ("description", "expected", "error", "params", "nodes", "steps", "schedule",
-          "daemon_views", "daemon_events")
+          "daemon_views", "daemon_events", "imds_requests")
 
 # The shape of report.json, as a JSON Schema (draft 2020-12); tests validate against it.
 SCHEMA = {
@@ -58,7 +59,15 @@ SCHEMA = {
         "type": "object", "required": ["kind", "subject", "since"],
         "properties": {"kind": {"type": "string"}, "subject": {"type": "string"},
                        "since": {"type": "number"}, "until": {"type": ["number", "null"]},
-                       "severity": {"type": "string"}, "detail": {"type": "object"}}}},
+                       "severity": {"type": "string"}, "detail": {"type": "object"},
+                       "chain": {"type": "array", "items": {
+                           "type": "object", "required": ["step", "time", "text"],
+                           "properties": {
+                               "step": {"enum": ["fault", "imds", "daemon", "ec2-call", "ec2",
+                                                 "symptom"]},
+                               "time": {"type": ["number", "null"]},
+                               "at": {"type": ["string", "null"]},
+                               "text": {"type": "string"}}}}}}},
 }
 
 
@@ -132,13 +141,20 @@ def normalize(result) -> dict:
 
 def build(result) -> tuple[dict, object]:
     """(report document, timeline) for a result."""
-    from cnikit.report import summary, timeline
+    from cnikit.report import cause, summary, timeline
 
     doc = normalize(result)
     extras = doc.pop("extras")
+    requests = extras.get("imds_requests")
+    if isinstance(requests, dict):  # GET /requests answered as a whole
+        requests = extras["imds_requests"] = requests.get("requests", [])
     tl = timeline.build(doc["history"], doc["imds_events"], doc["audit"], doc["violations"],
-                        extras.get("nodes"))
+                        extras.get("nodes"), requests if isinstance(requests, list) else None,
+                        extras.get("daemon_events"))
     doc["summary"] = summary.summarize(tl, doc["verdict"], doc["violations"], doc["warnings"])
+    # Each violation carries its chain back to the first cause the record shows.
+    doc["violations"] = [{**v, "chain": cause.to_json(tl, cause.chain(tl, v))}
+                         for v in doc["violations"]]
     doc["started"], doc["ended"] = tl.t0, tl.t1
     ordered = {"schema": SCHEMA_VERSION}
     for k in ("scenario", "profile", "seed", "verdict", "seconds", "started", "ended", "summary",

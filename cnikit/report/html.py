@@ -140,6 +140,17 @@ def _violation_ips(tl: Timeline, violations: list[dict]) -> dict[str, list[int]]
     return dict(list(ips.items())[:8])
 
 
+def _holders(tl: Timeline, ip: str) -> list[tuple]:
+    """(start, end, eni, instance, primary) for each EC2 holder of ip over the run."""
+    out = []
+    changes = tl.ip_owners.get(ip, [])
+    for n, (t, eni, inst, primary) in enumerate(changes):
+        end = changes[n + 1][0] if n + 1 < len(changes) else tl.t1
+        if eni is not None and end > tl.t0:
+            out.append((max(t, tl.t0), end, eni, inst, primary))
+    return out
+
+
 def _ip_stories(svg: Svg, violations: list[dict]) -> None:
     """For each IP a violation names: which ENI held it in each view, and which pod."""
     tl = svg.tl
@@ -151,6 +162,16 @@ def _ip_stories(svg: Svg, violations: list[dict]) -> None:
                                   ("daemon holds it", "daemon", C_DAEMON)):
             svg.label(name, svg.y, indent=14)
             svg.add(f'<rect x="{LABEL_W}" y="{svg.y}" width="{PLOT_W}" height="{LANE_H}" class="lane"/>')
+            if attr == "ec2":
+                # From every ownership change of the address, so that a holder is drawn
+                # whatever the address is to it (a secondary IP, or later a primary one).
+                for a, b, eni, inst, primary in _holders(tl, ip):
+                    node = tl.node_of(inst) or inst
+                    what = f"{eni} (primary IP)" if primary else eni
+                    svg.rect(a, b, svg.y, C_EC2, f"{name}: {what} of {node} {rel(tl, a)} .. "
+                             f"{rel(tl, b)}", what)
+                svg.y += LANE_H + LANE_GAP
+                continue
             for eni in tl.enis:
                 held: list[list[float]] = []
                 for seg in getattr(eni, attr):

@@ -1,14 +1,16 @@
-"""One sentence per violation: what broke, when, for which pod and IP, and the EC2 change
-that explains it when the record holds one ("... because IP 10.0.1.7 was released by ENI
-eni-1 (UnassignPrivateIpAddresses at t=+11.90s)")."""
+"""One sentence per violation: what broke, when, for which pod and IP, the EC2 change that
+explains it when the record holds one ("... because IP 10.0.1.7 was released by ENI eni-1
+(UnassignPrivateIpAddresses at t=+11.90s)"), and the chain back to the first cause the record
+shows ("; root cause: fault IMDS stale ... -> IMDS ... -> the daemon ... -> ...", see
+cnikit.report.cause)."""
 
 from __future__ import annotations
 
+from cnikit.report.cause import chain, ec2_change, ec2_text, one_line, rel
 from cnikit.report.timeline import Timeline
 
-# An EC2 change this long after the symptom's first sight still counts as its cause: the
-# monitor records ownership asynchronously, the prober fails a pod within milliseconds.
-SLACK = 1.0
+__all__ = ["cause", "momentary", "rel", "root", "sentence", "summarize"]
+
 # Blame shorter than one probe round: the reachability checker blames one side of the first
 # failing pair until the next pair shows which pod is lost.
 MOMENT = 0.1
@@ -20,56 +22,21 @@ def momentary(v: dict) -> bool:
             and until - since < MOMENT)
 
 
-def rel(tl: Timeline, t: float | None) -> str:
-    return "end" if t is None else f"t=+{t - tl.t0:.2f}s"
-
-
 def _pod(tl: Timeline, name: str):
     return next((p for p in tl.pods if p.name == name), None)
 
 
 def cause(tl: Timeline, ip: str, at: float, since: float | None = None) -> str | None:
-    """The first EC2 change after `since` (the pod's start) up to `at` that took ip away from
-    the ENI holding it then, and what became of it next."""
-    changes = tl.ip_owners.get(ip, [])
-    since = tl.t0 if since is None else since
-    held = None
-    for t, eni, inst in changes:
-        if t <= since:
-            held = (eni, inst)
-    later = [c for c in changes if since < c[0] <= at + SLACK]
-    if held is None and later:
-        held = (later[0][1], later[0][2])
-        later = later[1:]
-    if held is None or held[0] is None:
-        return None
-    for n, (t, eni, inst) in enumerate(later):
-        if eni == held[0]:
-            continue
-        call = _call(tl, ip, t, released=eni is None)
-        how = f" ({call['action']} at {rel(tl, call['time'])})" if call else f" at {rel(tl, t)}"
-        if eni is None:
-            text = f"IP {ip} was released by ENI {held[0]}{how}"
-            nxt = next((c for c in later[n + 1:] if c[1] is not None), None)
-            if nxt is not None:
-                text += f", then given to ENI {nxt[1]} of {nxt[2]} at {rel(tl, nxt[0])}"
-            return text
-        return f"IP {ip} was moved from ENI {held[0]} to ENI {eni} of {inst}{how}"
-    return None
+    """The EC2 change that took ip away from the ENI holding it since `since`, in words."""
+    c = ec2_change(tl, ip, at, since)
+    return ec2_text(tl, c) if c is not None else None
 
 
-RELEASES = ("UnassignPrivateIpAddresses", "DetachNetworkInterface", "DeleteNetworkInterface")
-
-
-def _call(tl: Timeline, ip: str, t: float, released: bool = True) -> dict | None:
-    """The successful mutating EC2 call that made the change recorded at t (the monitor
-    records a little after the call returns)."""
-    best = None
-    for r in tl.calls:
-        if (ip in (r.get("ips") or []) and r.get("outcome") == "ok" and r["time"] <= t + 0.05
-                and (r.get("action") in RELEASES) == released):
-            best = r
-    return best
+def root(tl: Timeline, v: dict) -> str:
+    """"; root cause: <the chain up to the EC2 call>" when the record shows one (the EC2 call,
+    its effect and the symptom are said before it)."""
+    links = [x for x in chain(tl, v) if x["step"] in ("fault", "imds", "daemon")]
+    return "; root cause: " + one_line(tl, links) if links else ""
 
 
 def sentence(tl: Timeline, v: dict) -> str:
@@ -90,7 +57,7 @@ def sentence(tl: Timeline, v: dict) -> str:
             if not why and d.get("peers"):
                 names = d["peers"][:3]
                 s += f" ({', '.join(names)}{', ...' if peers > len(names) else ''})"
-        return s + (f" because {why}" if why else "")
+        return s + (f" because {why}" if why else "") + root(tl, v)
     if kind == "ip-not-owned":
         ip = d.get("ip", "?")
         held = d.get("held_by")
@@ -98,13 +65,13 @@ def sentence(tl: Timeline, v: dict) -> str:
              + (f" (held by {held})" if held else " (held by no instance)"))
         pod = _pod(tl, subject)
         why = cause(tl, ip, since, pod.start if pod else None)
-        return s + (f" because {why}" if why else "")
+        return s + (f" because {why}" if why else "") + root(tl, v)
     if kind == "shared-ip":
         pods = ", ".join(d.get("pods") or []) or "?"
         s = f"IP {subject} was given to more than one pod ({pods}) {span}"
         if d.get("answered_by"):
             s += f"; probes answered by {', '.join(d['answered_by'])}"
-        return s
+        return s + root(tl, v)
     return f"{kind} on {subject} {span}"
 
 

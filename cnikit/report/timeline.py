@@ -1,7 +1,7 @@
 """From a run's record (history, IMDS events, gate audit) to the timelines a report draws.
 
-Per ENI, three views of its secondary IPs and prefixes over time (primary IPs left out: the
-daemon never holds them): EC2 (the monitor's `ownership` diffs), IMDS as served (`served`
+Per ENI, three views of its secondary IPs and prefixes over time (the ENI's own primary IP
+left out: the daemon never holds it; an address that is another ENI's primary stays in): EC2 (the monitor's `ownership` diffs), IMDS as served (`served`
 events of the fault IMDS) and the daemon's datastore (the monitor's `daemon-view`). Plus
 fault spans, EC2 calls, and one lane per pod.
 
@@ -14,7 +14,8 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass, field
 
-ABSENT = None
+ABSENT = None  # a view that is not there: the MAC not served, the daemon not answering
+GONE = "gone"  # the ENI does not exist (yet, or any more): nothing is drawn
 
 
 def ip_key(s: str):
@@ -44,6 +45,8 @@ class EniTimeline:
     ec2: list[Segment] = field(default_factory=list)
     imds: list[Segment] = field(default_factory=list)
     daemon: list[Segment] = field(default_factory=list)
+    node: str | None = None  # the node's name, when the run recorded its nodes
+    primary_ip: str | None = None
 
 
 @dataclass
@@ -78,8 +81,22 @@ class Timeline:
     steps: list[Span]
     instances: list[str]
     primaries: set[str]
-    # ip -> [(time, eni_id or None, instance_id or None)]: every EC2 ownership change
-    ip_owners: dict[str, list[tuple[float, str | None, str | None]]]
+    # ip -> [(time, eni_id or None, instance_id or None, primary)]: every EC2 ownership change
+    ip_owners: dict[str, list[tuple[float, str | None, str | None, bool]]]
+    eni_primary: dict[str, str] = field(default_factory=dict)
+    eni_instance: dict[str, str] = field(default_factory=dict)
+    mac_eni: dict[str, str] = field(default_factory=dict)
+    node_name: dict[str, str] = field(default_factory=dict)  # instance id -> node name
+    # eni -> [(time, every address IMDS served for it, primary included; None: not served)]
+    imds_served: dict[str, list] = field(default_factory=dict)
+    # (time, instance, {eni: addresses} or None when the daemon did not answer)
+    daemon_views: list = field(default_factory=list)
+    imds_requests: list[dict] = field(default_factory=list)
+    daemon_events: dict[str, list[dict]] = field(default_factory=dict)  # epoch "time" added
+    nemesis: list[dict] = field(default_factory=list)
+
+    def node_of(self, instance_id: str | None) -> str | None:
+        return self.node_name.get(instance_id) if instance_id else None
 
 
 class _Steps:
@@ -89,7 +106,7 @@ class _Steps:
         self.points: list[tuple[float, frozenset[str] | None]] = []
 
     def set(self, t: float, ips) -> None:
-        ips = None if ips is None else frozenset(ips)
+        ips = ips if ips is None or ips is GONE else frozenset(ips)
         if self.points and self.points[-1][1] == ips:
             return
         if self.points and self.points[-1][0] == t:
@@ -102,7 +119,7 @@ class _Steps:
         for i, (t, ips) in enumerate(self.points):
             end = self.points[i + 1][0] if i + 1 < len(self.points) else t1
             start = max(t, t0)
-            if end <= t0 or start >= t1:
+            if end <= t0 or start >= t1 or ips is GONE:
                 continue
             out.append(Segment(start, min(end, t1), ips))
         return out
@@ -125,58 +142,56 @@ def _time_range(history: list[dict], imds_events: list[dict], violations: list[d
 
 def build(history: list[dict], imds_events: list[dict] | None = None,
           audit: list[dict] | None = None, violations: list[dict] | None = None,
-          nodes: list[dict] | None = None) -> Timeline:
-    """nodes (optional, a RunResult's): [{"instance_id", "enis": [{"eni_id", "device_index"}]}]"""
+          nodes: list[dict] | None = None, imds_requests: list[dict] | None = None,
+          daemon_events: dict | None = None) -> Timeline:
+    """nodes (optional, a RunResult's): [{"instance_id", "name", "enis": [{"eni_id", "mac",
+    "device_index", "primary_ip"}]}]; imds_requests: the fault IMDS's per-request log;
+    daemon_events: {node name: [{"t" (monotonic), "kind", ...}]} (the reference daemon's)."""
     imds_events = imds_events or []
     audit = audit or []
     t0, t1 = _time_range(history, imds_events, violations or [])
 
     # -- EC2: replay the ownership diffs ------------------------------------------------
-    ips: dict[str, list] = {}
-    prefixes: dict[str, list] = {}
-    primaries: set[str] = set()
+    eni_primary: dict[str, str] = {}
     eni_instance: dict[str, str] = {}
     ec2_steps: dict[str, _Steps] = {}
     ip_owners: dict[str, list] = {}
     instances: list[str] = []
-    for e in history:
-        if e.get("process") != "monitor" or e.get("f") != "ownership":
-            continue
-        v, t = e.get("value") or {}, e["time"]
-        before = {ip: (o[1], o[0]) for ip, o in ips.items()}
-        if v.get("full"):
-            ips, prefixes = {}, {}
-        ips.update(v.get("set", {}))
-        for ip in v.get("unset", []):
-            ips.pop(ip, None)
-        prefixes.update(v.get("prefixes_set", {}))
-        for cidr in v.get("prefixes_unset", []):
-            prefixes.pop(cidr, None)
-        per_eni: dict[str, set[str]] = {eni: set() for eni in ec2_steps}
+    for t, ips, prefixes, before in _ownership(history):
+        per_eni: dict[str, object] = {eni: GONE for eni in ec2_steps}  # ENIs no longer there
         for ip, (inst, eni, primary) in ips.items():
             eni_instance[eni] = inst
             if inst not in instances:
                 instances.append(inst)
+            if not isinstance(per_eni.get(eni), set):
+                per_eni[eni] = set()
             if primary:
-                primaries.add(ip)
-                per_eni.setdefault(eni, set())
-                continue
-            per_eni.setdefault(eni, set()).add(ip)
+                eni_primary[eni] = ip
+            else:
+                per_eni[eni].add(ip)
         for cidr, (inst, eni) in prefixes.items():
             eni_instance[eni] = inst
-            per_eni.setdefault(eni, set()).add(cidr)
+            if not isinstance(per_eni.get(eni), set):
+                per_eni[eni] = set()
+            per_eni[eni].add(cidr)
         for eni, s in per_eni.items():
             ec2_steps.setdefault(eni, _Steps()).set(t, s)
-        after = {ip: (o[1], o[0]) for ip, o in ips.items()}
-        for ip in set(before) | set(after):
-            if before.get(ip) != after.get(ip):
-                eni, inst = after.get(ip, (None, None))
-                ip_owners.setdefault(ip, []).append((t, eni, inst))
+        for ip in set(before) | set(ips):
+            old, new = before.get(ip), ips.get(ip)
+            if old != new:
+                inst, eni, primary = new if new else (None, None, False)
+                ip_owners.setdefault(ip, []).append((t, eni, inst, bool(primary)))
+    for n in nodes or []:
+        for e in n.get("enis") or []:
+            if e.get("eni_id") and e.get("primary_ip"):
+                eni_primary.setdefault(e["eni_id"], e["primary_ip"])
 
     # -- IMDS as served ------------------------------------------------------------------
     imds_steps: dict[str, _Steps] = {}
     served: dict[str, dict] = {}
-    mac_eni: dict[str, str] = {}
+    mac_eni: dict[str, str] = {e.get("mac"): e.get("eni_id") for n in nodes or []
+                               for e in n.get("enis") or [] if e.get("mac")}
+    imds_served: dict[str, list] = {}
     for ev in sorted((e for e in imds_events if e.get("type") == "served"),
                      key=lambda e: e.get("seq", 0)):
         inst = ev.get("instance_id")
@@ -189,53 +204,66 @@ def build(history: list[dict], imds_events: list[dict] | None = None,
         st = served.setdefault(eni, {"local-ipv4s": set(), "ipv4-prefix": set(), "present": True})
         st[ev.get("entry", "local-ipv4s")] = set(ev.get("values") or ())
         st["present"] = bool(ev.get("present", True))
-        value = (st["local-ipv4s"] | st["ipv4-prefix"]) - primaries if st["present"] else None
+        full = st["local-ipv4s"] | st["ipv4-prefix"] if st["present"] else None
+        imds_served.setdefault(eni, []).append((ev["time"], full))
+        # Only this ENI's own primary IP is left out: an address that is another ENI's
+        # primary (now or later) is still a secondary IP here.
+        value = None if full is None else full - {eni_primary.get(eni)}
         imds_steps.setdefault(eni, _Steps()).set(ev["time"], value)
 
     # -- the daemon's datastore ----------------------------------------------------------
     daemon_steps: dict[str, _Steps] = {}
-    owner_now: dict[str, str] = {}  # ip -> eni, replayed alongside
-    last_eni: dict[str, str] = {}  # ip -> the last ENI that held it
-    ips_replay: dict[str, list] = {}
+    daemon_views: list[tuple[float, str, dict[str, set[str]] | None]] = []
+    last_eni: dict[str, str] = {}  # address -> the last ENI that held it as a secondary
+    current: dict[str, str] = {}  # address -> the ENI holding it as a secondary now
+    alive: set[str] = set()  # ENIs that exist in EC2 now
+    replay = iter(_ownership(history))
+    pending = next(replay, None)
     for e in history:
-        if e.get("process") != "monitor":
+        if e.get("process") != "monitor" or e.get("f") not in ("daemon-view", "daemon-view-error"):
             continue
         v, t, f = e.get("value") or {}, e["time"], e.get("f")
-        if f == "ownership":
-            if v.get("full"):
-                ips_replay = {}
-            ips_replay.update(v.get("set", {}))
-            for ip in v.get("unset", []):
-                ips_replay.pop(ip, None)
-            for cidr, o in v.get("prefixes_set", {}).items():
-                last_eni[cidr] = o[1]
-            owner_now = {ip: o[1] for ip, o in ips_replay.items()}
-            last_eni.update(owner_now)
-        elif f == "daemon-view":
-            inst = v.get("instance_id")
-            mine = [eni for eni, i in eni_instance.items() if i == inst]
-            per_eni: dict[str, set[str]] = {eni: set() for eni in mine}
-            if isinstance(v.get("enis"), dict):
-                for eni, held in v["enis"].items():
-                    per_eni.setdefault(eni, set()).update(held)
-            else:
-                for ip in v.get("ips", []):
-                    eni = owner_now.get(ip) or last_eni.get(ip)
-                    if eni is None or eni_instance.get(eni) != inst:
-                        eni = f"unattributed on {inst}"
-                        eni_instance.setdefault(eni, inst)
-                    per_eni.setdefault(eni, set()).add(ip)
-            for eni, s in per_eni.items():
-                daemon_steps.setdefault(eni, _Steps()).set(t, s - primaries)
-        elif f == "daemon-view-error":
-            inst = v.get("instance_id")
-            for eni, i in eni_instance.items():
-                if i == inst:
-                    daemon_steps.setdefault(eni, _Steps()).set(t, ABSENT)
+        # EC2 as it was at this view (ownership entries up to and including its time).
+        while pending is not None and pending[0] <= t:
+            _, ips, prefixes, _ = pending
+            current = {ip: o[1] for ip, o in ips.items() if not o[2]}
+            current.update({c: o[1] for c, o in prefixes.items()})
+            alive = {o[1] for o in ips.values()} | {o[1] for o in prefixes.values()}
+            last_eni.update(current)
+            pending = next(replay, None)
+        inst = v.get("instance_id")
+        mine = {eni for eni in alive if eni_instance.get(eni) == inst}
+        if f == "daemon-view-error":
+            for eni in mine:
+                daemon_steps.setdefault(eni, _Steps()).set(t, ABSENT)
+            daemon_views.append((t, inst, None))
+            continue
+        per_eni: dict[str, set[str]] = {eni: set() for eni in mine}
+        if isinstance(v.get("enis"), dict):
+            for eni, held in v["enis"].items():
+                per_eni.setdefault(eni, set()).update(held)
+                eni_instance.setdefault(eni, inst)
+        else:
+            for ip in v.get("ips", []):
+                eni = current.get(ip)
+                if eni is None or eni_instance.get(eni) != inst:
+                    eni = last_eni.get(ip)
+                if eni is None or eni_instance.get(eni) != inst:
+                    eni = f"unattributed on {inst}"
+                    eni_instance.setdefault(eni, inst)
+                per_eni.setdefault(eni, set()).add(ip)
+        daemon_views.append((t, inst, per_eni))
+        for eni in [x for x, i in eni_instance.items() if i == inst and x in daemon_steps]:
+            per_eni.setdefault(eni, GONE)  # gone from EC2 and from the daemon's view
+        for eni, s in per_eni.items():
+            if s is not GONE:
+                s = s - {eni_primary.get(eni)}
+            daemon_steps.setdefault(eni, _Steps()).set(t, s)
 
     # -- assemble per ENI, ordered by instance then device index --------------------------
     device = {e.get("eni_id"): e.get("device_index") for n in nodes or []
               for e in n.get("enis") or []}
+    node_name = {n.get("instance_id"): n.get("name") for n in nodes or [] if n.get("name")}
     order = {inst: n for n, inst in enumerate(instances)}
     names = list(dict.fromkeys([*ec2_steps, *imds_steps, *daemon_steps]))
     enis = []
@@ -244,14 +272,64 @@ def build(history: list[dict], imds_events: list[dict] | None = None,
             eni, eni_instance.get(eni), device.get(eni),
             ec2_steps[eni].segments(t0, t1) if eni in ec2_steps else [],
             imds_steps[eni].segments(t0, t1) if eni in imds_steps else [],
-            daemon_steps[eni].segments(t0, t1) if eni in daemon_steps else []))
+            daemon_steps[eni].segments(t0, t1) if eni in daemon_steps else [],
+            node_name.get(eni_instance.get(eni)), eni_primary.get(eni)))
     enis.sort(key=lambda x: (order.get(x.instance_id, len(order)), x.eni_id.startswith("unattr"),
                              x.device_index if x.device_index is not None else 99))
 
     return Timeline(t0, t1, enis, _faults(history, imds_events, instances, mac_eni, eni_instance,
                                            t0, t1),
-                    _calls(audit, instances, t0, t1), _pods(history, t1), _steps(history),
-                    instances, primaries, ip_owners)
+                    _calls(audit, instances, eni_instance, t0, t1), _pods(history, t1),
+                    _steps(history), instances, set(eni_primary.values()), ip_owners,
+                    eni_primary=eni_primary, eni_instance=eni_instance, mac_eni=mac_eni,
+                    node_name=node_name, imds_served=imds_served, daemon_views=daemon_views,
+                    imds_requests=[r for r in imds_requests or [] if isinstance(r, dict)
+                                   and isinstance(r.get("time"), (int, float))],
+                    daemon_events=_daemon_events(daemon_events, history),
+                    nemesis=[e for e in history if e.get("process") == "nemesis"])
+
+
+def _ownership(history):
+    """Each ownership entry replayed: (time, ips, prefixes, ips before it), where ips maps
+    address -> (instance, eni, primary) and prefixes cidr -> (instance, eni)."""
+    ips: dict[str, tuple] = {}
+    prefixes: dict[str, tuple] = {}
+    for e in history:
+        if e.get("process") != "monitor" or e.get("f") != "ownership":
+            continue
+        v = e.get("value") or {}
+        before = ips
+        ips = {} if v.get("full") else dict(ips)
+        if v.get("full"):
+            prefixes = {}
+        else:
+            prefixes = dict(prefixes)
+        ips.update({ip: tuple(o[:3]) for ip, o in (v.get("set") or {}).items()})
+        for ip in v.get("unset") or []:
+            ips.pop(ip, None)
+        prefixes.update({c: tuple(o[:2]) for c, o in (v.get("prefixes_set") or {}).items()})
+        for cidr in v.get("prefixes_unset") or []:
+            prefixes.pop(cidr, None)
+        yield e["time"], ips, prefixes, before
+
+
+def _daemon_events(events: dict | None, history: list[dict]) -> dict[str, list[dict]]:
+    """A daemon's decisions with epoch times. The reference daemon stamps them with the
+    system's monotonic clock, the one the history's "mono" is read from."""
+    if not isinstance(events, dict):
+        return {}
+    offsets = sorted(e["time"] - e["mono"] for e in history
+                     if isinstance(e.get("mono"), (int, float)) and isinstance(e.get("time"), (int, float)))
+    offset = offsets[len(offsets) // 2] if offsets else 0.0
+    out: dict[str, list[dict]] = {}
+    for node, evs in events.items():
+        for ev in evs if isinstance(evs, list) else []:
+            t = ev.get("t") if isinstance(ev, dict) else None
+            if not isinstance(t, (int, float)):
+                continue
+            # Epoch stamps (a build that logs wall-clock time) are taken as they are.
+            out.setdefault(str(node), []).append({**ev, "time": t if t > 1e9 else t + offset})
+    return out
 
 
 def _steps(history) -> list[Span]:
@@ -328,13 +406,14 @@ def _faults(history, imds_events, instances, mac_eni, eni_instance, t0, t1) -> l
     return [s for s in spans if s.end >= t0 and s.start <= t1]
 
 
-def _calls(audit, instances, t0, t1) -> list[dict]:
+def _calls(audit, instances, eni_instance, t0, t1) -> list[dict]:
     out = []
     for r in audit:
         t = r.get("time")
         if not isinstance(t, (int, float)) or t < t0 or t > t1:
             continue
-        if instances and r.get("instance_id") and r["instance_id"] not in instances:
+        inst = r.get("instance_id") or eni_instance.get(r.get("eni_id"))
+        if instances and inst and inst not in instances:
             continue
         out.append(r)
     return out

@@ -1,0 +1,445 @@
+"""The chain from a violation back to the first cause the record shows, built from the run's
+record alone so that it holds for any build under test:
+
+    fault active -> what IMDS served the node at its last read before the daemon acted ->
+    the daemon's action (its recorded decision, when the build logs them, and its EC2 call)
+    -> EC2's reaction -> the symptom.
+
+    links = chain(tl, violation)   # [{"step", "time", "text"}], first cause first
+    one_line(tl, links)            # "t=+2.00s fault: IMDS stale ... -> ... -> t=+10.20s pod p1 went dark"
+
+A link is left out when the record has nothing for it (a build without a decision log, a run
+without a per-request IMDS log); the chain never guesses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cnikit.report.timeline import Span, Timeline, sorted_ips
+
+# An EC2 change this long after the symptom's first sight still counts as its cause: the
+# monitor records ownership asynchronously, the prober fails a pod within milliseconds.
+SLACK = 1.0
+# A nemesis entry this close to an EC2 call that names its addresses or ENI made the call.
+NEMESIS_NEAR = 1.0
+RELEASES = ("UnassignPrivateIpAddresses", "DetachNetworkInterface", "DeleteNetworkInterface")
+ARROW = " \u2192 "
+
+
+def rel(tl: Timeline, t: float | None) -> str:
+    return "end" if t is None else f"t=+{t - tl.t0:.2f}s"
+
+
+def short(ip: str) -> str:
+    """10.0.1.7 -> .7 and 10.0.1.16/28 -> .16/28: enough to tell IPs of one subnet apart."""
+    head, _, mask = ip.partition("/")
+    return "." + head.rsplit(".", 1)[-1] + (f"/{mask}" if mask else "")
+
+
+def shorts(ips, limit: int = 8) -> str:
+    ips = sorted_ips(ips)
+    more = f" and {len(ips) - limit} more" if len(ips) > limit else ""
+    return " ".join(short(i) for i in ips[:limit]) + more
+
+
+@dataclass
+class Change:
+    """The EC2 change that took `ip` from the ENI holding it."""
+    time: float
+    ip: str
+    eni: str
+    instance: str | None
+    to_eni: str | None  # None: released to no one
+    to_instance: str | None
+    to_primary: bool
+    call: dict | None  # the gate's audit record of the call that made it
+    then: tuple | None  # released, then given to (time, eni, instance, primary)
+
+
+def ec2_change(tl: Timeline, ip: str, at: float, since: float | None = None) -> Change | None:
+    """The first EC2 change after `since` (the pod's start) up to `at` that took ip away from
+    the ENI holding it then."""
+    changes = tl.ip_owners.get(ip, [])
+    since = tl.t0 if since is None else since
+    held = None
+    for c in changes:
+        if c[0] <= since:
+            held = c
+    later = [c for c in changes if since < c[0] <= at + SLACK]
+    if held is None and later:
+        held, later = later[0], later[1:]
+    if held is None or held[1] is None:
+        return None
+    for n, (t, eni, inst, primary) in enumerate(later):
+        if eni == held[1]:
+            continue
+        call = _call(tl, ip, t, released=eni is None)
+        nxt = next((c for c in later[n + 1:] if c[1] is not None), None) if eni is None else None
+        return Change(t, ip, held[1], held[2], eni, inst, primary, call, nxt)
+    return None
+
+
+def _call(tl: Timeline, ip: str, t: float, released: bool = True) -> dict | None:
+    """The successful mutating EC2 call that made the change recorded at t (the monitor
+    records a little after the call returns)."""
+    best = None
+    for r in tl.calls:
+        if (ip in (r.get("ips") or []) and r.get("outcome") == "ok" and r["time"] <= t + 0.05
+                and (r.get("action") in RELEASES) == released):
+            best = r
+    return best
+
+
+def ec2_text(tl: Timeline, c: Change) -> str:
+    call = c.call
+    how = f" ({call['action']} at {rel(tl, call['time'])})" if call else f" at {rel(tl, c.time)}"
+    if c.to_eni is None:
+        text = f"IP {c.ip} was released by ENI {c.eni}{how}"
+        if c.then is not None:
+            text += f", then given to ENI {c.then[1]} of {c.then[2]} at {rel(tl, c.then[0])}"
+        return text
+    return f"IP {c.ip} was moved from ENI {c.eni} to ENI {c.to_eni} of {c.to_instance}{how}"
+
+
+# ---- the chain --------------------------------------------------------------------------
+
+def chain(tl: Timeline, v: dict) -> list[dict]:
+    """The links from the first visible cause to the violation `v`, oldest first."""
+    ip, pod = _subject(tl, v)
+    since = v.get("since")
+    if ip is None or not isinstance(since, (int, float)):
+        return []
+    change = ec2_change(tl, ip, since, pod.start if pod else None)
+    links: list[dict] = []
+    node_inst = (pod.instance_id if pod else None) or (change.instance if change else None)
+    if change is None:
+        for f in _active(tl, since, node_inst, None):
+            links.append(_fault_link(tl, f))
+        links.append(_symptom(tl, v, ip, pod))
+        return links
+
+    actor = _nemesis_actor(tl, change)
+    acted = change.call["time"] if change.call else change.time
+    decisions: list[dict] = []
+    node = tl.node_of(change.instance)
+    if actor is None:
+        decisions = _decisions(tl, node, change, pod.start if pod else tl.t0, acted)
+        dropped = _dropped_seen(tl, change, pod.start if pod else tl.t0, acted)
+        first = min([d["time"] for d in decisions] + ([dropped] if dropped else []) + [acted])
+    else:
+        first = actor["time"]
+    read = _imds_read(tl, change, first) if actor is None else None
+
+    # 1. the faults: active where the daemon read IMDS (or acted), and the scenario's own
+    # EC2 actions on what that read still listed.
+    if actor is not None:
+        links.append({"step": "fault", "time": actor["time"],
+                      "text": f"fault: the scenario's {_nemesis_text(actor)} (not the daemon)"})
+    else:
+        at = read["time"] if read else first
+        for f in _active(tl, at, change.instance, change.eni, read):
+            links.append(_fault_link(tl, f))
+        if read is not None:
+            for e in _nemesis_on(tl, read, change):
+                links.append({"step": "fault", "time": e["time"],
+                              "text": f"fault: the scenario's {_nemesis_text(e)}, "
+                                      "while IMDS still listed them"})
+    # 2. what IMDS served the node
+    if read is not None:
+        links.append({"step": "imds", "time": read["time"], "text": read["text"]})
+    # 3. the daemon's action
+    who = f"the daemon on {node or change.instance or 'its node'}"
+    if actor is None:
+        for d in decisions:
+            if d["kind"] == "release" and change.call is not None:
+                continue  # the EC2 call below says it
+            links.append({"step": "daemon", "time": d["time"], "text": f"{who}: {d['text']}"})
+        if not decisions and dropped is not None:
+            links.append({"step": "daemon", "time": dropped,
+                          "text": f"{who} dropped {change.ip} from its datastore "
+                                  "(seen in its view)"})
+    if change.call is not None:
+        c = change.call
+        by = who if actor is None else "the scenario"
+        what = shorts((c.get("ips") or []) + (c.get("prefixes") or []))
+        links.append({"step": "ec2-call", "time": c["time"],
+                      "text": f"{by} called {c['action']} on {c.get('eni_id')} for {what}"})
+    # 4. EC2's reaction
+    links.append({"step": "ec2", "time": change.time, "text": _reaction(tl, change)})
+    # 5. the symptom
+    links.append(_symptom(tl, v, ip, pod))
+    links.sort(key=lambda x: (x["time"] if x["time"] is not None else tl.t1))
+    return links
+
+
+def one_line(tl: Timeline, links: list[dict]) -> str:
+    return ARROW.join(f"{rel(tl, x['time'])} {x['text']}" if x.get("time") is not None
+                      else x["text"] for x in links)
+
+
+def to_json(tl: Timeline, links: list[dict]) -> list[dict]:
+    return [{"step": x["step"], "time": x["time"],
+             "at": rel(tl, x["time"]) if x.get("time") is not None else None, "text": x["text"]}
+            for x in links]
+
+
+def _subject(tl: Timeline, v: dict):
+    kind, d = v.get("kind"), v.get("detail") or {}
+    if kind == "shared-ip":
+        return v.get("subject"), None
+    pod = next((p for p in tl.pods if p.name == v.get("subject")), None)
+    ip = d.get("ip") or (pod.ip if pod else None)
+    return ip, pod
+
+
+def _symptom(tl: Timeline, v: dict, ip: str, pod) -> dict:
+    kind, subject = v.get("kind"), v.get("subject")
+    text = {"unreachable": f"pod {subject} ({ip}) went dark",
+            "ip-not-owned": f"pod {subject}'s IP {ip} no longer held by its node in EC2",
+            "shared-ip": f"IP {ip} held by more than one pod"}.get(kind, f"{kind} on {subject}")
+    return {"step": "symptom", "time": v.get("since"), "text": text}
+
+
+def _reaction(tl: Timeline, c: Change) -> str:
+    if c.to_eni is None:
+        text = f"EC2: {c.ip} held by no instance"
+        if c.then is not None:
+            what = "as its primary IP" if c.then[3] else ""
+            text += (f", then by ENI {c.then[1]} of {tl.node_of(c.then[2]) or c.then[2]}"
+                     f"{' ' + what if what else ''} from {rel(tl, c.then[0])}")
+        return text
+    what = " as its primary IP" if c.to_primary else ""
+    return (f"EC2: {c.ip} moved from ENI {c.eni} to ENI {c.to_eni} of "
+            f"{tl.node_of(c.to_instance) or c.to_instance}{what}")
+
+
+# ---- the faults ------------------------------------------------------------------------
+
+def _targets(tl: Timeline, f: Span, instance: str | None, eni: str | None) -> bool:
+    """Whether a fault's target covers this node (or ENI): an untargeted fault covers all."""
+    d = f.detail or {}
+    target = d.get("target") if isinstance(d.get("target"), dict) else d
+    inst = target.get("instance_id") or target.get("instance")
+    if inst and instance and inst != instance:
+        return False
+    t_eni = target.get("eni_id") or target.get("eni")
+    if t_eni and eni and t_eni != eni:
+        return False
+    mac = target.get("mac")
+    if mac and eni and tl.mac_eni.get(mac) not in (None, eni):
+        return False
+    return True
+
+
+def _active(tl: Timeline, t: float, instance, eni, read: dict | None = None) -> list[Span]:
+    ids = set(read.get("faults") or []) if read else set()
+    out = []
+    for f in tl.faults:
+        if f.instant:
+            continue
+        on = f.start <= t <= f.end or str((f.detail or {}).get("id")) in ids
+        if on and _targets(tl, f, instance, eni):
+            out.append(f)
+    return out
+
+
+def _fault_link(tl: Timeline, f: Span) -> dict:
+    end = "" if f.end >= tl.t1 else f" until {rel(tl, f.end)}"
+    return {"step": "fault", "time": f.start, "text": f"fault: {f.label}{end}"}
+
+
+def _nemesis_text(e: dict) -> str:
+    v = e.get("value") if isinstance(e.get("value"), dict) else {}
+    parts = []
+    for k, x in v.items():
+        if x in (None, [], {}, "") or k in ("id", "duration"):
+            continue
+        if isinstance(x, list):
+            x = shorts(x) if all(isinstance(i, str) and i[:1].isdigit() for i in x) else ", ".join(map(str, x))
+        parts.append(f"{k} {x}")
+    return e.get("f", "fault") + (f" ({'; '.join(parts)})" if parts else "")
+
+
+def _mentions(e: dict, ips: set[str], enis: set[str]) -> set[str]:
+    v = e.get("value") if isinstance(e.get("value"), dict) else {}
+    named: set[str] = set()
+    for x in v.values():
+        for i in x if isinstance(x, list) else [x]:
+            if isinstance(i, str):
+                named.add(i)
+    return (named & ips) | (named & enis)
+
+
+def _nemesis_actor(tl: Timeline, c: Change) -> dict | None:
+    """The scenario's own entry that made the EC2 call, when one names its addresses."""
+    if c.call is None:
+        return None
+    for e in tl.nemesis:
+        if abs(e["time"] - c.call["time"]) <= NEMESIS_NEAR and c.ip in _mentions(e, {c.ip}, set()):
+            return e
+    return None
+
+
+def _nemesis_on(tl: Timeline, read: dict, c: Change) -> list[dict]:
+    """Instant actions of the scenario before the read that took addresses the read still
+    listed (why a stale list looked plausible)."""
+    stale = read.get("stale") or set()
+    out = []
+    for e in tl.nemesis:
+        if e["time"] <= read["time"] and not e.get("f", "").endswith("-end") and stale \
+                and _mentions(e, stale, set()):
+            out.append(e)
+    return out[-2:]
+
+
+# ---- IMDS: what the node was served ------------------------------------------------------
+
+def _ec2_at(tl: Timeline, eni: str, t: float) -> set[str] | None:
+    e = next((x for x in tl.enis if x.eni_id == eni), None)
+    if e is None:
+        return None
+    found = None
+    for s in e.ec2:
+        if s.start <= t:
+            found = s.ips
+    return set(found) if found is not None else None
+
+
+def _datastore_at(tl: Timeline, instance: str | None, eni: str, t: float) -> set[str] | None:
+    found = None
+    for vt, inst, enis in tl.daemon_views:
+        if vt > t:
+            break
+        if inst == instance and enis is not None and eni in enis:
+            found = enis[eni]
+    return found
+
+
+def _imds_read(tl: Timeline, c: Change, before: float) -> dict | None:
+    """What IMDS served the node for the ENI at its last read before `before`: from the
+    per-request log when the run has one, else what IMDS was serving then."""
+    primary = tl.eni_primary.get(c.eni)
+    macs = {m for m, e in tl.mac_eni.items() if e == c.eni}
+    node = tl.node_of(c.instance) or c.instance
+    got = None
+    for r in tl.imds_requests:
+        if r["time"] > before:
+            break
+        path = r.get("path") or ""
+        if (r.get("observer") or r.get("instance_id") != c.instance
+                or not path.endswith("/local-ipv4s") or (macs and not any(m in path for m in macs))):
+            continue
+        got = r
+    if got is not None:
+        status = got.get("status")
+        listed = {x.strip() for x in (got.get("body") or "").splitlines() if x.strip()}
+        if status != 200:
+            listed = None
+        return _read(tl, c, got["time"], before, listed, primary, node,
+                     f"IMDS's answer to {node}'s last read of {c.eni}'s local-ipv4s",
+                     got.get("faults") or [], status)
+    served = None
+    for t, full in tl.imds_served.get(c.eni, []):
+        if t > before:
+            break
+        served = (t, full)
+    if served is None:
+        return None
+    # Without a per-request log the read's time is unknown: the link stands at the decision.
+    return _read(tl, c, before, before, served[1], primary, node,
+                 f"IMDS had served {node} for {c.eni} since {rel(tl, served[0])}",
+                 [], 200)
+
+
+def _read(tl, c: Change, t, before, listed, primary, node, head, faults, status) -> dict:
+    if listed is None:
+        text = f"{head}: {'status ' + str(status) if status != 200 else 'the MAC not served'}"
+        return {"time": t, "text": text, "faults": faults, "stale": set()}
+    secondary = listed - {primary}
+    ec2 = _ec2_at(tl, c.eni, t) or set()  # what EC2 gave the ENI when IMDS answered
+    stale, missing = secondary - ec2, ec2 - secondary
+    text = f"{head}: {len(listed)} addresses"
+    if c.ip not in listed:
+        missing = missing | {c.ip}
+    if missing:
+        text += f", missing {shorts(missing)}"
+    if stale:
+        text += f", still listing {shorts(stale)} that EC2 had taken back"
+    ds = _datastore_at(tl, c.instance, c.eni, before)
+    if ds is not None:
+        if set(ds) == secondary:
+            text += f"; the datastore held the same {len(ds)}"
+        elif len(listed) == 1 + len(ds):
+            text += (f"; the datastore held {len(ds)}: lengths equal "
+                     f"(1 + {len(ds)} = {len(listed)}), contents differ")
+        else:
+            text += f"; the datastore held {len(ds)}"
+    return {"time": t, "text": text, "faults": faults, "stale": stale}
+
+
+# ---- the daemon -------------------------------------------------------------------------
+
+VERBS = {
+    "reconcile-del": "reconcile dropped {a} from the datastore",
+    "reconcile-add": "reconcile re-added {a} as free",
+    "reconcile-held": "reconcile kept {a} (a pod holds it)",
+    "reconcile-eni-del": "reconcile dropped ENI {eni} with its pods",
+    "release": "released {a} to EC2",
+    "restore-dropped": "restore dropped {a}",
+}
+
+
+def _decisions(tl: Timeline, node: str | None, c: Change, since: float, until: float) -> list[dict]:
+    """The daemon's logged decisions about the address between the pod's start and its EC2
+    call, consecutive ones of a kind merged ("reconcile dropped .16 .17 .18")."""
+    evs = tl.daemon_events.get(node or "", [])
+    mine = []
+    for e in evs:
+        if not (since <= e["time"] <= until + 0.05):
+            continue
+        addrs = [e["address"]] if e.get("address") else list(e.get("addresses") or [])
+        if e.get("ip"):
+            addrs.append(e["ip"])
+        if e.get("kind") not in VERBS:
+            continue  # taking an address is no step towards losing it
+        if c.ip in addrs or (e.get("kind") == "reconcile-eni-del" and e.get("eni") == c.eni):
+            mine.append(e)
+    out: list[dict] = []
+    for e in mine:
+        group = [x for x in evs if x.get("kind") == e["kind"] and abs(x["time"] - e["time"]) < 0.05
+                 and x.get("eni") == e.get("eni")]
+        addrs = set()
+        evicted: list[str] = []
+        for x in group:
+            addrs.update([x["address"]] if x.get("address") else x.get("addresses") or [])
+            evicted += [_pod_name(k) for k in x.get("evicted") or []]
+        text = VERBS.get(e["kind"], e["kind"] + " {a}").format(a=shorts(addrs), eni=e.get("eni"))
+        if evicted:
+            text += f", evicting {', '.join(evicted)}"
+        if out and out[-1]["text"] == text:
+            continue
+        out.append({"time": e["time"], "text": text, "kind": e["kind"]})
+    return out
+
+
+def _pod_name(key: str) -> str:
+    """aws-cni/ck-n0-p7/eth0 (a datastore key) -> ck-n0-p7."""
+    parts = str(key).split("/")
+    return parts[1] if len(parts) == 3 else str(key)
+
+
+def _dropped_seen(tl: Timeline, c: Change, since: float, until: float) -> float | None:
+    """When the daemon's view (any build's, through the monitor) stopped listing the address
+    while EC2 still gave it to the node."""
+    held = False
+    for t, inst, enis in tl.daemon_views:
+        if t < since or inst != c.instance or enis is None:
+            continue
+        if t > until:
+            break
+        now = any(c.ip in s for s in enis.values())
+        if held and not now:
+            return t
+        held = now
+    return None
