@@ -5,6 +5,8 @@ Errors the user can act on (CnikitError) print one line and exit with their code
 
 from __future__ import annotations
 
+import copy
+import functools
 import importlib
 import sys
 
@@ -36,7 +38,26 @@ class LazyGroup(click.Group):
         if target is None:
             return None
         module, attr = target.split(":")
-        return getattr(importlib.import_module(module), attr)
+        return _checking_tools(name, getattr(importlib.import_module(module), attr))
+
+
+def _checking_tools(name: str, command: click.Command) -> click.Command:
+    """The command, first checking the programs it runs (runtime.COMMAND_TOOLS): after its
+    options are parsed (`--runtime` adds some), before its body starts anything."""
+    from cnikit.runtime import COMMAND_TOOLS, require_tools
+
+    body = command.callback
+    if name not in COMMAND_TOOLS or body is None:
+        return command
+
+    @functools.wraps(body)
+    def checked(*args, **kwargs):
+        require_tools(name)
+        return body(*args, **kwargs)
+
+    command = copy.copy(command)
+    command.callback = checked
+    return command
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

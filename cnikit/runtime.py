@@ -112,8 +112,30 @@ def require_root(what: str = "this command") -> None:
         raise EnvironmentProblem(f"{what} needs root (network namespaces); run it with sudo")
 
 
+# The Debian package that provides each external program the kit runs.
+PACKAGES = {"nsenter": "util-linux", "podman": "podman", "runc": "runc", "docker": "docker.io"}
+# The programs each `cnikit` command runs, checked before it starts anything. A command
+# not listed runs none.
+COMMAND_TOOLS: dict[str, tuple[str, ...]] = {
+    "run": ("nsenter",), "matrix": ("nsenter",), "demo": ("nsenter",), "up": ("nsenter",),
+}
+# ... plus the daemon runtime's own, when CNIKIT_RUNTIME (`--runtime`) chooses one.
+RUNTIME_TOOLS: dict[str, tuple[str, ...]] = {"podman": ("podman", "runc"), "docker": ("docker",)}
+
+
 def require_tool(name: str) -> str:
     path = shutil.which(name)
     if not path:
-        raise EnvironmentProblem(f"'{name}' not found on PATH; install iproute2 / util-linux")
+        package = PACKAGES.get(name, name)
+        raise EnvironmentProblem(f"'{name}' not found on PATH; it comes with the Debian package "
+                                 f"{package} (apt-get install {package})")
     return path
+
+
+def require_tools(command: str) -> None:
+    """Every program `cnikit COMMAND` will run is on PATH, or a one-line error naming it."""
+    tools = COMMAND_TOOLS.get(command, ())
+    if tools:
+        tools += RUNTIME_TOOLS.get(os.environ.get("CNIKIT_RUNTIME", ""), ())
+    for name in tools:
+        require_tool(name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -42,6 +43,47 @@ def test_bad_profile_exit_2():
 def test_bad_duration_exit_2():
     r = cli("run", "random-chaos", "--duration", "-3")
     assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+def path_without(tmp_path, *missing: str) -> str:
+    """A PATH with every program of this one except `missing`, as on a machine without them."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for d in os.environ["PATH"].split(os.pathsep):
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(d):
+                if entry.name not in missing and not (bin_dir / entry.name).exists():
+                    os.symlink(entry.path, bin_dir / entry.name)
+    return str(bin_dir)
+
+
+@pytest.mark.parametrize("argv,missing,env", [
+    (["run", "imds-outage"], "nsenter", {}),
+    (["up"], "nsenter", {}),
+    (["matrix", "-s", "imds-outage"], "nsenter", {}),
+    (["up"], "podman", {"CNIKIT_RUNTIME": "podman"}),
+])
+def test_a_missing_program_is_one_line_exit_2_before_anything_starts(tmp_path, argv, missing, env):
+    from cnikit.runtime import PACKAGES
+
+    run_root = tmp_path / "run"
+    r = subprocess.run(CNIKIT + argv, capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                       env={**os.environ, **env, "PATH": path_without(tmp_path, missing),
+                            "CNIKIT_RUN_ROOT": str(run_root)})
+    assert r.returncode == 2, (r.stdout, r.stderr[-4000:])
+    assert "Traceback" not in r.stderr, r.stderr[-4000:]
+    (line,) = r.stderr.strip().splitlines()
+    assert f"'{missing}'" in line and PACKAGES[missing] in line, line
+    assert not run_root.exists()  # no run was claimed: nothing started
+
+
+def test_every_command_tool_names_its_package():
+    from cnikit.cli import COMMANDS
+    from cnikit.runtime import COMMAND_TOOLS, PACKAGES, RUNTIME_TOOLS
+
+    assert set(COMMAND_TOOLS) <= set(COMMANDS)
+    tools = {t for ts in [*COMMAND_TOOLS.values(), *RUNTIME_TOOLS.values()] for t in ts}
+    assert tools <= set(PACKAGES)
 
 
 def test_random_chaos_schedule_is_a_function_of_the_seed():
