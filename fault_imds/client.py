@@ -7,6 +7,13 @@
     fc.list(); fc.remove(fid); fc.clear(); fc.events()
     page = fc.requests(since=0, instance_id="i-..")   # {"requests": [...], "next": seq}
 
+The generic calls (add, list, remove, clear) also drive the EC2 gate's faults, which answer
+in the same shape (cnikit/fault_api.py):
+
+    gate = FaultClient(cloud.endpoint + "/_cnikit")
+    with gate.add("throttle", action="AssignPrivateIpAddresses", probability=0.5):
+        ...
+
 Shortcuts take the target fields as keywords (instance_id, mac, eni_id, path, ips) and
 `seconds` as the fault's duration, except `lag(seconds=N)` where it is the lag itself
 (give `duration=` there). A bad spec raises FaultError with the server's one-line reason.
@@ -78,7 +85,7 @@ class FaultClient:
                 reason = e.reason
             return e.code, {"error": str(reason)}
         except OSError as e:
-            raise FaultError(f"fault-imds control API at {self.url} unreachable: {e}") from None
+            raise FaultError(f"fault API at {self.url} unreachable: {e}") from None
 
     def _ok(self, method: str, path: str, body: Any = None, timeout: float | None = None) -> Any:
         status, payload = self._call(method, path, body, timeout)

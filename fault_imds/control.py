@@ -1,7 +1,9 @@
 """The control API: JSON over HTTP on its own port (never the IMDS port).
 
 POST /faults {"kind": K, "target": {...}, "duration": s, ...} -> 201 {"id": ..., "fault": {...}}
-GET /faults -> {"faults": [...]}          DELETE /faults/{id}    DELETE /faults
+GET /faults -> {"faults": [...]}    DELETE /faults/{id}, DELETE /faults -> {"removed": [ids]}
+  (the shape the EC2 gate's fault API shares: cnikit/fault_api.py; bodies over 64 KiB are
+  refused with 413 before they are read)
 GET /events[?since=SEQ][&wait=S] -> {"events": [...], "last_seq": N}  (wait: long poll)
 GET /requests[?since=SEQ][&instance_id=ID][&limit=N] -> {"requests": [...], "next": SEQ}
   (every IMDS request answered, oldest first: what each node asked and what it got)
@@ -12,18 +14,17 @@ Every error is {"error": "<one line>"} with a 4xx status, and changes nothing.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 
 from aiohttp import web
 
+from cnikit import fault_api
 from fault_imds.engine import Engine, SpecError, kinds
 
 log = logging.getLogger("fault_imds.control")
 
 
-def _error(status: int, message: str) -> web.Response:
-    return web.json_response({"error": message}, status=status)
+_error = fault_api.error
 
 
 @web.middleware
@@ -44,28 +45,28 @@ def control_app(engine: Engine, health=None, request_log=None) -> web.Applicatio
 
     async def add_fault(request: web.Request) -> web.Response:
         try:
-            spec = json.loads(await request.text())
-        except (ValueError, UnicodeDecodeError) as e:
-            return _error(400, f"body is not JSON: {e}".splitlines()[0])
+            spec = await fault_api.read_spec(request)
+        except fault_api.Refused as e:
+            return _error(e.status, e.reason)
         try:
             fault = engine.add(spec)
         except SpecError as e:
             return _error(400, str(e))
-        return web.json_response({"id": fault.id, "fault": fault.to_json()}, status=201)
+        return fault_api.added(fault.to_json())
 
     async def list_faults(request: web.Request) -> web.Response:
-        return web.json_response({"faults": engine.list()})
+        return fault_api.listed(engine.list())
 
     async def remove_fault(request: web.Request) -> web.Response:
         fid = request.match_info["fid"]
         if not engine.remove(fid):
             return _error(404, f"no active fault {fid!r}")
-        return web.json_response({"removed": [fid]})
+        return fault_api.removed([fid])
 
     async def clear_faults(request: web.Request) -> web.Response:
         ids = [f["id"] for f in engine.list()]
         engine.clear()
-        return web.json_response({"removed": ids})
+        return fault_api.removed(ids)
 
     changed = asyncio.Condition()
 

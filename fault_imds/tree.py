@@ -10,14 +10,31 @@ Paths carry no leading slash: "latest/meta-data/instance-id".
 
 from __future__ import annotations
 
+import base64
+import datetime
+import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from fault_imds.signing import sign_document
+
 META = "latest/meta-data/"
 MACS = META + "network/interfaces/macs/"
-IDENTITY = "latest/dynamic/instance-identity/document"
+IDENTITY_DIR = "latest/dynamic/instance-identity/"
+IDENTITY = IDENTITY_DIR + "document"
+# What real IMDS lists at `/`: every dated API version serves the same tree as `latest`.
+API_VERSIONS = (
+    "1.0", "2007-01-19", "2007-03-01", "2007-08-29", "2007-10-10", "2007-12-15", "2008-02-01",
+    "2008-09-01", "2009-04-04", "2011-01-01", "2011-05-01", "2012-01-12", "2014-02-25",
+    "2014-11-05", "2015-10-20", "2016-04-19", "2016-06-30", "2016-09-02", "2018-03-28",
+    "2018-08-17", "2018-09-24", "2019-10-01", "2020-10-27", "2021-01-03", "2021-03-23", "latest",
+)  # fmt: skip
+_DATED = frozenset(API_VERSIONS) - {"latest"}
+# Instance profile credentials: reissued each hour, valid for six (as EC2 rotates them).
+CREDENTIALS_PERIOD_S = 3600
+CREDENTIALS_LIFETIME_S = 6 * 3600
 # Instance states that still have a metadata service (and a caller).
 LIVE_STATES = ("pending", "running", "stopping")
 
@@ -57,6 +74,10 @@ class InstanceMeta:
     pending_time: str
     ami_launch_index: int
     enis: tuple[EniMeta, ...] = field(default=())  # by (network card, device number)
+    az_id: str = ""  # e.g. use1-az6, from the subnet of the primary ENI
+    iam_profile_arn: str = ""  # "" when the instance has no instance profile
+    iam_profile_id: str = ""
+    credentials_issued: float = 0.0  # epoch seconds; a new hour's EC2 state reissues them
 
     def eni(self, mac: str) -> EniMeta | None:
         for e in self.enis:
@@ -98,6 +119,7 @@ def _instance_key(d: Mapping[str, Any]) -> tuple:
         (d.get("State") or {}).get("Name"),
         d.get("PrivateIpAddress"),
         (d.get("Placement") or {}).get("AvailabilityZone"),
+        (d.get("IamInstanceProfile") or {}).get("Arn"),
     )
 
 
@@ -202,8 +224,9 @@ def build_models(state: Ec2State) -> dict[str, InstanceMeta]:
     for iid, inst in state.instances.items():
         if (inst.get("State") or {}).get("Name", "running") not in LIVE_STATES:
             continue
-        az = (inst.get("Placement") or {}).get("AvailabilityZone", "")
-        region = az[:-1] if az else state.region
+        placement = inst.get("Placement") or {}
+        az = placement.get("AvailabilityZone", "")
+        region = az[:-1] if az else getattr(state, "region", "us-east-1")
         enis = [_eni_meta(e, state, region) for e in by_instance.get(iid, ())]
         primary = next(
             (e for e in enis if e.device_number == 0 and e.network_card_index == 0), None
@@ -213,6 +236,8 @@ def build_models(state: Ec2State) -> dict[str, InstanceMeta]:
         sg_names = tuple(g.get("GroupName", "") for g in inst.get("SecurityGroups") or ())
         if not sg_names and primary:
             sg_names = primary.sg_names
+        subnet = state.subnets.get(primary.subnet_id if primary else "", {})
+        profile = inst.get("IamInstanceProfile") or {}
         meta = InstanceMeta(
             instance_id=iid,
             instance_type=inst.get("InstanceType", ""),
@@ -229,6 +254,12 @@ def build_models(state: Ec2State) -> dict[str, InstanceMeta]:
             architecture=inst.get("Architecture") or "x86_64",
             pending_time=_iso(inst.get("LaunchTime")),
             ami_launch_index=int(inst.get("AmiLaunchIndex") or 0),
+            az_id=placement.get("AvailabilityZoneId") or subnet.get("AvailabilityZoneId") or "",
+            iam_profile_arn=profile.get("Arn", ""),
+            iam_profile_id=profile.get("Id", ""),
+            credentials_issued=(
+                state.wall - state.wall % CREDENTIALS_PERIOD_S if profile.get("Arn") else 0.0
+            ),
         )
         out[iid] = meta.with_enis(enis)
     return out
@@ -276,8 +307,7 @@ def identity_document(m: InstanceMeta) -> str:
         "region": m.region,
         "version": "2017-09-30",
     }
-    # Real IMDS pretty-prints with " : " separators.
-    return json.dumps(doc, indent=2, separators=(",", " : "))
+    return _imds_json(doc)
 
 
 def eni_leaves(e: EniMeta) -> dict[str, str]:
@@ -289,7 +319,7 @@ def eni_leaves(e: EniMeta) -> dict[str, str]:
         "local-hostname": e.local_hostname,
         "local-ipv4s": "\n".join(e.local_ipv4s),
         "mac": e.mac,
-        "network-card-index": str(e.network_card_index),
+        "network-card": str(e.network_card_index),
         "owner-id": e.owner_id,
         "security-group-ids": "\n".join(e.sg_ids),
         "security-groups": "\n".join(e.sg_names),
@@ -320,6 +350,8 @@ def render(m: InstanceMeta) -> dict[str, str]:
         META + "local-hostname": m.local_hostname,
         META + "local-ipv4": m.local_ipv4,
         META + "mac": m.mac,
+        META + "events/maintenance/history": "[]",
+        META + "events/maintenance/scheduled": "[]",
         META + "placement/availability-zone": m.az,
         META + "placement/region": m.region,
         META + "profile": "default-hvm",
@@ -327,8 +359,15 @@ def render(m: InstanceMeta) -> dict[str, str]:
         META + "security-groups": "\n".join(m.sg_names),
         META + "services/domain": "amazonaws.com",
         META + "services/partition": "aws",
-        IDENTITY: identity_document(m),
     }
+    if m.az_id:
+        leaves[META + "placement/availability-zone-id"] = m.az_id
+    document = identity_document(m)
+    leaves[IDENTITY] = document
+    for name, blob in sign_document(document).items():
+        leaves[IDENTITY_DIR + name] = blob
+    if m.iam_profile_arn:
+        leaves.update(iam_leaves(m))
     for e in m.enis:
         base = f"{MACS}{e.mac}/"
         for name, body in eni_leaves(e).items():
@@ -337,6 +376,52 @@ def render(m: InstanceMeta) -> dict[str, str]:
         # A directory with no entries is still a directory in IMDS.
         leaves[MACS] = ""
     return leaves
+
+
+def _iso_epoch(t: float) -> str:
+    return datetime.datetime.fromtimestamp(t, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _imds_json(doc: Mapping[str, Any]) -> str:
+    # Real IMDS pretty-prints its JSON leaves with " : " separators.
+    return json.dumps(doc, indent=2, separators=(",", " : "))
+
+
+def iam_leaves(m: InstanceMeta) -> dict[str, str]:
+    """`iam/info` and `iam/security-credentials/<role>`. EC2 does not say which role a profile
+    holds (that is IAM's), so the role is named after the profile. The credentials are
+    derived from the instance, profile and issue time: stable within an hour, distinct per
+    instance, and accepted by moto (it checks no signature)."""
+    role = m.iam_profile_arn.rsplit("/", 1)[-1]
+    issued = _iso_epoch(m.credentials_issued)
+    seed = f"{m.instance_id}|{m.iam_profile_arn}|{m.credentials_issued}".encode()
+    digest = hashlib.sha512(seed).digest()
+    info = {
+        "Code": "Success",
+        "LastUpdated": issued,
+        "InstanceProfileArn": m.iam_profile_arn,
+        "InstanceProfileId": m.iam_profile_id,
+    }
+    creds = {
+        "Code": "Success",
+        "LastUpdated": issued,
+        "Type": "AWS-HMAC",
+        "AccessKeyId": "ASIA" + base64.b32encode(digest[:10]).decode()[:16],
+        "SecretAccessKey": base64.b64encode(digest[10:40]).decode()[:40],
+        "Token": base64.b64encode(hashlib.sha512(digest).digest() * 4).decode(),
+        "Expiration": _iso_epoch(m.credentials_issued + CREDENTIALS_LIFETIME_S),
+    }
+    return {
+        META + "iam/info": _imds_json(info),
+        META + "iam/security-credentials/" + role: _imds_json(creds),
+    }
+
+
+def as_latest(path: str) -> str:
+    """A request path under a dated API version as the same path under `latest` (real IMDS
+    serves one tree under every version it lists); other paths unchanged."""
+    version, sep, rest = path.partition("/")
+    return "latest" + sep + rest if version in _DATED else path
 
 
 def serve_map(leaves: Mapping[str, str]) -> dict[str, bytes]:
@@ -369,7 +454,7 @@ def serve_map(leaves: Mapping[str, str]) -> dict[str, bytes]:
         data = body.encode()
         out[path] = data
         out[path + "/"] = data
-    out[""] = b"latest"
+    out[""] = "\n".join(API_VERSIONS).encode()
     return out
 
 

@@ -4,12 +4,13 @@
                                               up to S seconds (default 30, at most 300)
                                               until the version exceeds V
     GET    /_cnikit/audit                     the audit log
-    GET    /_cnikit/faults                    live EC2 faults
-    POST   /_cnikit/faults                    {"kind": K, ...attributes} -> {"id": ...}
-    DELETE /_cnikit/faults[/ID]               remove one, or all
+    GET    /_cnikit/faults                    {"faults": [...]}: live EC2 faults
+    POST   /_cnikit/faults                    {"kind": K, ...attributes} -> 201 {"id", "fault"}
+    DELETE /_cnikit/faults[/ID]               remove one, or all -> {"removed": [ids]}
 
-Bad input answers 400 with {"error": "<one line>"}. The owners JSON is encoded once per
-mirror version, so polling it many times a second costs little.
+The faults endpoints answer in the fault IMDS's shape (cnikit/fault_api.py), so one client
+drives both. Bad input answers 4xx with {"error": "<one line>"}. The owners JSON is encoded
+once per mirror version, so polling it many times a second costs little.
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ import json
 
 from aiohttp import web
 
+from cnikit import fault_api
 from cnikit.errors import CnikitError
 
 MAX_WAIT_S = 300.0
 
 
 def _bad(reason: str, status: int = 400) -> web.Response:
-    return web.json_response({"error": reason}, status=status)
+    return fault_api.error(status, reason)
 
 
 class ControlApi:
@@ -44,24 +46,27 @@ class ControlApi:
             if path == "audit" and method == "GET":
                 return web.json_response(self.gate.audit.to_json())
             if path == "faults" and method == "GET":
-                return web.json_response(faults.list())
+                return fault_api.listed(faults.list())
             if path == "faults" and method == "DELETE":
+                ids = [f["id"] for f in faults.list() if faults.remove(f["id"])]
                 faults.clear()
-                return web.json_response({"cleared": True})
+                return fault_api.removed(ids)
             if path == "faults" and method == "POST":
-                try:
-                    spec = await request.json()
-                except (json.JSONDecodeError, UnicodeDecodeError):
-                    return _bad("body is not JSON")
-                if not isinstance(spec, dict) or "kind" not in spec:
+                spec = await fault_api.read_spec(request)
+                if "kind" not in spec:
                     return _bad('expected a JSON object with "kind"')
                 kind = spec.pop("kind")
-                return web.json_response({"id": faults.add(kind, **spec)})
+                fid = faults.add(kind, **spec)
+                live = next((f for f in faults.list() if f["id"] == fid), None)
+                # A fault whose duration ran out already is still reported as added.
+                return fault_api.added(live or {"id": fid, "kind": kind, **spec})
             if path.startswith("faults/") and method == "DELETE":
                 fid = path.split("/", 1)[1]
                 if not faults.remove(fid):
-                    return _bad(f"no fault {fid}", 404)
-                return web.json_response({"removed": fid})
+                    return _bad(f"no active fault {fid!r}", 404)
+                return fault_api.removed([fid])
+        except fault_api.Refused as e:
+            return _bad(e.reason, e.status)
         except CnikitError as e:
             return _bad(str(e))
         return _bad(f"no such endpoint: {method} {request.path}", 404)

@@ -56,3 +56,18 @@ def eni_ips(ec2, eni_id: str) -> list[str]:
     eni = ec2.describe_network_interfaces(NetworkInterfaceIds=[eni_id])["NetworkInterfaces"][0]
     primary = [a["PrivateIpAddress"] for a in eni["PrivateIpAddresses"] if a.get("Primary")]
     return primary + [a["PrivateIpAddress"] for a in eni["PrivateIpAddresses"] if not a.get("Primary")]
+
+
+def give_instance_profile(cloud, instance_id: str, name: str = "node-role") -> str:
+    """Create an IAM instance profile (role and profile both `name`) in the moto behind the
+    cloud and associate it with the instance, as EC2 would; returns the profile's ARN."""
+    import boto3
+
+    iam = boto3.client("iam", endpoint_url=cloud.upstream_url, region_name="us-east-1",
+                       aws_access_key_id="testing", aws_secret_access_key="testing")
+    iam.create_role(RoleName=name, AssumeRolePolicyDocument="{}")
+    arn = iam.create_instance_profile(InstanceProfileName=name)["InstanceProfile"]["Arn"]
+    iam.add_role_to_instance_profile(InstanceProfileName=name, RoleName=name)
+    cloud.client().associate_iam_instance_profile(IamInstanceProfile={"Arn": arn},
+                                                  InstanceId=instance_id)
+    return arn

@@ -147,9 +147,9 @@ def test_fault_and_audit_http_api(vpc):
     base = cloud.endpoint + "/_cnikit/faults"
     r = http.request("POST", base, body=json.dumps({"kind": "throttle", "probability": 1,
                                                     "action": "DescribeInstances"}))
-    assert r.status == 200
+    assert r.status == 201
     fid = json.loads(r.data)["id"]
-    assert [f["id"] for f in json.loads(http.request("GET", base).data)] == [fid]
+    assert [f["id"] for f in json.loads(http.request("GET", base).data)["faults"]] == [fid]
     assert error_of(lambda: cloud.client().describe_instances())[0] == "RequestLimitExceeded"
     for bad in [b"{", json.dumps({"kind": "nope"}).encode(), json.dumps([1]).encode(),
                 json.dumps({"kind": "latency", "ms": "x"}).encode()]:
@@ -164,3 +164,102 @@ def test_fault_and_audit_http_api(vpc):
             and a["instance_id"] == topo.instances[0].instance_id]
     assert runs and runs[0]["ips"] == [topo.instances[0].primary_ip] and runs[0]["outcome"] == "ok"
     assert {"time", "action", "eni_id", "ips", "prefixes", "outcome"} <= set(audit[0])
+
+
+def _fault_api_session(http, base: str, spec: dict) -> list[tuple[str, int, object]]:
+    """The same conversation with a fault API: what each answer's status and shape are."""
+    out = []
+
+    def call(what, method, path="", body=None, headers=None):
+        r = http.request(method, base + path, body=body, headers=headers)
+        payload = json.loads(r.data)
+        out.append((what, r.status, payload))
+        return payload
+
+    added = call("add", "POST", "", json.dumps(spec))
+    call("list", "GET")
+    call("remove", "DELETE", "/" + added["id"])
+    call("remove again", "DELETE", "/" + added["id"])
+    call("add 2", "POST", "", json.dumps(spec))
+    call("add 3", "POST", "", json.dumps(spec))
+    call("clear", "DELETE")
+    call("list empty", "GET")
+    call("not JSON", "POST", "", b"{")
+    call("not an object", "POST", "", b"[1]")
+    call("unknown kind", "POST", "", json.dumps({"kind": "nope"}))
+    return out
+
+
+def test_gate_and_imds_fault_apis_answer_the_same_shapes(gate_cloud, gate_new_vpc):
+    """One shape for both fault APIs: 201 {id, fault} on add, {"faults": [...]} on list,
+    {"removed": [ids]} on remove and clear, 404 for an unknown id, 400 {"error"} otherwise."""
+    from fault_imds.server import ImdsServer
+
+    topo = gate_new_vpc(gate_cloud, nodes=1)
+    http = urllib3.PoolManager()
+    with ImdsServer(ec2_endpoint=gate_cloud.endpoint, seed=SEED) as imds:
+        imds_talk = _fault_api_session(http, imds.control_url + "/faults",
+                                       {"kind": "error", "target": {"path": "*/ami-id"}})
+    gate_talk = _fault_api_session(http, gate_cloud.endpoint + "/_cnikit/faults",
+                                   {"kind": "error", "action": "DescribeImages"})
+    assert [(w, s) for w, s, _ in imds_talk] == [(w, s) for w, s, _ in gate_talk] == [
+        ("add", 201), ("list", 200), ("remove", 200), ("remove again", 404), ("add 2", 201),
+        ("add 3", 201), ("clear", 200), ("list empty", 200), ("not JSON", 400),
+        ("not an object", 400), ("unknown kind", 400)]
+    for (what, _, a), (_, _, b) in zip(imds_talk, gate_talk, strict=True):
+        assert set(a) == set(b), what
+        if what in ("add", "add 2", "add 3"):
+            assert a["fault"]["id"] == a["id"] and b["fault"]["id"] == b["id"]
+            assert a["fault"]["kind"] == b["fault"]["kind"] == "error"
+        if what == "list":
+            assert [f["id"] for f in a["faults"]] == [imds_talk[0][2]["id"]]
+            assert [f["id"] for f in b["faults"]] == [gate_talk[0][2]["id"]]
+        if what == "remove":
+            assert a == {"removed": [imds_talk[0][2]["id"]]}
+            assert b == {"removed": [gate_talk[0][2]["id"]]}
+        if what == "clear":
+            assert a["removed"] == [imds_talk[4][2]["id"], imds_talk[5][2]["id"]]
+            assert b["removed"] == [gate_talk[4][2]["id"], gate_talk[5][2]["id"]]
+        if "error" in a:
+            assert "\n" not in a["error"] and "\n" not in b["error"]
+    assert topo.instances  # the IMDS had an instance to serve
+
+
+def test_fault_client_drives_the_gate(gate_cloud, gate_new_vpc):
+    from fault_imds.client import FaultClient, FaultError
+
+    gate_new_vpc(gate_cloud, nodes=1)
+    fc = FaultClient(gate_cloud.endpoint + "/_cnikit")
+    with fc.add("throttle", action="DescribeInstances") as fid:
+        assert [f["id"] for f in fc.list()] == [fid] and fid.fault["kind"] == "throttle"
+        assert error_of(lambda: gate_cloud.client().describe_instances())[0] == \
+            "RequestLimitExceeded"
+    assert fc.list() == [] and fc.remove(fid) is False
+    gate_cloud.client().describe_instances()
+    with pytest.raises(FaultError, match="unknown EC2 fault kind"):
+        fc.add("nope")
+    a, b = fc.add("latency", ms=1), fc.add("error", action="DescribeImages")
+    assert fc.clear() == [a, b]
+
+
+def test_gate_refuses_a_huge_content_length_at_once(gate_cloud):
+    import socket
+    import urllib.parse
+
+    u = urllib.parse.urlsplit(gate_cloud.endpoint)
+    request = (b"POST /_cnikit/faults HTTP/1.1\r\nHost: localhost\r\n"
+               b"Content-Length: 1000000000\r\n\r\n{\"kind\": \"error\"}")
+    with socket.create_connection((u.hostname, u.port), timeout=1.0) as s:
+        start = time.monotonic()
+        s.sendall(request)
+        data = b""
+        while not data.rstrip().endswith(b"}"):
+            chunk = s.recv(65536)  # socket.timeout after 1 s fails the test
+            if not chunk:
+                break
+            data += chunk
+    assert time.monotonic() - start < 1.0
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert head.split(b" ")[1] == b"413", data
+    assert "Content-Length" in json.loads(body)["error"]
+    assert gate_cloud.gate.faults.list() == []

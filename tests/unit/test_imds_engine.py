@@ -100,7 +100,7 @@ def test_build_models_primary_first_prefixes_and_attachment_rules():
 def test_serve_map_listings():
     m = build_models(state(0, [eni("eni-0", MAC0, "i-1", 0, ["10.0.1.4"])]))["i-1"]
     served = serve_map(render(m))
-    assert served[""] == b"latest"
+    assert served[""].split(b"\n")[0] == b"1.0" and served[""].endswith(b"\n2021-03-23\nlatest")
     assert served["latest/"] == b"dynamic\nmeta-data"
     assert served["latest/dynamic/"] == b"instance-identity/"
     assert served[MACS] == f"{MAC0}/".encode()

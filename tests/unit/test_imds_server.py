@@ -85,13 +85,13 @@ def test_tree_paths_bodies_and_content_types(server, topo):
     assert inst.mac + "/" in imds.lines(MACS)
     assert imds.lines(MACS.rstrip("/")) == imds.lines(MACS)
     mac_dir = imds.lines(f"{MACS}{inst.mac}/")
-    for leaf in ("device-number", "interface-id", "local-ipv4s", "mac", "network-card-index",
+    for leaf in ("device-number", "interface-id", "local-ipv4s", "mac", "network-card",
                  "owner-id", "security-group-ids", "subnet-id", "subnet-ipv4-cidr-block",
                  "vpc-id", "vpc-ipv4-cidr-block", "vpc-ipv4-cidr-blocks"):
         assert leaf in mac_dir
     base = f"{MACS}{inst.mac}/"
     assert imds.text(base + "device-number") == "0"
-    assert imds.text(base + "network-card-index") == "0"
+    assert imds.text(base + "network-card") == "0"
     assert imds.text(base + "interface-id") == inst.primary_eni_id
     assert imds.text(base + "mac") == inst.mac
     assert imds.text(base + "subnet-id") == topo.subnet_id
