@@ -20,6 +20,7 @@ from tests.integration.conftest import needs_root, wait_until
 
 pytestmark = [pytest.mark.root, needs_root]
 CNIKIT = str(Path(sys.executable).with_name("cnikit"))
+ROOT = str(Path(__file__).resolve().parents[2])
 
 
 def start_hold(*args: str) -> tuple[subprocess.Popen, dict]:
@@ -105,11 +106,21 @@ def one_line_exit_2(argv: list[str], **kw) -> str:
     return lines[0]
 
 
+# A real non-root user that can read the clone, as a user running their own clone can. The
+# clone (and the Python it runs) may sit where `nobody` cannot enter (under /root, in a
+# `mktemp -d`): CAP_DAC_READ_SEARCH lets it read files and nothing else; it is still not root.
+NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+          "--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search"]
+
+
 def test_not_root_is_one_line_and_exit_2():
-    nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
-    assert "needs root" in one_line_exit_2(nobody + [CNIKIT, "cleanup"])
-    assert "needs root" in one_line_exit_2(nobody + [sys.executable, "-m", "cnikit.fabric.hold"],
-                                           cwd="/")
+    assert "needs root" in one_line_exit_2(NOBODY + [CNIKIT, "cleanup"], cwd="/")
+    assert "needs root" in one_line_exit_2(NOBODY + [sys.executable, "-m", "cnikit.fabric.hold"],
+                                           cwd="/", env={**os.environ, "PYTHONPATH": ROOT})
+    # Still not root: it cannot write where only root can.
+    probe = NOBODY + [sys.executable, "-c", "open('/run/cnikit-nobody-probe', 'w')"]
+    assert subprocess.run(probe, capture_output=True, timeout=60).returncode != 0
+    assert not os.path.exists("/run/cnikit-nobody-probe")
 
 
 def test_run_id_collision_is_one_line_and_exit_2(make_fabric):
