@@ -257,7 +257,11 @@ class Leaks(Checker):
             return
         candidates = set()
         for ip, (instance, _eni, primary) in ownership.ips.items():
-            if primary or ip in state.by_ip or ip in self.daemon.get(instance, ()):
+            # Without a view of the build's pool (no [observe] port) a warm address cannot
+            # be told from a leak: no warning then.
+            if instance not in self.daemon:
+                continue
+            if primary or ip in state.by_ip or ip in self.daemon[instance]:
                 continue
             candidates.add(ip)
             self.unknown_since.setdefault(ip, at)

@@ -39,6 +39,15 @@ CNI_IO = 5
 CNI_CHECK_FAILED = 100  # plugin-specific range (spec: codes 100+ are the plugin's)
 
 
+# The kit's scenarios observe every build from outside; they run the reference daemon with
+# this off to prove they never lean on what a foreign build would not have.
+PRIVATE_STATUS_ENV = "CNIKIT_PRIVATE_STATUS"
+
+
+def private_status_on() -> bool:
+    return os.environ.get(PRIVATE_STATUS_ENV, "on").strip().lower() not in ("off", "0", "false", "no")
+
+
 def router_of(subnet_cidr: str) -> str:
     if not subnet_cidr:
         return ""
@@ -68,6 +77,9 @@ class Daemon:
         if cmd == "ping":
             return {"ok": True}
         if cmd == "status":
+            if not private_status_on():
+                return {"ok": False, "code": CNI_INVALID_CONFIG,
+                        "error": f"the private status API is off ({PRIVATE_STATUS_ENV}=off)"}
             return self.status()
         if cmd not in ("add", "del", "check"):
             return {"ok": False, "code": CNI_INVALID_CONFIG, "error": f"unknown command {cmd!r}"}

@@ -22,10 +22,12 @@ _ADDRESSES = re.compile(r"^/[^/]+/meta-data/network/interfaces/macs/([^/]+)/(loc
 PREFIX_SIZE = 16  # a /28
 
 
-def eni_list_reads(requests: list[dict]) -> int:
+def eni_list_reads(requests: list[dict], attempts: bool = False) -> int:
     """How many full reads of its ENI list a node made: the MAC list answered, then the
     addresses (`local-ipv4s` or `ipv4-prefix`, found or not) of every MAC listed. Any build
-    that reconciles with IMDS does this once per pass; the kit's own reads do not count."""
+    that reconciles with IMDS does this once per pass; the kit's own reads do not count.
+    attempts: count every request for the MAC list instead, answered or not (a reconcile
+    pass tried while the IMDS fails)."""
     pending: list[set[str]] = []
     done = 0
     for r in requests:
@@ -33,7 +35,8 @@ def eni_list_reads(requests: list[dict]) -> int:
             continue
         path, status = r.get("path", ""), r.get("status")
         if _LISTING.match(path):
-            if status == 200:
+            done += attempts
+            if status == 200 and not attempts:
                 pending.append({m.strip().rstrip("/") for m in r.get("body", "").split() if m.strip()})
             continue
         m = _ADDRESSES.match(path)
