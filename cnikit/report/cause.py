@@ -28,7 +28,7 @@ ARROW = " \u2192 "
 
 
 def rel(tl: Timeline, t: float | None) -> str:
-    return "end" if t is None else f"t=+{t - tl.t0:.2f}s"
+    return "end" if t is None else f"t={t - tl.t0:+.2f}s"
 
 
 def short(ip: str) -> str:
@@ -134,7 +134,8 @@ def chain(tl: Timeline, v: dict) -> list[dict]:
     # 1. the faults: active where the daemon read IMDS (or acted), and the scenario's own
     # EC2 actions on what that read still listed.
     if actor is not None:
-        links.append({"step": "fault", "time": actor["time"],
+        # The scenario logs its action once the call has returned: it stands at the call.
+        links.append({"step": "fault", "time": min(actor["time"], acted),
                       "text": f"fault: the scenario's {_nemesis_text(actor)} (not the daemon)"})
     else:
         at = read["time"] if read else first
@@ -241,7 +242,10 @@ def _active(tl: Timeline, t: float, instance, eni, read: dict | None = None) -> 
         on = f.start <= t <= f.end or str((f.detail or {}).get("id")) in ids
         if on and _targets(tl, f, instance, eni):
             out.append(f)
-    return out
+    # The scenario's note of an IMDS fault and the IMDS's own record of it are one fault.
+    imds = [f.start for f in out if f.source == "imds"]
+    return [f for f in out if not (f.source == "nemesis" and f.label.startswith("imds")
+                                   and any(abs(f.start - t) < 0.5 for t in imds))]
 
 
 def _fault_link(tl: Timeline, f: Span) -> dict:
@@ -419,7 +423,8 @@ def _decisions(tl: Timeline, node: str | None, c: Change, since: float, until: f
             text += f", evicting {', '.join(evicted)}"
         if out and out[-1]["text"] == text:
             continue
-        out.append({"time": e["time"], "text": text, "kind": e["kind"]})
+        # A merged group stands at its first entry, whichever address it was found by.
+        out.append({"time": min(x["time"] for x in group), "text": text, "kind": e["kind"]})
     return out
 
 

@@ -11,26 +11,49 @@ from __future__ import annotations
 import html
 import math
 
+from cnikit.report import cause
 from cnikit.report.summary import rel
-from cnikit.report.timeline import Segment, Timeline, sorted_ips, value_at
+from cnikit.report.timeline import Segment, Timeline, fmt, sorted_ips, value_at
 
-LABEL_W, PLOT_W, RIGHT = 300, 1060, 20
+# The drawing's own units; the page scales it to the window (see CSS).
+LABEL_W, PLOT_W, RIGHT = 250, 930, 20
+WIDTH = LABEL_W + PLOT_W + RIGHT
 LANE_H, LANE_GAP, GROUP_GAP = 18, 3, 12
 TOP = 34
+CHAR_W = 7.2  # the widest average glyph of the 12px font: labels are packed by it
+STEP_ROWS = 3  # numbered step markers alternate between this many rows
 
 C_EC2, C_IMDS, C_DAEMON, C_DIFF = "#4e79a7", "#59a14f", "#8c6bb1", "#f28e2b"
 C_POD, C_LOST, C_NOTOWNED, C_SHARED = "#c9d6c2", "#e15759", "#ff9da7", "#b07aa1"
 C_FAULT, C_VIOL = "#edc948", "#d62728"
+C_HOLDER, C_FAILED = "#8f9f86", "#999999"
+RELEASES = ("Unassign", "Detach", "Delete")
 
 
 def esc(s) -> str:
     return html.escape(str(s), quote=True)
 
 
-def short(ip: str) -> str:
-    """10.0.1.7 -> .7 and 10.0.1.16/28 -> .16/28: enough to tell IPs of one subnet apart."""
-    head, _, mask = ip.partition("/")
-    return "." + head.rsplit(".", 1)[-1] + (f"/{mask}" if mask else "")
+short = cause.short
+
+
+def tw(text: str) -> float:
+    return len(text) * CHAR_W
+
+
+def _place(rows: list[float], x0: float, x1: float, limit: int | None = None) -> int:
+    """The first row free from x0 on (a new one if none is), marked taken up to x1; with a
+    limit, the row free the longest when none is free."""
+    for i, free_at in enumerate(rows):
+        if free_at <= x0:
+            rows[i] = x1
+            return i
+    if limit is not None and len(rows) >= limit:
+        i = min(range(len(rows)), key=lambda k: rows[k])
+        rows[i] = max(rows[i], x1)
+        return i
+    rows.append(x1)
+    return len(rows) - 1
 
 
 def _ticks(span: float) -> float:
@@ -55,10 +78,21 @@ class Svg:
     def add(self, s: str) -> None:
         self.parts.append(s)
 
-    def label(self, text: str, y: float, bold: bool = False, indent: int = 0, title: str = "") -> None:
+    def label(self, text: str, y: float, bold: bool = False, indent: int = 0, title: str = "",
+              group: str = "") -> None:
         w = ' font-weight="600"' if bold else ""
         t = f"<title>{esc(title)}</title>" if title else ""
-        self.add(f'<text x="{8 + indent}" y="{y + LANE_H - 5}" class="lbl"{w}>{t}{esc(text)}</text>')
+        g0, g1 = (f'<g class="{group}">', "</g>") if group else ("", "")
+        self.add(f'{g0}<text x="{8 + indent}" y="{y + LANE_H - 5}" class="lbl"{w}>{t}'
+                 f'{esc(text)}</text>{g1}')
+
+    def beside(self, x0: float, x1: float, text: str) -> tuple[float, str, float, float]:
+        """Where a label for a mark spanning x0..x1 goes: after x0, or ending at the right
+        edge when it would run past it. (x, anchor, left, right)."""
+        right = LABEL_W + PLOT_W
+        if x0 + 4 + tw(text) <= right:
+            return x0 + 4, "start", x0, max(x1, x0 + 4 + tw(text))
+        return right, "end", min(x0, right - tw(text)), right
 
     def rect(self, t0: float, t1: float, y: float, fill: str, title: str = "", text: str = "",
              h: float = LANE_H, cls: str = "", cut: bool = False) -> None:
@@ -188,79 +222,121 @@ def _ip_stories(svg: Svg, violations: list[dict]) -> None:
         svg.add(f'<rect x="{LABEL_W}" y="{svg.y}" width="{PLOT_W}" height="{LANE_H}" class="lane"/>')
         for p in tl.pods:
             if p.ip == ip:
-                svg.rect(p.start, p.end, svg.y, "#8f9f86", f"{p.name} {rel(tl, p.start)} .. "
+                svg.rect(p.start, p.end, svg.y, C_HOLDER, f"{p.name} {rel(tl, p.start)} .. "
                          f"{rel(tl, p.end) if p.deleted else 'end'}", p.name)
         svg.y += LANE_H + LANE_GAP
+
+
+def _faults(svg: Svg) -> None:
+    """One row per set of faults whose bars and labels do not meet; every label whole."""
+    tl = svg.tl
+    rows: list[float] = []
+    placed = []
+    for f in sorted(tl.faults, key=lambda s: s.start):
+        x0 = svg.x(f.start)
+        x1 = x0 + 6 if f.instant else max(svg.x(f.end), x0 + 1.5)
+        lx, anchor, left, right = svg.beside(x0 + (7 if f.instant else 0), x1, f.label)
+        placed.append((_place(rows, left - 6, right + 10), f, lx, anchor))
+    if not placed:
+        return
+    svg.label("faults", svg.y, bold=True)
+    for i, f, lx, anchor in placed:
+        y = svg.y + i * (LANE_H + LANE_GAP)
+        title = f"{f.label}\n{rel(tl, f.start)}" + ("" if f.instant else f" .. {rel(tl, f.end)}")
+        x = svg.x(f.start)
+        svg.add(f'<g class="fault"><title>{esc(title)}</title>')
+        if f.instant:
+            svg.add(f'<path d="M{x:.1f},{y + 2} l5,7 l-5,7 l-5,-7 z" fill="{C_FAULT}" '
+                    f'stroke="#8a6d00"/>')
+        else:
+            w = max(svg.x(f.end) - x, 1.5)
+            svg.add(f'<rect x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{LANE_H}" '
+                    f'fill="{C_FAULT}" rx="2"/>')
+        svg.add(f'<text x="{lx:.1f}" y="{y + LANE_H - 5}" class="flbl" text-anchor="{anchor}">'
+                f'{esc(f.label)}</text></g>')
+    svg.y += len(rows) * (LANE_H + LANE_GAP) + GROUP_GAP
+
+
+def _steps(svg: Svg) -> None:
+    """Numbered markers, alternating rows so that close steps never overlap; each label as
+    much as fits before the next marker of its row (the table below has every title)."""
+    tl = svg.tl
+    if not tl.steps:
+        return
+    rows: list[float] = []
+    placed = []
+    for n, st in enumerate(tl.steps, 1):
+        x = svg.x(st.start)
+        placed.append((_place(rows, x - 9, x + 9, STEP_ROWS), n, st, x))
+    # A step that had to share a taken row sits in a row of its own below the others.
+    seen: dict[int, list[float]] = {}
+    final = []
+    for row, n, st, x in placed:
+        xs = seen.setdefault(row, [])
+        if xs and x - xs[-1] < 18:
+            row = len(rows)
+            rows.append(x + 9)
+            xs = seen.setdefault(row, [])
+        xs.append(x)
+        final.append((row, n, st, x))
+    svg.label("scenario steps", svg.y, bold=True)
+    right = LABEL_W + PLOT_W
+    for row, n, st, x in final:
+        y = svg.y + row * (LANE_H + LANE_GAP)
+        nxt = min([o for r, _, _, o in final if r == row and o > x] + [right + 9])
+        room = nxt - 9 - 6 - (x + 11)
+        text = st.label
+        if tw(text) > room:
+            keep = int(room / CHAR_W) - 1
+            text = text[:keep].rstrip() + "\u2026" if keep >= 4 else ""
+        svg.add(f'<g class="step"><title>step {n} at {esc(rel(tl, st.start))}: {esc(st.label)}'
+                f'</title><circle cx="{x:.1f}" cy="{y + LANE_H / 2}" r="7" fill="#555"/>'
+                f'<text x="{x:.1f}" y="{y + LANE_H / 2 + 4}" class="vnum">{n}</text>')
+        if text:
+            svg.add(f'<text x="{x + 11:.1f}" y="{y + LANE_H - 5}" class="lbl">{esc(text)}</text>')
+        svg.add("</g>")
+    svg.y += len(rows) * (LANE_H + LANE_GAP) + GROUP_GAP - LANE_GAP
+
+
+def call_colour(r: dict) -> str:
+    if r.get("outcome") != "ok":
+        return C_FAILED
+    return C_LOST if str(r.get("action", "")).startswith(RELEASES) else C_EC2
+
+
+def _calls(svg: Svg) -> None:
+    tl = svg.tl
+    if not tl.calls:
+        return
+    svg.label("EC2 calls", svg.y, bold=True)
+    svg.add(f'<rect x="{LABEL_W}" y="{svg.y}" width="{PLOT_W}" height="{LANE_H}" class="lane"/>')
+    for r in tl.calls:
+        x = svg.x(r["time"])
+        what = " ".join((r.get("ips") or []) + (r.get("prefixes") or []))
+        title = (f"{r.get('action', '')} {r.get('eni_id') or ''} {what} -> {r.get('outcome')} "
+                 f"at {rel(tl, r['time'])}")
+        svg.add(f'<g class="call"><title>{esc(title)}</title><line x1="{x:.1f}" x2="{x:.1f}" '
+                f'y1="{svg.y + 2}" y2="{svg.y + LANE_H - 2}" stroke="{call_colour(r)}" '
+                f'stroke-width="2"/></g>')
+    svg.y += LANE_H + GROUP_GAP
+
+
+def eni_head(eni) -> str:
+    where = ", ".join(x for x in (
+        f"{eni.node}: {eni.instance_id}" if eni.node else eni.instance_id,
+        f"device {eni.device_index}" if eni.device_index is not None else None) if x)
+    return eni.eni_id + (f"  ({where})" if where else "")
 
 
 def render_svg(tl: Timeline, violations: list[dict]) -> str:
     svg = Svg(tl)
     rows_start = TOP
-
-    # faults lane: pack overlapping spans into sub-rows
-    rows: list[float] = []
-    placed: list[tuple[int, object]] = []
-    for f in sorted(tl.faults, key=lambda s: s.start):
-        # An instant fault occupies its marker and label: pack so that labels never overlap.
-        end = f.end if not f.instant else f.start + (7 * len(f.label[:28]) + 16) / PLOT_W * svg.span
-        for i, free_at in enumerate(rows):
-            if free_at <= f.start:
-                rows[i] = end
-                placed.append((i, f))
-                break
-        else:
-            rows.append(end)
-            placed.append((len(rows) - 1, f))
-    if placed:
-        svg.label("faults", svg.y, bold=True)
-        for i, f in placed:
-            y = svg.y + i * (LANE_H + LANE_GAP)
-            title = f"{f.label}\n{rel(tl, f.start)} .. {rel(tl, f.end)}"
-            if f.instant:
-                x = svg.x(f.start)
-                svg.add(f'<g><path d="M{x:.1f},{y + 2} l5,7 l-5,7 l-5,-7 z" fill="{C_FAULT}" '
-                        f'stroke="#8a6d00"><title>{esc(title)}</title></path>'
-                        f'<text x="{x + 7:.1f}" y="{y + LANE_H - 5}" class="lbl">'
-                        f'{esc(f.label[:28])}</text></g>')
-            else:
-                svg.rect(f.start, f.end, y, C_FAULT, title, f.label, cls="fault", cut=True)
-        svg.y += len(rows) * (LANE_H + LANE_GAP) + GROUP_GAP
-
-    if tl.steps:
-        svg.label("scenario steps", svg.y, bold=True)
-        svg.add(f'<rect x="{LABEL_W}" y="{svg.y}" width="{PLOT_W}" height="{LANE_H}" class="lane"/>')
-        for n, st in enumerate(tl.steps, 1):
-            x = svg.x(st.start)
-            nxt = svg.x(tl.steps[n].start) if n < len(tl.steps) else LABEL_W + PLOT_W
-            svg.add(f'<g><title>step {n} at {esc(rel(tl, st.start))}: {esc(st.label)}</title>'
-                    f'<circle cx="{x:.1f}" cy="{svg.y + LANE_H / 2}" r="7" fill="#555"/>'
-                    f'<text x="{x:.1f}" y="{svg.y + LANE_H / 2 + 4}" class="vnum">{n}</text></g>')
-            if nxt - x > 40:
-                room = int((nxt - x - 14) / 6.5)
-                svg.add(f'<text x="{x + 10:.1f}" y="{svg.y + LANE_H - 5}" class="lbl">'
-                        f'{esc(st.label[:room])}</text>')
-        svg.y += LANE_H + GROUP_GAP
-
-    if tl.calls:
-        svg.label("EC2 calls", svg.y, bold=True)
-        svg.add(f'<rect x="{LABEL_W}" y="{svg.y}" width="{PLOT_W}" height="{LANE_H}" class="lane"/>')
-        for r in tl.calls:
-            action = r.get("action", "")
-            ok = r.get("outcome") == "ok"
-            color = "#999" if not ok else (C_LOST if action.startswith(("Unassign", "Detach", "Delete"))
-                                           else C_EC2)
-            x = svg.x(r["time"])
-            title = (f"{action} {r.get('eni_id') or ''} {' '.join(r.get('ips') or [])} "
-                     f"{' '.join(r.get('prefixes') or [])} -> {r.get('outcome')} at {rel(tl, r['time'])}")
-            svg.add(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{svg.y + 2}" y2="{svg.y + LANE_H - 2}" '
-                    f'stroke="{color}" stroke-width="2"><title>{esc(title)}</title></line>')
-        svg.y += LANE_H + GROUP_GAP
-
+    _faults(svg)
+    _steps(svg)
+    _calls(svg)
     for eni in tl.enis:
-        head = f"{eni.eni_id}" + (f"  ({eni.instance_id}" if eni.instance_id else "") + (
-            f", device {eni.device_index})" if eni.device_index is not None
-            else (")" if eni.instance_id else ""))
-        svg.label(head, svg.y, bold=True)
+        svg.label(eni_head(eni), svg.y, bold=True, group="eni-head",
+                  title=f"primary IP {eni.primary_ip}" if eni.primary_ip else "")
         svg.y += LANE_H
         ec2 = eni.ec2
         _lane(svg, "EC2", ec2, None, C_EC2, svg.y)
@@ -332,25 +408,29 @@ def render_svg(tl: Timeline, violations: list[dict]) -> str:
                      f'<text x="{x:.1f}" y="{cy + 4}" class="vnum">{n}</text></g>')
     levels = max([0] + [int(m.split('cy="')[1].split('"')[0]) - bottom - 10 for m in marks]) if marks else 0
     height = bottom + 26 + levels
-    width = LABEL_W + PLOT_W + RIGHT
+    width = WIDTH
     defs = ('<defs><pattern id="absent" width="6" height="6" patternUnits="userSpaceOnUse" '
             'patternTransform="rotate(45)"><rect width="6" height="6" fill="#eee"/>'
             '<line x1="0" y1="0" x2="0" y2="6" stroke="#aaa" stroke-width="3"/></pattern></defs>')
-    return (f'<svg class="timeline" width="{width}" height="{height}" '
-            f'viewBox="0 0 {width} {height}" role="img">{defs}'
+    # No pixel size: the page scales the drawing to its width (CSS), its height follows.
+    return (f'<svg class="timeline" width="100%" viewBox="0 0 {width} {height}" '
+            f'preserveAspectRatio="xMinYMin meet" role="img">{defs}'
             + "".join(shade) + "".join(axis) + "".join(svg.parts) + "".join(marks) + "</svg>")
 
 
 CSS = """
 body{font:14px/1.4 system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:20px;color:#222}
 h1{font-size:20px;margin:0 0 4px} h2{font-size:16px;margin:22px 0 6px}
+h3{font-size:14px;margin:12px 0 4px}
 .verdict{display:inline-block;padding:2px 10px;border-radius:4px;color:#fff;font-weight:600}
 .holds{background:#2e7d32} .violation{background:#c62828} .error{background:#6d4c41}
 p.err{color:#6d4c41;font-weight:600}
 .meta{color:#555} ul.summary li{margin:3px 0} ul.summary li.v{color:#b71c1c}
 .legend span{display:inline-block;margin:0 14px 4px 0} .legend i{display:inline-block;width:14px;
 height:12px;vertical-align:-1px;margin-right:5px;border-radius:2px}
-svg.timeline{font:12px system-ui,Helvetica,Arial,sans-serif;background:#fff}
+svg.timeline{font:12px system-ui,Helvetica,Arial,sans-serif;background:#fff;width:100%;
+height:auto;min-width:900px;max-width:1500px;display:block}
+svg .flbl{fill:#4a3b00;font-size:11px}
 svg .lbl{fill:#222} svg .seg{fill:#fff;font-size:11px;pointer-events:none}
 svg .lane{fill:#f6f6f6} svg .shade{fill:#edc948;opacity:.16} svg .grid{stroke:#ddd}
 svg .tick{fill:#666;text-anchor:middle;font-size:11px}
@@ -359,6 +439,10 @@ svg .fault .seg,svg .absent .seg{fill:#4a3b00}
 table{border-collapse:collapse;margin:4px 0} td,th{border:1px solid #ddd;padding:3px 8px;
 text-align:left;vertical-align:top;font-size:13px} th{background:#f3f3f3}
 .scroll{overflow-x:auto} code{font-size:12px}
+table.chain td{border:0;border-bottom:1px solid #eee;padding:2px 8px 2px 0}
+.at{color:#555;white-space:nowrap;font-variant-numeric:tabular-nums}
+.tag{font-size:11px;font-weight:600;text-transform:uppercase;white-space:nowrap;color:#555} .tag.fault{color:#8a6d00} .tag.imds{color:#3b7d32} .tag.daemon{color:#6a4c93}
+.tag.ec2-call,.tag.ec2{color:#2f5d8a} .tag.symptom{color:#b71c1c}
 """
 
 LEGEND = [
@@ -368,6 +452,10 @@ LEGEND = [
     (C_DIFF, "differs from EC2 (+ extra, \u2212 missing)"),
     ("repeating-linear-gradient(45deg,#aaa 0 3px,#eee 3px 6px)", "absent (MAC not served / daemon down)"),
     (C_FAULT, "fault (also shaded through the chart)"),
+    (C_EC2, "EC2 call that adds (Assign, Attach, Create)"),
+    (C_LOST, "EC2 call that takes away (Unassign, Detach, Delete)"),
+    (C_FAILED, "EC2 call refused or failed"),
+    (C_HOLDER, "pod using the IP"),
     (C_POD, "pod connected"),
     (C_LOST, "pod unreachable"),
     (C_NOTOWNED, "pod IP not held by its node in EC2"),
@@ -383,9 +471,14 @@ def render(doc: dict, tl: Timeline) -> str:
     meta = (f"seed {esc(doc.get('seed'))} \u00b7 {tl.t1 - tl.t0:.1f}s recorded"
             + (f" \u00b7 run took {doc['seconds']:.1f}s" if isinstance(doc.get("seconds"), (int, float)) else "")
             + f" \u00b7 {len(tl.pods)} pods \u00b7 {len(tl.enis)} ENIs \u00b7 {len(tl.faults)} faults")
+    groups = chain_groups(violations)
+    letter = {n: g["name"] for g in groups for n in g["violations"]}
     summary = "".join(
         f'<li class="{"v" if n < len(violations) else ""}">'
-        + (f"<b>#{n + 1}</b> " if n < len(violations) else "") + f"{esc(line)}</li>"
+        + (f"<b>#{n + 1}</b> " if n < len(violations) else "")
+        + esc(line.split("; root cause: ")[0])
+        + (f' <a href="#cause-{letter[n + 1]}">(root cause: chain {letter[n + 1]})</a>'
+           if n + 1 in letter else "") + "</li>"
         for n, line in enumerate(doc.get("summary") or []))
     legend = "".join(f'<span><i style="background:{c}"></i>{esc(t)}</span>' for c, t in LEGEND)
     vrows = "".join(
@@ -409,11 +502,12 @@ def render(doc: dict, tl: Timeline) -> str:
 <div class="meta">{meta}</div>
 {f'<p>{esc(doc["description"])}</p>' if doc.get("description") else ""}{error}
 <h2>Summary</h2><ul class="summary">{summary}</ul>
+{_causes(tl, groups)}
 <h2>Timeline</h2>
 <div class="legend">{legend}</div>
-<p class="meta">Per ENI: its secondary IPs and prefixes as each view saw them (primary IPs left
-out). A number is the count; hover a segment for its IPs. Times are seconds from the first
-record.</p>
+<p class="meta">Per ENI: its secondary IPs and prefixes as each view saw them (the ENI's own
+primary IP left out). A number is the count; hover a segment for its IPs. Times are seconds
+from the first record.</p>
 <div class="scroll">{render_svg(tl, violations)}</div>
 <h2>Violations</h2>
 {f'<table><tr><th>#</th><th>kind</th><th>subject</th><th>since</th><th>until</th><th>detail</th></tr>{vrows}</table>' if vrows else '<p>none</p>'}
@@ -426,6 +520,59 @@ record.</p>
 
 
 def _compact(d) -> str:
+    """A violation's detail as "key: value" pairs, values as a person reads them."""
     if not d:
         return ""
-    return ", ".join(f"{k}={v}" for k, v in d.items())
+    return " \u00b7 ".join(f"{str(k).replace('_', ' ')}: {fmt(v)}" for k, v in d.items())
+
+
+def chain_groups(violations: list[dict]) -> list[dict]:
+    """Violations whose chains share every cause (faults, IMDS, daemon, EC2 call) as one
+    group: {"name": "A", "links": [...], "violations": [numbers], "ends": [(n, [links])]}."""
+    groups: dict[tuple, dict] = {}
+    for n, v in enumerate(violations, 1):
+        links = v.get("chain") or []
+        common = [x for x in links if x["step"] not in ("ec2", "symptom")]
+        if not common:
+            continue
+        key = tuple((x["step"], x["text"], x["time"]) for x in common)
+        g = groups.setdefault(key, {"links": common, "violations": [], "ends": []})
+        g["violations"].append(n)
+        g["ends"].append((n, [x for x in links if x["step"] in ("ec2", "symptom")]))
+    out = list(groups.values())
+    for k, g in enumerate(out):
+        g["name"] = chr(ord("A") + k) if k < 26 else str(k + 1)
+    return out
+
+
+def _causes(tl: Timeline, groups: list[dict]) -> str:
+    if not groups:
+        return ""
+
+    def row(x: dict, first: str = "") -> str:
+        at = rel(tl, x["time"]) if x.get("time") is not None else ""
+        text = x["text"].removeprefix("fault: ")
+        return (f'<tr><td class="at">{esc(at)}</td><td class="tag {esc(x["step"])}">'
+                f'{esc(x["step"].replace("-", " "))}</td><td>{first}{esc(text)}</td></tr>')
+
+    out = ['<h2>Root cause</h2><p class="meta">Each chain runs from the first cause the record '
+           'shows to the violations it explains, built from the record alone: the faults, what '
+           'IMDS served the node, what its daemon did (with its own log of decisions when the '
+           'build keeps one), what EC2 did, what the checkers saw.</p>']
+    for g in groups:
+        nums = ", ".join(f"#{n}" for n in g["violations"])
+        rows = [row(x) for x in g["links"]]
+        # EC2's reaction once per address, then each violation's symptom.
+        reactions: dict[tuple, list[int]] = {}
+        for n, links in g["ends"]:
+            for x in links:
+                if x["step"] == "ec2":
+                    reactions.setdefault((x["time"], x["text"]), []).append(n)
+        for (t, text), ns in sorted(reactions.items()):
+            rows.append(row({"step": "ec2", "time": t,
+                             "text": f"{text} ({', '.join(f'#{n}' for n in ns)})"}))
+        for n, links in sorted(g["ends"], key=lambda e: [x["time"] for x in e[1]][-1:]):
+            rows += [row(x, f"<b>#{n}</b> ") for x in links if x["step"] == "symptom"]
+        out.append(f'<h3 id="cause-{g["name"]}">Chain {g["name"]}: violations {nums}</h3>'
+                   f'<table class="chain">{"".join(rows)}</table>')
+    return "\n".join(out)

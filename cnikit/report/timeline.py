@@ -344,10 +344,32 @@ def _steps(history) -> list[Span]:
     return out
 
 
+def _short(ip: str) -> str:
+    head, _, mask = ip.partition("/")
+    return "." + head.rsplit(".", 1)[-1] + (f"/{mask}" if mask else "")
+
+
+def fmt(v) -> str:
+    """A value as a person reads it: lists of addresses as .7 .9, no Python reprs."""
+    if v is None:
+        return "\u2014"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:g}"
+    if isinstance(v, (list, tuple, set, frozenset)):
+        items = list(v)
+        if items and all(isinstance(i, str) and ip_key(i)[0] == 0 for i in items):
+            return " ".join(_short(i) for i in sorted_ips(items))
+        return ", ".join(fmt(i) for i in items) or "\u2014"
+    if isinstance(v, dict):
+        return ", ".join(f"{k}={fmt(x)}" for k, x in v.items()) or "\u2014"
+    return str(v)
+
+
 def _fault_label(fault: dict) -> str:
     target = fault.get("target") or {}
-    what = ", ".join(f"{k}={(','.join(v) if isinstance(v, list) else v)}"
-                     for k, v in target.items())
+    what = ", ".join(f"{k}={fmt(v)}" for k, v in target.items())
     extra = "".join(f" {k}={fault[k]}" for k in ("seconds", "status", "ms", "probability")
                     if k in fault)
     return f"IMDS {fault.get('kind')}{extra}" + (f" ({what})" if what else "")
@@ -393,7 +415,7 @@ def _faults(history, imds_events, instances, mac_eni, eni_instance, t0, t1) -> l
         label = f
         shown = [k for k in v if k not in ("duration", "id") and v[k] not in (None, {}, [])][:3]
         if shown:
-            label += " " + ", ".join(f"{k}={v[k]}" for k in shown)
+            label += " " + " ".join(f"{k}={fmt(v[k])}" for k in shown)
         if fid is not None and (f, fid) in ends:
             end, instant = ends[(f, fid)], False
         elif isinstance(dur, (int, float)):

@@ -1,0 +1,118 @@
+"""A violation's chain back to the first cause the record shows: the fault, what IMDS served
+the node before the daemon acted, the daemon's action, EC2's reaction, the symptom; from the
+record alone (any build), with the reference daemon's decisions when the run logged them."""
+
+from __future__ import annotations
+
+import json
+
+from cnikit.report import build, write_report
+from cnikit.report.summary import sentence
+from tests.unit.test_report import ENI, I1, MAC, T0, story
+
+NODES = [{"index": 0, "name": "node-0", "instance_id": I1,
+          "enis": [{"eni_id": ENI, "mac": MAC, "device_index": 0, "primary_ip": "10.0.1.10"}]}]
+STALE = ["10.0.1.10", "10.0.1.11", "10.0.1.12", "10.0.1.13", "10.0.1.14"]
+
+
+def _p1_lost(doc: dict) -> dict:
+    return next(v for v in doc["violations"] if v["kind"] == "unreachable" and v["subject"] == "p1")
+
+
+def _steps(links: list[dict]) -> list[str]:
+    return [x["step"] for x in links]
+
+
+def test_any_build_gets_a_chain_from_the_record_alone():
+    """No decision log, no per-request IMDS log: the chain comes from the IMDS's change log,
+    the monitor's view of the datastore, the gate's audit and the checkers."""
+    doc, tl = build(story())
+    v = _p1_lost(doc)
+    links = v["chain"]
+    assert _steps(links) == ["fault", "imds", "daemon", "ec2-call", "ec2", "symptom"], links
+    fault, imds, daemon, call, ec2, symptom = links
+    assert fault["at"] == "t=+2.00s" and "IMDS stale" in fault["text"] and ENI in fault["text"]
+    assert "missing .12" not in imds["text"]  # IMDS still listed .12 ...
+    assert "missing .15" in imds["text"]  # ... and not the warm IP EC2 had added
+    assert "lengths equal (1 + 4 = 5), contents differ" in imds["text"]
+    assert daemon["at"] == "t=+6.00s" and "dropped 10.0.1.12" in daemon["text"]
+    assert call["at"] == "t=+9.95s" and "UnassignPrivateIpAddresses" in call["text"]
+    assert "the daemon on i-0abc" in call["text"]
+    assert ec2["text"] == "EC2: 10.0.1.12 held by no instance"
+    assert symptom["text"].startswith("pod p1 (10.0.1.12) went dark")
+    line = sentence(tl, v)
+    assert "because IP 10.0.1.12 was released by ENI eni-0aaa" in line
+    assert "; root cause: t=+2.00s fault: IMDS stale" in line
+    assert line.index("IMDS stale") < line.index("IMDS had served") < line.index("dropped 10.0.1.12")
+
+
+def test_the_last_imds_read_before_the_daemon_acted_comes_from_the_request_log():
+    r = story()
+    path = f"/latest/meta-data/network/interfaces/macs/{MAC}/local-ipv4s"
+    r["imds_requests"] = [
+        {"seq": 1, "time": T0 + 1, "instance_id": I1, "method": "GET", "path": path,
+         "status": 200, "body": "\n".join(STALE), "faults": []},
+        {"seq": 2, "time": T0 + 5.5, "instance_id": I1, "method": "GET", "path": path,
+         "status": 200, "body": "\n".join(STALE), "faults": ["f1"]},
+        # the kit's own read and another node's read are not the node's
+        {"seq": 3, "time": T0 + 5.8, "instance_id": I1, "method": "GET", "path": path,
+         "status": 200, "body": "10.0.1.10", "faults": [], "observer": True},
+        {"seq": 4, "time": T0 + 5.9, "instance_id": "i-other", "method": "GET",
+         "path": path, "status": 200, "body": "10.9.0.1", "faults": []},
+        # after the daemon acted: not the read it acted on
+        {"seq": 5, "time": T0 + 7, "instance_id": I1, "method": "GET", "path": path,
+         "status": 200, "body": "10.0.1.10", "faults": []},
+    ]
+    doc, _ = build(r)
+    imds = next(x for x in _p1_lost(doc)["chain"] if x["step"] == "imds")
+    assert imds["at"] == "t=+5.50s"
+    assert "last read of eni-0aaa's local-ipv4s" in imds["text"]
+    assert "5 addresses, missing .15" in imds["text"]
+    # The request carried the fault's id: the fault is in the chain.
+    assert _steps(_p1_lost(doc)["chain"])[:2] == ["fault", "imds"]
+
+
+def test_the_reference_daemons_decisions_are_in_the_chain():
+    r = story()
+    r["nodes"] = NODES
+    # The reference daemon stamps its decisions with the monotonic clock (the history's mono:
+    # t seconds in this story).
+    r["daemon_events"] = {"node-0": [
+        {"t": 0.2, "kind": "assign", "eni": ENI, "addresses": ["10.0.1.12"]},
+        {"t": 5.8, "kind": "reconcile-del", "eni": ENI, "address": "10.0.1.12",
+         "evicted": ["aws-cni/p1/eth0"]},
+        {"t": 5.8, "kind": "reconcile-del", "eni": ENI, "address": "10.0.1.14", "evicted": []},
+        {"t": 9.0, "kind": "reconcile-add", "eni": ENI, "address": "10.0.1.12"},
+        {"t": 9.94, "kind": "release", "eni": ENI, "addresses": ["10.0.1.12"]},
+    ]}
+    doc, tl = build(r)
+    v = _p1_lost(doc)
+    daemon = [x for x in v["chain"] if x["step"] == "daemon"]
+    assert [x["at"] for x in daemon] == ["t=+5.80s", "t=+9.00s"]
+    assert daemon[0]["text"] == ("the daemon on node-0: reconcile dropped .12 .14 from the "
+                                 "datastore, evicting p1")
+    assert daemon[1]["text"] == "the daemon on node-0: reconcile re-added .12 as free"
+    # The IMDS link stands before the decision it explains.
+    imds = next(x for x in v["chain"] if x["step"] == "imds")
+    assert imds["time"] <= daemon[0]["time"] and "IMDS had served node-0" in imds["text"]
+    assert "reconcile dropped .12 .14" in sentence(tl, v)
+
+
+def test_an_ec2_call_made_by_the_scenario_is_blamed_on_the_scenario():
+    r = story()
+    r["history"].append("nemesis", "info", "ec2-unassign", {"eni": ENI, "ips": ["10.0.1.12"]},
+                        at=T0 + 9.96, mono=9.96)
+    doc, _ = build(r)
+    links = _p1_lost(doc)["chain"]
+    assert links[0]["step"] == "fault" and "the scenario's ec2-unassign" in links[0]["text"]
+    assert "daemon" not in _steps(links)
+    assert "the scenario called UnassignPrivateIpAddresses" in links[1]["text"]
+
+
+def test_the_chain_is_in_report_json_and_report_html(tmp_path):
+    paths = write_report(tmp_path, story())
+    doc = json.loads(paths["json"].read_text())
+    assert all("chain" in v for v in doc["violations"])
+    html = paths["html"].read_text()
+    assert "Root cause" in html
+    assert "lengths equal (1 + 4 = 5), contents differ" in html
