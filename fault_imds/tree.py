@@ -226,7 +226,8 @@ def build_models(state: Ec2State) -> dict[str, InstanceMeta]:
             continue
         placement = inst.get("Placement") or {}
         az = placement.get("AvailabilityZone", "")
-        region = az[:-1] if az else getattr(state, "region", "us-east-1")
+        # The view names each instance's region (EC2 keeps regions apart); else its zone's.
+        region = inst.get("Region") or (az[:-1] if az else state.region)
         enis = [_eni_meta(e, state, region) for e in by_instance.get(iid, ())]
         primary = next(
             (e for e in enis if e.device_number == 0 and e.network_card_index == 0), None

@@ -204,3 +204,27 @@ def test_control_refuses_a_huge_content_length_at_once(env, fc):
     assert "\n" not in error and "Content-Length" in error
     assert elapsed < 1.0
     assert fc.list() == []
+
+
+def test_region_and_zone_follow_the_instance():
+    """An instance in another region is served that region, its zone and zone id, as the view
+    reports them (`Region`, `Placement.AvailabilityZoneId`), not the server's own region."""
+    from fault_imds.tree import Ec2State, build_models, render
+
+    inst = {"InstanceId": "i-1", "InstanceType": "m5.large", "State": {"Name": "running"},
+            "Region": "us-west-2", "PrivateIpAddress": "10.0.1.4",
+            "Placement": {"AvailabilityZone": "us-west-2b", "AvailabilityZoneId": "usw2-az1"}}
+    eni = {"NetworkInterfaceId": "eni-1", "MacAddress": "02:00:00:00:00:01",
+           "Attachment": {"InstanceId": "i-1", "DeviceIndex": 0, "Status": "attached"},
+           "PrivateIpAddresses": [{"PrivateIpAddress": "10.0.1.4", "Primary": True}],
+           "SubnetId": "subnet-1"}
+    state = Ec2State(t=0, wall=1e9, instances={"i-1": inst}, enis=(eni,),
+                     subnets={"subnet-1": {"SubnetId": "subnet-1", "CidrBlock": "10.0.1.0/24"}},
+                     vpcs={}, region="us-east-1")
+    leaves = render(build_models(state)["i-1"])
+    meta = "latest/meta-data/"
+    assert leaves[meta + "placement/region"] == "us-west-2"
+    assert leaves[meta + "placement/availability-zone"] == "us-west-2b"
+    assert leaves[meta + "placement/availability-zone-id"] == "usw2-az1"
+    assert leaves[meta + "local-hostname"] == "ip-10-0-1-4.us-west-2.compute.internal"
+    assert json.loads(leaves["latest/dynamic/instance-identity/document"])["region"] == "us-west-2"
