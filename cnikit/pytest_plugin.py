@@ -22,16 +22,17 @@ from pathlib import Path
 
 import pytest
 
-PROFILES = ("vpc-cni-1.18.3", "vpc-cni-1.18.4", "hardened")
-
 
 def pytest_addoption(parser) -> None:
+    from cnikit.targets import builtin_names, default_name
+
     group = parser.getgroup("cnikit")
     group.addoption(
         "--cnikit-profile",
-        default="hardened",
-        choices=PROFILES,
-        help="daemon profile: vpc-cni-1.18.3, vpc-cni-1.18.4 or hardened (default)",
+        default=default_name(),
+        choices=builtin_names(),
+        help=f"daemon profile (a built-in target): {', '.join(builtin_names())}; "
+             f"default {default_name()}",
     )
     group.addoption(
         "--cnikit-ec2",

@@ -39,11 +39,11 @@ def next_cidrs() -> tuple[str, str]:
 class Cluster(CniCluster):
     """CniCluster on a cloud and fault IMDS it does not own (they outlive it)."""
 
-    def __init__(self, cloud, imds, nodes: int = 2, profile: str = "hardened",
+    def __init__(self, cloud, imds, nodes: int = 2, profile: str | None = None,
                  instance_type: str = "m5.large", scale: float = 0.1,
-                 env: dict[str, str] | None = None):
+                 env: dict[str, str] | None = None, target=None):
         super().__init__(nodes=nodes, profile=profile, instance_type=instance_type, scale=scale,
-                         env=env)
+                         env=env, target=target)
         self._shared_cloud, self._shared_imds = cloud, imds
         self.k8s_names: dict[str, str] = {}  # fabric pod name -> the name the test gave
         self._seq = itertools.count()
@@ -259,27 +259,31 @@ def _worth_stating(violations: list[dict]) -> list[dict]:
 class Kit:
     """One test's clusters and checkers on a shared cloud and fault IMDS."""
 
-    def __init__(self, cloud, imds_server, profile: str = "hardened", scale: float = 0.1):
+    def __init__(self, cloud, imds_server, profile: str | None = None, scale: float = 0.1,
+                 target=None):
+        from cnikit.targets import default_name, resolve_target
         from fault_imds.client import FaultClient
 
         self.cloud = cloud
         self.imds_server = imds_server
         self.fault_client = FaultClient(imds_server.control_url)
-        self.profile = profile
+        # The build under test (a Target, a built-in name or a target file); profile= is an alias.
+        self.target = resolve_target(target or profile or default_name())
+        self.profile = self.target.name
         self.scale = scale
         self.clusters: list[Cluster] = []
         self.invariants: Invariants | None = None
 
     def cluster(self, nodes: int = 2, pods: int = 0, profile: str | None = None,
                 instance_type: str = "m5.large", scale: float | None = None,
-                env: dict[str, str] | None = None) -> Cluster:
+                env: dict[str, str] | None = None, target=None) -> Cluster:
         if os.geteuid() != 0:
             from cnikit.errors import EnvironmentProblem
 
             raise EnvironmentProblem("a cnikit cluster needs root (network namespaces)")
-        c = Cluster(self.cloud, self.imds_server, nodes=nodes, profile=profile or self.profile,
-                    instance_type=instance_type, scale=self.scale if scale is None else scale,
-                    env=env).start()
+        c = Cluster(self.cloud, self.imds_server, nodes=nodes,
+                    target=target or profile or self.target, instance_type=instance_type,
+                    scale=self.scale if scale is None else scale, env=env).start()
         self.clusters.append(c)
         try:
             if self.invariants is not None:

@@ -123,7 +123,8 @@ class ContainerDaemon(StateDir):
 
     def __init__(self, engine, state_dir: str | os.PathLike, env: dict[str, str] | None = None,
                  netns: str | None = None, name: str | None = None, run_id: str | None = None,
-                 image: str | None = None, join: str | None = None):
+                 image: str | None = None, join: str | None = None,
+                 args: list[str] | None = None):
         if not netns:
             raise UsageError("a container daemon needs a node namespace")
         self.engine = engine
@@ -133,6 +134,7 @@ class ContainerDaemon(StateDir):
         self.name = name or f"{Path(self.netns).name}-ipamd"
         self.run_id = run_id or _run_id_of(Path(self.netns).name)
         self.image = image
+        self.args = args  # to the image's entrypoint; None: the kit image's `daemon` command
         # How the container gets into the node's namespace: "ns" (podman's --network ns:PATH)
         # or "enter" (Docker's way: --network none, then setns from inside).
         self.join = join or ("ns" if isinstance(engine, Podman) else "enter")
@@ -177,7 +179,7 @@ class ContainerDaemon(StateDir):
             args += ["--label", f"{LABEL_RUN}={self.run_id}"]
         for k, v in sorted(env.items()):
             args += ["--env", f"{k}={v}"]
-        daemon = ["daemon", "--state-dir", str(self.state_dir)]
+        daemon = ["daemon", "--state-dir", str(self.state_dir)] if self.args is None else self.args
         if self.join == "ns":
             args += ["--network", f"ns:{self.netns}", image, *daemon]
         else:

@@ -1,13 +1,15 @@
-"""A live VPC with the reference daemon on every node and pods wired through cnikit-cni.
+"""A live VPC with the build under test (a target) on every node, pods wired through its
+CNI plugin.
 
-    with CniCluster(nodes=3, profile="hardened") as c:
+    with CniCluster(nodes=3, target="hardened") as c:     # or target="my-cni.toml"
         pod = c.add_pod(0, "web-1")
         c.kill_daemon(0, signal.SIGKILL); c.restart_daemon(0)
-        c.status(0)          # the daemon's pool, assignments, ENIs
+        c.status(0)          # the reference daemon's own status API (built-ins only)
 
 Real parts only: moto behind the EC2 gate, the fault IMDS answering inside the VPC, the
-fabric's namespaces, one `cnikit daemon` process per node namespace (its own state dir),
-the plugin executed by the fabric's CNI runner as a runtime would.
+fabric's namespaces, the target's daemon once per node namespace (its own state dir), its
+plugin installed per node and executed by the fabric's CNI runner as a runtime would.
+`profile=` is an alias of `target=` for a built-in name.
 """
 
 from __future__ import annotations
@@ -19,28 +21,37 @@ import signal
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from cnikit.daemon.process import DaemonProcess
 from cnikit.daemon.server import request
+
+# Dummy credentials: botocore wants some; the gate does not check them.
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "cnikit", "AWS_SECRET_ACCESS_KEY": "cnikit"}
 
 
 class CniCluster:
-    def __init__(self, nodes: int = 3, profile: str = "hardened", instance_type: str = "m5.large",
+    def __init__(self, nodes: int = 3, profile: str | None = None, instance_type: str = "m5.large",
                  scale: float = 0.1, env: dict[str, str] | None = None, imds_seed: int | None = None,
                  runtime: str | None = None, ec2: str = "moto", ec2_endpoint: str | None = None,
-                 seed: int | None = None):
+                 seed: int | None = None, target=None):
+        from cnikit.targets import default_name, resolve_target
+        from cnikit.targets.node import check_runtime_for
+
+        self.target = resolve_target(target or profile or default_name())
+        self.profile = self.target.name  # old readers
         self.n_nodes = nodes
-        self.profile = profile
         self.instance_type = instance_type
         self.scale = scale
         self.env = dict(env or {})
         self.imds_seed = imds_seed
         # process | podman | docker (cnikit.containers.noderuntime); default $CNIKIT_RUNTIME.
         self.runtime = runtime or os.environ.get("CNIKIT_RUNTIME") or "process"
+        check_runtime_for(self.target, self.runtime)  # before anything starts
         self.ec2, self.ec2_endpoint, self.seed = ec2, ec2_endpoint, seed
         self.cloud = self.imds = self.fabric = None
         self.topo = None
-        self.daemons: list[DaemonProcess] = []
-        self.bin_dir: Path | None = None
+        self.daemons: list = []
+        self.places: list = []  # per node: cnikit.targets.node.NodePlaces
+        self.conflists: list[dict] = []  # per node: the rendered conflist
+        self.bin_dir: Path | None = None  # node 0's CNI bin dir (every node's holds the same)
         self.state_root: Path | None = None
 
     def start(self) -> CniCluster:
@@ -62,37 +73,51 @@ class CniCluster:
         self.imds = ImdsServer(ec2_endpoint=self.cloud.endpoint, seed=self.imds_seed).start()
 
     def _start_nodes(self) -> None:
-        """The fabric for self.topo, the plugin launcher and one daemon per node."""
+        """The fabric for self.topo, then per node the target's plugin and its daemon."""
         from cnikit.fabric.topology import Fabric
-        from cnikit.plugin.launcher import write_launcher
+        from cnikit.targets.node import install_plugin
 
         self.fabric = Fabric(self.cloud, self.topo, imds=self.imds).start()
-        self.bin_dir = write_launcher(self.fabric.run.dir / "cni-bin").parent
         self.state_root = state_root(self.fabric.rid, self.fabric.run.dir)
         for node in self.fabric.nodes:
-            node.daemon = self._daemon(node)
+            places = self._places(node)
+            self.places.append(places)
+            self.conflists.append(install_plugin(self.target, places))
+            node.daemon = self._daemon(node, places)
             self.daemons.append(node.daemon)
+        self.bin_dir = self.places[0].cni_bin_dir
         for d in self.daemons:
             d.start(wait=0)
         for d in self.daemons:
             d.wait_ready(60)
 
-    def _daemon(self, node) -> DaemonProcess:
-        env = {
+    def _places(self, node):
+        from cnikit.targets.node import NodePlaces
+
+        cni = self.fabric.run.dir / "cni" / node.name
+        return NodePlaces(state_dir=self.state_root / f"daemon-{node.name}", node=node.name,
+                          node_index=node.index, instance_id=node.instance_id,
+                          subnet_cidr=self.topo.subnet_cidr, vpc_cidr=self.topo.vpc_cidr,
+                          cni_bin_dir=cni / "bin", cni_conf_dir=cni / "net.d")
+
+    def daemon_env(self) -> dict[str, str]:
+        """What the kit gives every target's daemon (the scenario's env over it)."""
+        region = self.cloud.region
+        return {
             "AWS_ENDPOINT_URL_EC2": self.fabric.ec2_endpoint,
             "AWS_EC2_METADATA_SERVICE_ENDPOINT": self.fabric.imds_endpoint,
-            "AWS_REGION": self.cloud.region,
-            "CNIKIT_PROFILE": self.profile,
+            "AWS_REGION": region,
+            "AWS_DEFAULT_REGION": region,
+            **CREDENTIALS,
             "CNIKIT_TIME_SCALE": str(self.scale),
             **self.env,
         }
-        if self.runtime == "process":
-            d = DaemonProcess(self.state_root / f"daemon-{node.name}", env=env, netns=node.ns.path)
-        else:
-            from cnikit.containers.noderuntime import make_daemon
 
-            d = make_daemon(self.runtime, self.state_root / f"daemon-{node.name}", env=env,
-                            netns=node.ns.path, run_id=self.fabric.rid)
+    def _daemon(self, node, places):
+        from cnikit.targets.node import node_daemon
+
+        d = node_daemon(self.target, places, self.daemon_env(), node.ns.path, self.runtime,
+                        run_id=self.fabric.rid)
         d.on_start = lambda pid: self._record(pid)
         return d
 
@@ -110,11 +135,17 @@ class CniCluster:
     # ---- pods -------------------------------------------------------------------------
 
     def netconf(self, node: int, **extra) -> dict:
-        return {"cniVersion": "1.0.0", "name": "aws-cni", "type": "cnikit-cni",
-                "daemonSocket": str(self.daemons[node].socket_path), **extra}
+        """The node's network configuration: a one-plugin conflist as that plugin's own
+        config (extra keys added to it), a chain as the conflist (extra keys on its first)."""
+        conf = self.conflists[node]
+        plugins = conf["plugins"]
+        if len(plugins) == 1:
+            return {"cniVersion": conf["cniVersion"], "name": conf["name"], **plugins[0], **extra}
+        return {**conf, "plugins": [{**plugins[0], **extra}, *plugins[1:]]}
 
     def add_pod(self, node: int, name: str, namespace: str = "default", **conf):
-        return self.fabric.add_pod_cni(node, self.netconf(node, **conf), [str(self.bin_dir)],
+        return self.fabric.add_pod_cni(node, self.netconf(node, **conf),
+                                       [str(self.places[node].cni_bin_dir)],
                                        args={"K8S_POD_NAMESPACE": namespace, "K8S_POD_NAME": name})
 
     def delete_pod(self, pod) -> None:
@@ -123,6 +154,7 @@ class CniCluster:
     # ---- daemons ----------------------------------------------------------------------
 
     def status(self, node: int) -> dict:
+        """The reference daemon's private status API (a foreign build has none)."""
         return request(self.daemons[node].socket_path, {"cmd": "status"})
 
     def kill_daemon(self, node: int, sig: int = signal.SIGKILL) -> None:

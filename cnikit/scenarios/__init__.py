@@ -2,8 +2,8 @@
 daemon kills and restarts) driven against a live CniCluster while the checkers watch.
 
     from cnikit.scenarios import names, get, run
-    result = run("imds-stale-equal-length", profile="vpc-cni-1.18.3", seed=1)
-    result.verdict          # "holds" | "violation" | "error"
+    result = run("imds-stale-equal-length", "vpc-cni-1.18.3", seed=1)
+    result.verdict          # "holds" | "violation" | "inconclusive" | "error"
 
 A scenario is one module with one function decorated by `@scenario(...)`; it never judges
 itself: the verdict comes from the checkers over the history (cnikit.check).
@@ -14,8 +14,8 @@ from __future__ import annotations
 import importlib
 
 from cnikit.errors import UsageError
+from cnikit.scenarios.engine import REGISTRY as _REGISTRY
 from cnikit.scenarios.engine import (  # noqa: F401 - the package's public API
-    PROFILES,
     Ctx,
     RunResult,
     Scenario,
@@ -23,7 +23,6 @@ from cnikit.scenarios.engine import (  # noqa: F401 - the package's public API
     run_scenario,
     scenario,
 )
-from cnikit.scenarios.engine import REGISTRY as _REGISTRY
 
 # One module per scenario, in the order `cnikit scenarios` lists them.
 MODULES = (
@@ -63,5 +62,6 @@ def get(name: str) -> Scenario:
         raise UsageError(f"unknown scenario {name!r}; 'cnikit scenarios' lists them") from None
 
 
-def run(name: str, profile: str = "hardened", seed: int = 1, **kw) -> RunResult:
-    return run_scenario(get(name), profile=profile, seed=seed, **kw)
+def run(name: str, target=None, seed: int = 1, **kw) -> RunResult:
+    """Run a scenario against a target (a built-in name, a target file or a Target)."""
+    return run_scenario(get(name), target=target, seed=seed, **kw)

@@ -20,7 +20,7 @@ import click
 
 from cnikit.containers.options import runtime_option
 from cnikit.errors import CnikitError, UsageError
-from cnikit.scenarios.engine import PROFILES
+from cnikit.targets import builtin_names
 
 DEMO_SCENARIO = "imds-stale-equal-length"
 
@@ -67,7 +67,14 @@ def _progress(label: str):
 
 def _profile_option(default="hardened"):
     return click.option("--profile", "-p", default=default, show_default=True,
-                        type=click.Choice(PROFILES), help="daemon profile")
+                        type=click.Choice(builtin_names()), help="daemon profile (a built-in target)")
+
+
+def _target_option(multiple: bool = False):
+    return click.option("--target", "-t", "targets" if multiple else "target", multiple=multiple,
+                        default=None, metavar="FILE",
+                        help="a target file (the build under test)"
+                             + ("; repeatable, a column each" if multiple else "; instead of --profile"))
 
 
 def _ec2_options(f):
@@ -91,7 +98,7 @@ def scenarios_cmd(verbose: bool) -> None:
         sc = scenarios.get(name)
         click.echo(f"{name:<{width}}  {sc.description}")
         if verbose:
-            exp = ", ".join(f"{p}: {sc.expected.get(p) or 'not asserted'}" for p in PROFILES)
+            exp = ", ".join(f"{p}: {sc.expected.get(p) or 'not asserted'}" for p in builtin_names())
             click.echo(f"{'':<{width}}  expected {exp}")
             click.echo(f"{'':<{width}}  why: {sc.why}")
 
@@ -119,21 +126,25 @@ def default_report_dir(scenario: str, profile: str, seed: int) -> Path:
 @runtime_option
 @click.argument("scenario")
 @_profile_option()
+@_target_option()
 @_ec2_options
 @click.option("--seed", default=1, show_default=True, type=int)
 @click.option("--report", "report_dir", default=None, type=click.Path(file_okay=False),
               help="report directory [default: reports/SCENARIO/PROFILE-seedN]")
 @click.option("--duration", default=None, type=float,
               help="seconds of chaos (random-chaos; others ignore it)")
-def run_cmd(scenario, profile, ec2, ec2_endpoint, seed, report_dir, duration) -> None:
-    """Run one scenario against one profile: exit 0 holds, 1 violation, 2 unusable."""
+def run_cmd(scenario, profile, target, ec2, ec2_endpoint, seed, report_dir, duration) -> None:
+    """Run one scenario against one profile or target: exit 0 holds, 1 violation, 2 unusable."""
     from cnikit import scenarios
+    from cnikit.targets import resolve_target
 
     _quiet_logs()
     sc = scenarios.get(scenario)
+    tgt = resolve_target(target or profile)  # a bad target file fails here, before anything
+    profile = tgt.name
     report_dir = report_dir or default_report_dir(sc.name, profile, seed)
     with _sigterm_as_interrupt(), _progress(f"{scenario} [{profile}]") as say:
-        r = scenarios.run_scenario(sc, profile=profile, seed=seed, ec2=ec2,
+        r = scenarios.run_scenario(sc, target=tgt, seed=seed, ec2=ec2,
                                    ec2_endpoint=ec2_endpoint, report_dir=report_dir,
                                    duration=duration, progress=say)
     _print_result(r)
@@ -147,19 +158,23 @@ def run_cmd(scenario, profile, ec2, ec2_endpoint, seed, report_dir, duration) ->
 def run_matrix(names: list[str], profiles: list[str], seeds: int, first_seed: int = 1,
                report_root: Path | None = None, progress=None, duration: float | None = None,
                on_result=None) -> dict:
-    """{scenario: {profile: {"verdict", "seconds", "report", "expected", "runs": [...]}}}"""
+    """{scenario: {target: {"verdict", "seconds", "report", "expected", "runs": [...]}}};
+    profiles: built-in names, target files or Targets (a column each)."""
     from cnikit import scenarios
+    from cnikit.targets import resolve_target
 
     out: dict = {}
+    columns = [resolve_target(p) for p in profiles]
     for name in names:
         sc = scenarios.get(name)
-        for profile in profiles:
+        for tgt in columns:
+            profile = tgt.name
             runs = []
             for seed in range(first_seed, first_seed + seeds):
                 rdir = None
                 if report_root is not None:
                     rdir = Path(report_root) / name / f"{profile}-seed{seed}"
-                r = scenarios.run_scenario(sc, profile=profile, seed=seed, report_dir=rdir,
+                r = scenarios.run_scenario(sc, target=tgt, seed=seed, report_dir=rdir,
                                            progress=progress, duration=duration)
                 runs.append({"seed": seed, "verdict": r.verdict, "seconds": r.seconds,
                              "report": r.report.get("html") or r.report.get("json"),
@@ -169,7 +184,7 @@ def run_matrix(names: list[str], profiles: list[str], seeds: int, first_seed: in
             verdicts = {x["verdict"] for x in runs}
             cell = {"verdict": verdicts.pop() if len(verdicts) == 1 else "mixed",
                     "seconds": round(sum(x["seconds"] for x in runs) / len(runs), 2),
-                    "report": runs[-1]["report"], "expected": sc.expected.get(profile),
+                    "report": runs[-1]["report"], "expected": tgt.expected(name),
                     "runs": runs}
             out.setdefault(name, {})[profile] = cell
     return out
@@ -206,19 +221,25 @@ def _table(m: dict, profiles: list[str]):
 @click.option("--seeds", default=1, show_default=True, type=click.IntRange(1, 100),
               help="seeds per cell (1..N); a cell is 'mixed' when they disagree")
 @click.option("--scenario", "-s", "only", multiple=True, help="only these scenarios")
-@click.option("--profile", "-p", "profiles", multiple=True, type=click.Choice(PROFILES),
+@click.option("--profile", "-p", "profiles", multiple=True, type=click.Choice(builtin_names()),
               help="only these profiles")
+@_target_option(multiple=True)
 @click.option("--report", "report_root", default="reports/matrix", show_default=True,
               type=click.Path(file_okay=False))
-def matrix_cmd(as_json, seeds, only, profiles, report_root) -> None:
-    """Every scenario against every profile: exit 0 when every verdict is as expected."""
+def matrix_cmd(as_json, seeds, only, profiles, targets, report_root) -> None:
+    """Every scenario against every profile (and target file): exit 0 when every verdict is
+    as expected."""
     from cnikit import scenarios
+    from cnikit.targets import resolve_target
 
     _quiet_logs()
     names = list(only) or scenarios.names()
     for n in names:
         scenarios.get(n)
-    profiles = list(profiles) or list(PROFILES)
+    files = [resolve_target(t) for t in targets]  # a bad file fails before anything starts
+    profiles = list(profiles) or ([] if files else builtin_names())
+    columns = [resolve_target(p) for p in profiles] + files
+    profiles = [t.name for t in columns]
     from cnikit.runtime import require_root
 
     require_root("cnikit matrix")
@@ -234,7 +255,7 @@ def matrix_cmd(as_json, seeds, only, profiles, report_root) -> None:
 
     t0 = time.monotonic()
     with _sigterm_as_interrupt(), _progress("matrix") as say:
-        m = run_matrix(names, profiles, seeds, report_root=Path(report_root), progress=say,
+        m = run_matrix(names, columns, seeds, report_root=Path(report_root), progress=say,
                        on_result=on_result)
     if as_json:
         click.echo(json.dumps(m, indent=1))

@@ -21,13 +21,12 @@ from pathlib import Path
 from cnikit.check.history import CLIENT, MONITOR, NEMESIS, History
 from cnikit.errors import UsageError
 
-PROFILES = ("vpc-cni-1.18.3", "vpc-cni-1.18.4", "hardened")
 SCENARIO = "scenario"  # history process of the scenario's own step markers
 DEFAULT_SCALE = 0.05  # 60 s reconcile -> 3 s, 30 s IP cooldown -> 1.5 s
 
-# Daemon settings every scenario shares: one daemon per node namespace, so the fixed
-# metrics/introspection ports would not collide, but nobody reads them during a run.
-BASE_ENV = {"CNIKIT_METRICS_ADDR": "off", "CNIKIT_INTROSPECTION_ADDR": "off"}
+# Daemon settings every scenario shares. The observe ports (61678/61679) stay on: each
+# node's daemon has its own namespace, so the fixed ports do not collide.
+BASE_ENV: dict[str, str] = {}
 
 
 class ScenarioFailed(Exception):
@@ -39,24 +38,30 @@ class Scenario:
     name: str
     description: str
     fn: Callable[[Ctx], None]
-    expected: dict[str, str | None]
     why: str = ""
     nodes: int = 2
     env: dict[str, str] = field(default_factory=dict)
     duration: float | None = None  # default --duration (seconds of chaos), if it takes one
     instance_type: str = "m5.large"
 
+    @property
+    def expected(self) -> dict[str, str | None]:
+        """Built-in target -> its expected verdict (the profiles declare them)."""
+        from cnikit.daemon import profiles
+
+        return {p.name: p.expected_verdict(self.name) for p in profiles.registry().values()}
+
 
 REGISTRY: dict[str, Scenario] = {}
 
 
-def scenario(name: str, description: str, expected: dict[str, str | None], why: str = "",
-             nodes: int = 2, env: dict[str, str] | None = None, duration: float | None = None):
-    """Register fn(ctx) as a named scenario (one line of description, expected verdicts)."""
+def scenario(name: str, description: str, why: str = "", nodes: int = 2,
+             env: dict[str, str] | None = None, duration: float | None = None):
+    """Register fn(ctx) as a named scenario (one line of description; why each profile
+    reaches the verdict its profile module (cnikit.daemon.profiles) expects)."""
 
     def deco(fn):
-        REGISTRY[name] = Scenario(name, description, fn, dict(expected), why, nodes,
-                                  dict(env or {}), duration)
+        REGISTRY[name] = Scenario(name, description, fn, why, nodes, dict(env or {}), duration)
         return fn
 
     return deco
@@ -68,12 +73,16 @@ def scenario(name: str, description: str, expected: dict[str, str | None], why: 
 class RunResult:
     scenario: str
     description: str
-    profile: str
+    profile: str  # the target's name (kept for old readers)
     seed: int
-    verdict: str  # "holds" | "violation" | "error"
+    verdict: str  # "holds" | "violation" | "inconclusive" | "error"
     expected: str | None
     seconds: float
     started: float
+    target: str = ""  # the target's name
+    precondition: str | None = None  # the unmet precondition when inconclusive
+    exercised: bool = True  # False when inconclusive/error before the build was exercised
+    imds_requests: list[dict] = field(default_factory=list)  # the IMDS's per-request log
     violations: list[dict] = field(default_factory=list)
     warnings: list[dict] = field(default_factory=list)
     history: list[dict] = field(default_factory=list)
@@ -127,13 +136,15 @@ def _describe(v: dict, pods: dict[str, dict]) -> dict:
 
 # ---- the cluster, with the EC2 upstream of the user's choice ----------------------------
 
-def make_cluster(nodes: int, profile: str, scale: float, env: dict, seed: int, ec2: str,
-                 ec2_endpoint: str | None, instance_type: str = "m5.large"):
+def make_cluster(nodes: int, target, scale: float, env: dict, seed: int, ec2: str,
+                 ec2_endpoint: str | None, instance_type: str = "m5.large",
+                 runtime: str | None = None):
+    """A CniCluster (not started) running `target` (a Target, built-in name or file)."""
     from cnikit.daemon.cluster import CniCluster
 
-    return CniCluster(nodes=nodes, profile=profile, instance_type=instance_type, scale=scale,
+    return CniCluster(nodes=nodes, target=target, instance_type=instance_type, scale=scale,
                       env={**BASE_ENV, **env}, imds_seed=seed, ec2=ec2, ec2_endpoint=ec2_endpoint,
-                      seed=seed)
+                      seed=seed, runtime=runtime)
 
 
 class DaemonSampler:
@@ -406,20 +417,28 @@ def _versions() -> dict:
 
 
 def check_profile(profile: str) -> None:
-    if profile not in PROFILES:
-        raise UsageError(f"unknown profile {profile!r}; one of {', '.join(PROFILES)}")
+    from cnikit.daemon import profiles
+
+    profiles.get(profile)  # a one-line UsageError when unknown
 
 
-def run_scenario(sc: Scenario, profile: str = "hardened", seed: int = 1, ec2: str = "moto",
+def run_scenario(sc: Scenario, target=None, seed: int = 1, ec2: str = "moto",
                  ec2_endpoint: str | None = None, report_dir: str | Path | None = None,
                  duration: float | None = None, scale: float | None = None,
                  on_step: Callable | None = None, observe: float = 1.0,
-                 progress: Callable[[str], None] | None = None) -> RunResult:
-    """Bring up the cluster, watch it, play the scenario, judge, tear everything down."""
+                 progress: Callable[[str], None] | None = None, runtime: str | None = None,
+                 profile: str | None = None) -> RunResult:
+    """Bring up the cluster, watch it, play the scenario, judge, tear everything down.
+    `target`: a Target, a built-in name or a target file (default the default profile);
+    `profile=` is an alias for a built-in name."""
     from cnikit.check.watch import Watch
     from cnikit.runtime import require_root, time_scale
+    from cnikit.targets import default_name, resolve_target
 
-    check_profile(profile)
+    if target is None and profile is not None:
+        check_profile(profile)
+    tgt = resolve_target(target or profile or default_name())
+    profile = tgt.name
     if ec2 not in ("moto", "localstack"):
         raise UsageError(f"--ec2 must be moto or localstack, not {ec2!r}")
     if duration is not None and duration <= 0:
@@ -430,13 +449,15 @@ def run_scenario(sc: Scenario, profile: str = "hardened", seed: int = 1, ec2: st
     duration = duration if duration is not None else sc.duration
     say = progress or (lambda msg: None)
     t0, started = time.monotonic(), time.time()
-    result = RunResult(sc.name, sc.description, profile, seed, "error", sc.expected.get(profile),
-                       0.0, started, params={"scale": scale, "env": sc.env, "nodes": sc.nodes,
-                                             "duration": duration, "ec2": ec2},
+    result = RunResult(sc.name, sc.description, profile, seed, "error", tgt.expected(sc.name),
+                       0.0, started, target=tgt.name,
+                       params={"scale": scale, "env": sc.env, "nodes": sc.nodes,
+                               "duration": duration, "ec2": ec2,
+                               "target": str(tgt.source) if tgt.source else tgt.name},
                        versions=_versions())
     say(f"{sc.name} [{profile}] seed {seed}: starting {sc.nodes} node(s)")
-    cluster = make_cluster(sc.nodes, profile, scale, sc.env, seed, ec2, ec2_endpoint,
-                           sc.instance_type)
+    cluster = make_cluster(sc.nodes, tgt, scale, sc.env, seed, ec2, ec2_endpoint,
+                           sc.instance_type, runtime=runtime)
     history = History()
     watch = sampler = ctx = None
     try:

@@ -17,7 +17,6 @@ NODE = 0
 @scenario(
     "imds-missing-eni",
     "upstream 1967: an ENI missing from IMDS is swept from the datastore with its pods",
-    expected={"vpc-cni-1.18.3": "violation", "vpc-cni-1.18.4": "violation", "hardened": "holds"},
     why="both upstream profiles trust IMDS in the ENI sweep (not fixed by 1.18.4); hardened "
         "asks EC2, which still has the ENI attached.",
     nodes=2,

@@ -20,7 +20,6 @@ NODE = 0
 @scenario(
     "imds-stale-equal-length",
     "upstream 3019: stale IMDS with equal lengths makes the reconcile drop in-use IPs",
-    expected={"vpc-cni-1.18.3": "violation", "vpc-cni-1.18.4": "holds", "hardened": "holds"},
     why="1.18.3 compares lengths only (the bug); 1.18.4 compares contents and asks EC2; "
         "hardened never removes an address on IMDS evidence.",
     nodes=2,

@@ -105,7 +105,6 @@ def restart(ctx: Ctx, node: int, timeout: float = 30.0) -> None:
 @scenario(
     "random-chaos",
     "seeded mix of IMDS and EC2 faults, daemon kills and pod churn for --duration seconds",
-    expected={"vpc-cni-1.18.3": None, "vpc-cni-1.18.4": None, "hardened": "holds"},
     why="hardened must hold under anything the kit injects; upstream profiles fail or not "
         "depending on what the seed happens to line up (not asserted).",
     nodes=NODES,

@@ -17,7 +17,6 @@ NODE = 0
 @scenario(
     "restart-stale-imds",
     "upstream 3887: a restart with stale IMDS re-adds IPs EC2 already took back",
-    expected={"vpc-cni-1.18.3": "violation", "vpc-cni-1.18.4": "violation", "hardened": "holds"},
     why="both upstream profiles build the datastore from IMDS at start-up; hardened from EC2.",
     nodes=2,
     env={"WARM_IP_TARGET": "1", "MAX_ENI": "1"},

@@ -12,12 +12,12 @@ import os
 import pytest
 
 from cnikit import scenarios
-from cnikit.scenarios.engine import PROFILES
+from cnikit.targets import builtin_names
 
 pytestmark = [pytest.mark.root,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")]
 
-CELLS = [(name, profile) for name in scenarios.names() for profile in PROFILES
+CELLS = [(name, profile) for name in scenarios.names() for profile in builtin_names()
          if scenarios.get(name).expected.get(profile) is not None]
 
 

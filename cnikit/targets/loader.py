@@ -1,0 +1,188 @@
+"""A target from its TOML file, checked whole before anything starts.
+
+Every problem is one UsageError line naming the file and the key: unknown keys, missing
+required ones, wrong types, bad TOML, a binary that is missing or not executable, a conflist
+that cannot be read or is not one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tomllib
+from pathlib import Path
+
+from cnikit.errors import UsageError
+from cnikit.targets.model import DaemonSpec, ObserveSpec, PluginSpec, ReadySpec, Target
+
+TOP = {"name": True, "version": True, "daemon": True, "plugin": True, "observe": False}
+DAEMON = ("command", "image", "args", "env", "ready")
+READY = ("socket", "url", "timeout")
+PLUGIN = {"binaries": True, "conflist": True}
+OBSERVE = ("introspection", "metrics")
+
+
+class _Checker:
+    def __init__(self, path: Path):
+        self.path = path
+        self.base = path.parent
+
+    def fail(self, key: str, reason: str):
+        raise UsageError(f"{self.path}: {key}: {reason}" if key else f"{self.path}: {reason}")
+
+    def table(self, doc, key: str, allowed, required=()) -> dict:
+        if not isinstance(doc, dict):
+            self.fail(key, "must be a table")
+        for k in doc:
+            if k not in allowed:
+                self.fail(f"{key}.{k}" if key else k,
+                          f"unknown key (one of {', '.join(allowed)})")
+        for k in required:
+            if k not in doc:
+                self.fail(f"{key}.{k}" if key else k, "missing (required)")
+        return doc
+
+    def string(self, value, key: str) -> str:
+        if not isinstance(value, str) or not value.strip():
+            self.fail(key, "must be a non-empty string")
+        return value
+
+    def strings(self, value, key: str) -> list[str]:
+        if not isinstance(value, list) or not value:
+            self.fail(key, "must be a non-empty list of strings")
+        for i, v in enumerate(value):
+            self.string(v, f"{key}[{i}]")
+        return value
+
+    def executable(self, ref: str, key: str) -> Path:
+        """A path (relative to the target file) or a name on PATH (or beside the kit's Python)."""
+        if "/" in ref:
+            p = Path(ref) if os.path.isabs(ref) else self.base / ref
+            if not p.exists():
+                self.fail(key, f"{ref!r}: no such file")
+        else:
+            found = shutil.which(ref) or shutil.which(ref, path=str(Path(sys.executable).parent))
+            if found is None:
+                self.fail(key, f"{ref!r} is not on PATH")
+            p = Path(found)
+        if not p.is_file() or not os.access(p, os.X_OK):
+            self.fail(key, f"{p} is not an executable file")
+        return p.absolute()
+
+
+def load_target(path: str | os.PathLike) -> Target:
+    """The target described by the TOML file at path; UsageError (one line) when it is bad."""
+    path = Path(path)
+    c = _Checker(path)
+    try:
+        doc = tomllib.loads(path.read_text())
+    except OSError as e:
+        c.fail("", f"cannot read: {e.strerror}")
+    except UnicodeDecodeError:
+        c.fail("", "not valid TOML: not UTF-8 text")
+    except tomllib.TOMLDecodeError as e:
+        c.fail("", f"not valid TOML: {e}")
+    c.table(doc, "", tuple(TOP), [k for k, req in TOP.items() if req])
+    name = c.string(doc["name"], "name")
+    version = c.string(doc["version"], "version")
+    return Target(name=name, version=version, daemon=_daemon(c, doc["daemon"]),
+                  plugin=_plugin(c, doc["plugin"]), observe=_observe(c, doc.get("observe", {})),
+                  source=path.absolute())
+
+
+def _daemon(c: _Checker, d) -> DaemonSpec:
+    c.table(d, "daemon", DAEMON)
+    if ("command" in d) == ("image" in d):
+        c.fail("daemon.command", "give exactly one of daemon.command and daemon.image")
+    command = image = args = None
+    if "command" in d:
+        argv = c.strings(d["command"], "daemon.command")
+        command = (str(c.executable(argv[0], "daemon.command[0]")), *argv[1:])
+        if "args" in d:
+            c.fail("daemon.args", "only with daemon.image (put arguments in daemon.command)")
+    else:
+        image = c.string(d["image"], "daemon.image")
+        if "args" in d:
+            args = tuple(c.strings(d["args"], "daemon.args")) if d["args"] else ()
+    env = {}
+    raw_env = d.get("env", {})
+    if not isinstance(raw_env, dict):
+        c.fail("daemon.env", "must be a table of NAME = \"value\"")
+    for k, v in raw_env.items():
+        if isinstance(v, bool):
+            v = "true" if v else "false"
+        if not isinstance(v, str | int | float):
+            c.fail(f"daemon.env.{k}", "must be a string (or a number)")
+        env[k] = str(v)
+    ready = None
+    if "ready" in d:
+        r = c.table(d["ready"], "daemon.ready", READY)
+        if ("socket" in r) == ("url" in r):
+            c.fail("daemon.ready", "give exactly one of socket and url")
+        timeout = r.get("timeout", 60)
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+            c.fail("daemon.ready.timeout", "must be a positive number of seconds")
+        url = None
+        if "url" in r:
+            url = c.string(r["url"], "daemon.ready.url")
+            if not url.startswith(("http://", "https://")):
+                c.fail("daemon.ready.url", f"{url!r} is not an http(s) URL")
+        ready = ReadySpec(socket=c.string(r["socket"], "daemon.ready.socket") if "socket" in r
+                          else None, url=url, timeout=float(timeout))
+    return DaemonSpec(command=command, image=image, args=args, env=env, ready=ready)
+
+
+def _plugin(c: _Checker, p) -> PluginSpec:
+    c.table(p, "plugin", tuple(PLUGIN), [k for k, req in PLUGIN.items() if req])
+    binaries: dict[str, Path] = {}
+    for i, ref in enumerate(c.strings(p["binaries"], "plugin.binaries")):
+        f = c.executable(ref, f"plugin.binaries[{i}]")
+        binaries[Path(ref).name] = f
+    raw, conflist_file = p["conflist"], None
+    if isinstance(raw, str):
+        conflist_file = (c.base / raw if not os.path.isabs(raw) else Path(raw)).absolute()
+        try:
+            raw = json.loads(conflist_file.read_text())
+        except OSError as e:
+            c.fail("plugin.conflist", f"cannot read {conflist_file}: {e.strerror}")
+        except ValueError as e:
+            c.fail("plugin.conflist", f"{conflist_file} is not JSON: {e}")
+    _check_conflist(c, raw, binaries)
+    return PluginSpec(binaries=binaries, conflist=raw, conflist_file=conflist_file)
+
+
+def _check_conflist(c: _Checker, conf, binaries: dict[str, Path]) -> None:
+    key = "plugin.conflist"
+    if not isinstance(conf, dict):
+        c.fail(key, "must be a table (or the path of a .conflist file)")
+    for k in ("cniVersion", "name"):
+        if not isinstance(conf.get(k), str) or not conf.get(k):
+            c.fail(f"{key}.{k}", "missing (a string is required)")
+    plugins = conf.get("plugins")
+    if not isinstance(plugins, list) or not plugins:
+        c.fail(f"{key}.plugins", "must be a non-empty list of plugin configurations")
+    for i, pl in enumerate(plugins):
+        if not isinstance(pl, dict):
+            c.fail(f"{key}.plugins[{i}]", "must be a table")
+        kinds = [(f"{key}.plugins[{i}].type", pl.get("type"))]
+        if isinstance(pl.get("ipam"), dict) and "type" in pl["ipam"]:
+            kinds.append((f"{key}.plugins[{i}].ipam.type", pl["ipam"]["type"]))
+        for k, kind in kinds:
+            if not isinstance(kind, str) or not kind:
+                c.fail(k, "missing (a string is required)")
+            if kind not in binaries:
+                c.fail(k, f"{kind!r} is not among plugin.binaries ({', '.join(binaries)})")
+
+
+def _observe(c: _Checker, o) -> ObserveSpec:
+    c.table(o, "observe", OBSERVE)
+    ports = {}
+    for k in OBSERVE:
+        if k in o:
+            v = o[k]
+            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 65535:
+                c.fail(f"observe.{k}", "must be a TCP port (1..65535)")
+            ports[k] = v
+    return ObserveSpec(**ports)

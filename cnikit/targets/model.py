@@ -1,0 +1,108 @@
+"""The build under test: a daemon run once per node and a CNI plugin with its conflist.
+
+A Target is data only; cnikit.targets.loader reads one from TOML, cnikit.targets.builtin
+makes one per reference profile, and cnikit.targets.node runs it on a node.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# The only names replaced in a target's strings; other braces (JSON-like text) stay.
+PLACEHOLDERS = ("state_dir", "node", "node_index", "instance_id", "subnet_cidr", "vpc_cidr",
+                "cni_bin_dir", "cni_conf_dir")
+_PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
+
+
+def render(value, values: dict[str, str]):
+    """value with every known placeholder replaced, in every string of nested lists/dicts."""
+    if isinstance(value, str):
+        return _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]), value)
+    if isinstance(value, list | tuple):
+        return [render(v, values) for v in value]
+    if isinstance(value, dict):
+        return {k: render(v, values) for k, v in value.items()}
+    return value
+
+
+@dataclass(frozen=True)
+class ReadySpec:
+    """Ready when this unix socket accepts a connection, or this URL answers 2xx (asked from
+    inside the node's namespace)."""
+
+    socket: str | None = None
+    url: str | None = None
+    timeout: float = 60.0
+
+
+@dataclass(frozen=True)
+class ObserveSpec:
+    """Upstream aws-node's ports, read when declared."""
+
+    introspection: int | None = None  # GET /v1/enis
+    metrics: int | None = None  # Prometheus text, awscni_*
+
+
+@dataclass(frozen=True)
+class DaemonSpec:
+    command: tuple[str, ...] | None = None  # argv, argv[0] resolved to a file
+    image: str | None = None  # a container image instead of a command
+    args: tuple[str, ...] | None = None  # with image: arguments to its entrypoint
+    env: dict[str, str] = field(default_factory=dict)
+    ready: ReadySpec | None = None
+
+
+@dataclass(frozen=True)
+class PluginSpec:
+    binaries: dict[str, Path]  # name in the CNI bin dir -> the file
+    conflist: dict  # placeholders still in; rendered per node
+    conflist_file: Path | None = None  # where it came from, when a file
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    version: str
+    daemon: DaemonSpec
+    plugin: PluginSpec
+    observe: ObserveSpec = ObserveSpec()
+    source: Path | None = None  # the TOML file; None for a built-in
+    profile: object | None = None  # cnikit.daemon.profiles.Profile, for a built-in
+    files: dict[str, Path] | None = None  # files_under_test when not the command's and plugin's
+
+    @property
+    def builtin(self) -> bool:
+        return self.profile is not None
+
+    @property
+    def image(self) -> str | None:
+        return self.daemon.image
+
+    @property
+    def conflist(self) -> dict:
+        return self.plugin.conflist
+
+    def expected(self, scenario: str) -> str | None:
+        """The verdict this build should reach: a profile's expectation, "holds" for a file
+        (what every correct build must reach); None when not asserted."""
+        if self.profile is not None:
+            return self.profile.expected_verdict(scenario)
+        return "holds"
+
+    def files_under_test(self) -> dict[str, Path]:
+        """role -> file ("daemon", "plugin:<name>", "conflist"), for the certificate's hashes."""
+        if self.files is not None:
+            return dict(self.files)
+        out: dict[str, Path] = {}
+        if self.daemon.command:
+            out["daemon"] = Path(self.daemon.command[0])
+        for name, path in self.plugin.binaries.items():
+            out[f"plugin:{name}"] = path
+        if self.plugin.conflist_file is not None:
+            out["conflist"] = self.plugin.conflist_file
+        return out
+
+    def __str__(self) -> str:
+        return self.name
