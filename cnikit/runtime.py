@@ -18,6 +18,8 @@ from pathlib import Path
 from cnikit.errors import EnvironmentProblem
 
 RUN_ROOT = Path(os.environ.get("CNIKIT_RUN_ROOT", "/run/cnikit"))
+# The daemons' state (sockets, ipam.json) of a run lives on a tmpfs, as on a real node.
+SHM_ROOT = Path("/dev/shm")
 # Short, because interface names are limited to 15 characters and carry the run id.
 RUN_ID_LEN = 5
 NAME_PREFIX = "ck"
@@ -41,6 +43,10 @@ def time_scale() -> float:
 def scaled(seconds: float) -> float:
     """An upstream interval in this process's compressed time."""
     return seconds * time_scale()
+
+
+def shm_dir(run_id: str) -> Path:
+    return SHM_ROOT / f"cnikit-{run_id}"
 
 
 def new_run_id() -> str:

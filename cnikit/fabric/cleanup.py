@@ -1,4 +1,4 @@
-"""Removing what dead runs left: processes, namespaces, run directories.
+"""Removing what dead runs left: processes, namespaces, run directories, daemon state.
 
 Only a run whose owner process is gone counts as dead (`runtime.live_run_ids()`); a live
 run's things (other engineers and CI run concurrently on one machine) and anything whose
@@ -97,18 +97,33 @@ def processes_in(ns_names: list[str]) -> list[int]:
     return out
 
 
+def shm_dirs() -> dict[str, Path]:
+    """run id -> the run's daemon state directory (runtime.shm_dir) that exists now."""
+    prefix = runtime.shm_dir("").name
+    out = {}
+    with contextlib.suppress(OSError):
+        for d in runtime.SHM_ROOT.iterdir():
+            rid = d.name.removeprefix(prefix)
+            if d.name.startswith(prefix) and len(rid) == runtime.RUN_ID_LEN and rid.isalnum() \
+                    and d.is_dir():
+                out[rid] = d
+    return out
+
+
 @dataclass
 class Report:
     runs: list[str] = field(default_factory=list)
     namespaces: list[str] = field(default_factory=list)
     processes: list[int] = field(default_factory=list)
+    directories: list[str] = field(default_factory=list)  # daemon state in SHM_ROOT
 
     def __bool__(self) -> bool:
-        return bool(self.runs or self.namespaces or self.processes)
+        return bool(self.runs or self.namespaces or self.processes or self.directories)
 
     def summary(self) -> str:
         return (f"removed {len(self.namespaces)} namespaces, killed {len(self.processes)} "
-                f"processes, {len(self.runs)} dead runs ({', '.join(self.runs) or 'none'})")
+                f"processes, removed {len(self.directories)} state directories, "
+                f"{len(self.runs)} dead runs ({', '.join(self.runs) or 'none'})")
 
 
 def remove_dead_runs(dry_run: bool = False) -> Report:
@@ -122,26 +137,38 @@ def remove_dead_runs(dry_run: bool = False) -> Report:
                 dead_dirs.append(d)
     dead_ns = [n for n in netns.names(f"{runtime.NAME_PREFIX}-")
                if (rid := names.run_id_of(n)) is not None and rid not in live]
+    dead_shm = {rid: d for rid, d in shm_dirs().items() if rid not in live}
     # Re-check right before acting: a run that claimed its id since `live` was read is alive.
     live = runtime.live_run_ids()
     dead_ns = [n for n in dead_ns if names.run_id_of(n) not in live]
     dead_dirs = [d for d in dead_dirs if d.name not in live]
+    dead_shm = {rid: d for rid, d in dead_shm.items() if rid not in live}
     if dry_run:
         report.namespaces = dead_ns
-        report.processes = [pid for d in dead_dirs for pid, start in _recorded(d)
-                            if runtime.process_start_time(pid) == start] + processes_in(dead_ns)
-        report.runs = sorted({d.name for d in dead_dirs} | {names.run_id_of(n) for n in dead_ns})
+        recorded = [pid for d in dead_dirs for pid, start in _recorded(d)
+                    if runtime.process_start_time(pid) == start]
+        # A recorded daemon also runs in a dead namespace: list each process once.
+        report.processes = sorted(set(recorded) | set(processes_in(dead_ns)))
+        report.directories = [str(d) for d in dead_shm.values()]
+        report.runs = sorted({d.name for d in dead_dirs} | {names.run_id_of(n) for n in dead_ns}
+                             | set(dead_shm))
         return report
+    killed = set()
     for d in dead_dirs:
-        report.processes += kill_recorded(d)
-    report.processes += _kill(processes_in(dead_ns))
+        killed.update(kill_recorded(d))
+    killed.update(_kill([p for p in processes_in(dead_ns) if p not in killed]))
+    report.processes = sorted(killed)
     for n in dead_ns:
         if netns.remove(n):
             report.namespaces.append(n)
+    for d in dead_shm.values():
+        shutil.rmtree(d, ignore_errors=True)
+        report.directories.append(str(d))
     for d in dead_dirs:
         shutil.rmtree(d, ignore_errors=True)
         report.runs.append(d.name)
-    report.runs = sorted(set(report.runs) | {names.run_id_of(n) for n in report.namespaces})
+    report.runs = sorted(set(report.runs) | {names.run_id_of(n) for n in report.namespaces}
+                         | set(dead_shm))
     return report
 
 

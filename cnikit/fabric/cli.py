@@ -1,4 +1,5 @@
-"""`cnikit cleanup`: remove what crashed runs left (namespaces, processes, run directories)."""
+"""`cnikit cleanup`: remove what crashed runs left (namespaces, processes, run and state
+directories, containers)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,11 @@ def cleanup(quiet: bool, dry_run: bool, images: bool) -> None:
             click.echo(f"namespace {name}")
         for pid in report.processes:
             click.echo(f"process {pid}")
+        for path in report.directories:
+            click.echo(f"directory {path}")
         click.echo(f"cnikit cleanup (dry run): would remove {len(report.namespaces)} namespaces, "
-                   f"{len(report.processes)} processes, runs {', '.join(report.runs) or 'none'}")
+                   f"{len(report.processes)} processes, {len(report.directories)} state "
+                   f"directories, runs {', '.join(report.runs) or 'none'}")
     elif report or not quiet:
         click.echo(f"cnikit cleanup: {report.summary()}")
     from cnikit.containers.cleanup import remove_dead_containers

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -77,6 +78,42 @@ def test_cleanup_command_spares_live_runs_and_foreign_namespaces(make_fabric):
     finally:
         for name in foreign:
             netns.remove(name)
+
+
+def test_cleanup_lists_each_process_once_and_removes_dead_state_dirs(make_fabric):
+    from cnikit.fabric.cleanup import record_process
+
+    live = make_fabric(nodes=1)
+    proc, ready = start_hold("--nodes", "1", "--pods", "1")
+    dead = ready["run_id"]
+    proc.kill()
+    proc.wait(10)
+    # A daemon the dead run recorded, still running in its node namespace, and the daemons'
+    # state directory on /dev/shm (what a cluster leaves).
+    daemon = subprocess.Popen(["nsenter", f"--net=/run/netns/ck-{dead}-n0", "sleep", "300"])
+    wait_until(lambda: os.stat(f"/proc/{daemon.pid}/ns/net").st_ino
+               == os.stat(f"/run/netns/ck-{dead}-n0").st_ino, 5, what="daemon in the netns")
+    record_process(runtime.RUN_ROOT / dead, daemon.pid)
+    kept = [runtime.shm_dir(live.rid), runtime.SHM_ROOT / "cnikit-notarun"]
+    for d in [runtime.shm_dir(dead), *kept]:
+        d.mkdir()
+        (d / "ipam.json").write_text("{}")
+    try:
+        dry = subprocess.run([CNIKIT, "cleanup", "--dry-run"], capture_output=True, text=True,
+                             timeout=60)
+        assert dry.returncode == 0, dry.stderr
+        assert dry.stdout.splitlines().count(f"process {daemon.pid}") == 1, dry.stdout
+        assert f"directory {runtime.shm_dir(dead)}\n" in dry.stdout, dry.stdout
+        assert runtime.shm_dir(dead).exists() and daemon.poll() is None  # a dry run
+        out = subprocess.run([CNIKIT, "cleanup"], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0 and dead in out.stdout, out.stdout
+        assert daemon.wait(5) is not None
+        assert not runtime.shm_dir(dead).exists() and all(d.exists() for d in kept)
+    finally:
+        daemon.kill()
+        daemon.wait(5)
+        for d in [runtime.shm_dir(dead), *kept]:
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def test_sigterm_cleans_up_on_the_way_out():
