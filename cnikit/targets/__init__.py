@@ -45,7 +45,7 @@ def default_name() -> str:
 
 def builtin(name: str) -> Target:
     from cnikit.daemon import profiles
-    from cnikit.targets.builtin import builtin_target
+    from cnikit.targets.reference import builtin_target
 
     return builtin_target(profiles.get(name))
 

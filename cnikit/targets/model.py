@@ -1,6 +1,6 @@
 """The build under test: a daemon run once per node and a CNI plugin with its conflist.
 
-A Target is data only; cnikit.targets.loader reads one from TOML, cnikit.targets.builtin
+A Target is data only; cnikit.targets.loader reads one from TOML, cnikit.targets.reference
 makes one per reference profile, and cnikit.targets.node runs it on a node.
 """
 
