@@ -360,6 +360,8 @@ class ImdsServer:
                 control_app(self.engine, self._health, self.request_log),
                 access_log=None,
                 shutdown_timeout=1,
+                # A refused body (413) is not drained for seconds: the connection just closes.
+                lingering_time=0,
             )
             await self._control_runner.setup()
             csite = web.TCPSite(self._control_runner, self.control[0], self.control[1])
