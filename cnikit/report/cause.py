@@ -14,6 +14,7 @@ without a per-request IMDS log); the chain never guesses.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 from cnikit.report.timeline import Span, Timeline, sorted_ips
@@ -106,6 +107,13 @@ def ec2_text(tl: Timeline, c: Change) -> str:
 
 def chain(tl: Timeline, v: dict) -> list[dict]:
     """The links from the first visible cause to the violation `v`, oldest first."""
+    key = ("chain", v.get("kind"), v.get("subject"), v.get("since"))
+    if key not in tl.cache:
+        tl.cache[key] = _chain(tl, v)
+    return tl.cache[key]
+
+
+def _chain(tl: Timeline, v: dict) -> list[dict]:
     ip, pod = _subject(tl, v)
     since = v.get("since")
     if ip is None or not isinstance(since, (int, float)):
@@ -327,14 +335,11 @@ def _imds_read(tl: Timeline, c: Change, before: float) -> dict | None:
     macs = {m for m, e in tl.mac_eni.items() if e == c.eni}
     node = tl.node_of(c.instance) or c.instance
     got = None
-    for r in tl.imds_requests:
-        if r["time"] > before:
+    reads = _reads(tl).get(c.instance, [])
+    for r in reads[:bisect.bisect_right(reads, before, key=lambda r: r["time"])][::-1]:
+        if not macs or _mac_of(r["path"]) in macs:
+            got = r
             break
-        path = r.get("path") or ""
-        if (r.get("observer") or r.get("instance_id") != c.instance
-                or not path.endswith("/local-ipv4s") or (macs and not any(m in path for m in macs))):
-            continue
-        got = r
     if got is not None:
         status = got.get("status")
         listed = {x.strip() for x in (got.get("body") or "").splitlines() if x.strip()}
@@ -354,6 +359,26 @@ def _imds_read(tl: Timeline, c: Change, before: float) -> dict | None:
     return _read(tl, c, before, before, served[1], primary, node,
                  f"IMDS had served {node} for {c.eni} since {rel(tl, served[0])}",
                  [], 200)
+
+
+def _mac_of(path: str) -> str:
+    """.../macs/<mac>/local-ipv4s -> <mac>."""
+    parts = path.rstrip("/").split("/")
+    return parts[-2] if len(parts) >= 2 else ""
+
+
+def _reads(tl: Timeline) -> dict[str, list[dict]]:
+    """The nodes' own reads of an ENI's address list, per instance, in time order."""
+    if "reads" not in tl.cache:
+        out: dict[str, list[dict]] = {}
+        for r in tl.imds_requests:
+            path = r.get("path") or ""
+            if not r.get("observer") and path.endswith("/local-ipv4s"):
+                out.setdefault(r.get("instance_id"), []).append(r)
+        for rs in out.values():
+            rs.sort(key=lambda r: r["time"])
+        tl.cache["reads"] = out
+    return tl.cache["reads"]
 
 
 def _read(tl, c: Change, t, before, listed, primary, node, head, faults, status) -> dict:

@@ -1,9 +1,14 @@
 """The self-contained HTML report: inline CSS and one inline SVG drawn here, no script, no
 external resource, so it opens offline and in any mail or CI artifact viewer.
 
-Rows, top to bottom: faults (labelled bars; each also shades the whole chart), EC2 calls
-(ticks), per ENI the three views of its IPs, one lane per pod. Violations are numbered red
-lines through the chart. Hovering a segment shows its IPs (SVG <title>).
+Top to bottom: the summary, the root cause (each violation's chain from cnikit.report.cause,
+violations sharing every cause as one chain), the legend, the chart, the tables.
+
+Chart rows: faults (labelled bars, packed so that no two labels meet; each also shades the
+whole chart), the scenario's numbered steps, EC2 calls (ticks), per ENI the three views of its
+IPs, one lane per pod, then per IP a violation names its holders in each view. Violations are
+numbered red lines through the chart. Hovering a segment shows its IPs (SVG <title>). The SVG
+has no pixel size: it scales to the page's width.
 """
 
 from __future__ import annotations

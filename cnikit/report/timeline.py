@@ -94,6 +94,7 @@ class Timeline:
     imds_requests: list[dict] = field(default_factory=list)
     daemon_events: dict[str, list[dict]] = field(default_factory=dict)  # epoch "time" added
     nemesis: list[dict] = field(default_factory=list)
+    cache: dict = field(default_factory=dict, repr=False)  # what readers derive once
 
     def node_of(self, instance_id: str | None) -> str | None:
         return self.node_name.get(instance_id) if instance_id else None
