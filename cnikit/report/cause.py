@@ -15,7 +15,7 @@ without a per-request IMDS log); the chain never guesses.
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cnikit.report.timeline import Span, Timeline, sorted_ips
 
@@ -129,15 +129,19 @@ def _chain(tl: Timeline, v: dict) -> list[dict]:
 
     actor = _nemesis_actor(tl, change)
     acted = change.call["time"] if change.call else change.time
+    # Who acted: the node whose ENI the call was made on (for a move, the taker's node).
+    eni = (change.call or {}).get("eni_id") or change.eni
+    acting = replace(change, eni=eni, instance=tl.eni_instance.get(eni, change.instance))
     decisions: list[dict] = []
-    node = tl.node_of(change.instance)
+    dropped = None
+    node = tl.node_of(acting.instance)
     if actor is None:
-        decisions = _decisions(tl, node, change, pod.start if pod else tl.t0, acted)
-        dropped = _dropped_seen(tl, change, pod.start if pod else tl.t0, acted)
+        decisions = _decisions(tl, node, acting, pod.start if pod else tl.t0, acted)
+        dropped = _dropped_seen(tl, acting, pod.start if pod else tl.t0, acted)
         first = min([d["time"] for d in decisions] + ([dropped] if dropped else []) + [acted])
     else:
         first = actor["time"]
-    read = _imds_read(tl, change, first) if actor is None else None
+    read = _imds_read(tl, acting, first) if actor is None else None
 
     # 1. the faults: active where the daemon read IMDS (or acted), and the scenario's own
     # EC2 actions on what that read still listed.
@@ -147,10 +151,10 @@ def _chain(tl: Timeline, v: dict) -> list[dict]:
                       "text": f"fault: the scenario's {_nemesis_text(actor)} (not the daemon)"})
     else:
         at = read["time"] if read else first
-        for f in _active(tl, at, change.instance, change.eni, read):
+        for f in _active(tl, at, acting.instance, acting.eni, read):
             links.append(_fault_link(tl, f))
         if read is not None:
-            for e in _nemesis_on(tl, read, change):
+            for e in _nemesis_on(tl, read, acting):
                 links.append({"step": "fault", "time": e["time"],
                               "text": f"fault: the scenario's {_nemesis_text(e)}, "
                                       "while IMDS still listed them"})
@@ -158,7 +162,7 @@ def _chain(tl: Timeline, v: dict) -> list[dict]:
     if read is not None:
         links.append({"step": "imds", "time": read["time"], "text": read["text"]})
     # 3. the daemon's action
-    who = f"the daemon on {node or change.instance or 'its node'}"
+    who = f"the daemon on {node or acting.instance or 'its node'}"
     if actor is None:
         for d in decisions:
             if d["kind"] == "release" and change.call is not None:
@@ -389,8 +393,6 @@ def _read(tl, c: Change, t, before, listed, primary, node, head, faults, status)
     ec2 = _ec2_at(tl, c.eni, t) or set()  # what EC2 gave the ENI when IMDS answered
     stale, missing = secondary - ec2, ec2 - secondary
     text = f"{head}: {len(listed)} addresses"
-    if c.ip not in listed:
-        missing = missing | {c.ip}
     if missing:
         text += f", missing {shorts(missing)}"
     if stale:

@@ -116,3 +116,28 @@ def test_the_chain_is_in_report_json_and_report_html(tmp_path):
     html = paths["html"].read_text()
     assert "Root cause" in html
     assert "lengths equal (1 + 4 = 5), contents differ" in html
+
+
+def test_an_address_moved_to_another_node_blames_the_taker():
+    """EC2 moved p1's address to another node's ENI: the call was that node's daemon's."""
+    from cnikit.check.history import History
+
+    r = story()
+    h = History()
+    for e in r["history"].entries():
+        v = e["value"]
+        if e["f"] == "ownership" and v["version"] == 3:
+            v = {**v, "unset": [], "set": {"10.0.1.12": ["i-0def", "eni-0ccc", False]}}
+        h.append(e["process"], e["type"], e["f"], v, at=e["time"], mono=e["mono"])
+    r["history"] = h
+    r["nodes"] = NODES + [{"index": 1, "name": "node-1", "instance_id": "i-0def",
+                           "enis": [{"eni_id": "eni-0ccc", "device_index": 0}]}]
+    r["audit"][1] = {"time": T0 + 9.95, "action": "AssignPrivateIpAddresses",
+                     "eni_id": "eni-0ccc", "ips": ["10.0.1.12"], "prefixes": [], "outcome": "ok",
+                     "instance_id": None}
+    doc, _ = build(r)
+    v = next(v for v in doc["violations"] if v["kind"] == "ip-not-owned")
+    by = {x["step"]: x["text"] for x in v["chain"]}
+    assert by["ec2-call"] == ("the daemon on node-1 called AssignPrivateIpAddresses on eni-0ccc "
+                              "for .12")
+    assert by["ec2"] == "EC2: 10.0.1.12 moved from ENI eni-0aaa to ENI eni-0ccc of node-1"
