@@ -362,6 +362,18 @@ def demo_cmd(seed, report_root) -> None:
 
 # ---- cnikit up ---------------------------------------------------------------------------
 
+def up_urls(ec2: str, imds: str, control: str) -> dict[str, str]:
+    """Base URLs, as README's examples use them (`$CONTROL/faults`, `$GATE/faults`)."""
+    from cnikit.cloud.gate import CONTROL as GATE_PATH
+
+    ec2, control = ec2.rstrip("/"), control.rstrip("/")
+    return {"EC2": ec2, "GATE": ec2 + GATE_PATH.rstrip("/"), "IMDS": imds.rstrip("/"),
+            "CONTROL": control, "FAULT_IMDS_CONTROL": control}  # the last for `fault-imds`
+
+
+def export_line(urls: dict[str, str]) -> str:
+    return "export " + " ".join(f"{k}={v}" for k, v in urls.items())
+
 @click.command("up")
 @runtime_option
 @click.option("--nodes", default=2, show_default=True, type=click.IntRange(1, 20))
@@ -385,16 +397,19 @@ def up_cmd(nodes, pods, profile, ec2, ec2_endpoint) -> None:
                     say(f"pod {i + 1}/{pods}")
                     cluster.add_pod(i % nodes, f"pod-{i + 1}")
             f = cluster.fabric
-            click.echo(f"run id        {f.rid}")
-            click.echo(f"EC2 endpoint  {cluster.cloud.endpoint}   (faults: "
-                       f"{cluster.cloud.endpoint}/_cnikit/faults)")
-            click.echo(f"IMDS          {cluster.imds.url}")
-            click.echo(f"fault control {cluster.imds.control_url}/faults")
+            urls = up_urls(cluster.cloud.endpoint, cluster.imds.url, cluster.imds.control_url)
+            click.echo(f"run id   {f.rid}")
+            click.echo(f"EC2      {urls['EC2']}   (EC2 API; its faults: $GATE/faults)")
+            click.echo(f"GATE     {urls['GATE']}")
+            click.echo(f"IMDS     {urls['IMDS']}   (/latest/meta-data/...)")
+            click.echo(f"CONTROL  {urls['CONTROL']}   (IMDS faults: $CONTROL/faults, "
+                       "$CONTROL/events)")
             for n, node in enumerate(f.nodes):
                 click.echo(f"node {n}  {node.instance_id}  netns {node.name}  "
                            f"daemon socket {cluster.daemons[n].socket_path}")
             for p in f.pods.values():
                 click.echo(f"  pod {p.name}  {p.ip}  on node {p.node.index}")
+            click.echo(export_line(urls))
             click.echo("Ctrl-C tears everything down.")
             sys.stdout.flush()
             while True:

@@ -106,3 +106,63 @@ def test_run_violation_exit_1_with_evidence_and_report(tmp_path):
     assert any(k in r.stdout for k in ("ip-not-owned", "unreachable", "shared-ip")), r.stdout
     assert (tmp_path / "rep" / "report.json").exists()
     assert "Traceback" not in r.stderr, r.stderr[-4000:]  # the whole traceback if any
+
+
+def read_until(proc, marker: str, timeout: float) -> list[str]:
+    """stdout lines of proc up to the one holding marker (AssertionError at the deadline)."""
+    import selectors
+    import time
+
+    lines, buf, end = [], b"", time.monotonic() + timeout
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    while not any(marker in ln for ln in lines):
+        left = end - time.monotonic()
+        assert left > 0 and proc.poll() is None, (lines, proc.poll())
+        if sel.select(left):
+            chunk = os.read(proc.stdout.fileno(), 65536)
+            assert chunk, f"stdout closed: {lines}"
+            buf += chunk
+            *done, buf = buf.split(b"\n")
+            lines += [ln.decode() for ln in done]
+    return lines
+
+
+@pytest.mark.root
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
+@pytest.mark.timeout(120)
+def test_up_prints_base_urls_and_an_export_line_that_work(tmp_path):
+    import json
+    import signal
+    import urllib.request
+
+    from cnikit.fabric import netns
+
+    proc = subprocess.Popen(CNIKIT + ["up", "--nodes", "1", "--pods", "1"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        lines = read_until(proc, "Ctrl-C", 90)
+        (export,) = [ln for ln in lines if ln.startswith("export ")]
+        env = dict(kv.split("=", 1) for kv in export.split()[1:])
+        assert {"EC2", "GATE", "IMDS", "CONTROL"} <= set(env), export
+        rid = lines[0].split()[-1]
+
+        def get(url):
+            with urllib.request.urlopen(url, timeout=10) as r:
+                return r.status, r.read().decode()
+
+        # The README's shapes: $CONTROL/faults, $CONTROL/events, $GATE/faults, $IMDS/latest/...
+        assert get(env["CONTROL"] + "/faults") == (200, json.dumps({"faults": []}))
+        assert get(env["CONTROL"] + "/events")[0] == 200
+        assert get(env["GATE"] + "/faults")[0] == 200
+        status, instance_id = get(env["IMDS"] + "/latest/meta-data/instance-id")
+        assert status == 200 and instance_id in "\n".join(lines)
+        # fault-imds finds the control API from the exported environment.
+        fault_imds = [sys.executable, "-m", "fault_imds.cli", "list"]
+        r = subprocess.run(fault_imds, capture_output=True, text=True, timeout=30,
+                           env={**os.environ, **env})
+        assert r.returncode == 0, r.stderr
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+    assert netns.names(f"ck-{rid}-") == []
