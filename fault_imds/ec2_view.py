@@ -13,6 +13,13 @@ When the endpoint is the cnikit gate, a second thread long-polls its ownership v
 changes show up in about one Describe round trip instead of up to one interval later;
 while that feed answers, the periodic poll slows to once a second (a safety net).
 Any other endpoint (no such path) simply keeps the periodic poll.
+
+Regions: EC2 keeps each region apart, so the view polls every region it follows and merges
+them (ids are unique across regions). It follows its own `region`, plus every region the
+gate says it serves (the feed's `regions`), so an instance launched by a client signing for
+any region shows up. Every instance, ENI and subnet in the view carries `"Region"`, the
+region whose API returned it; an instance's `Placement` has its `AvailabilityZone` and
+`AvailabilityZoneId` (taken from its subnet when the upstream leaves it out, as moto does).
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
+from botocore.exceptions import ClientError
 
 from fault_imds.tree import LIVE_STATES, Ec2State, eni_key, slim_eni
 
@@ -52,6 +60,7 @@ INSTANCE_FIELDS = (
     "LaunchTime",
     "AmiLaunchIndex",
     "IamInstanceProfile",
+    "SubnetId",
 )
 NETWORK_REFRESH_S = 5.0
 
@@ -95,13 +104,14 @@ class Ec2View:
     ):
         self.endpoint = endpoint
         self.region = region
+        self.regions: tuple[str, ...] = (region,)  # followed: our own, then the gate's others
         self.interval = interval
         self.history_s = history_s
         self.on_change = on_change
         self.last_error: str | None = None
         self.polls = 0
         self.feed_live = False  # the gate's change feed answers: it wakes the poller
-        self._client = ec2_client(endpoint, region)
+        self._clients: dict[str, Any] = {}
         self._lock = threading.Lock()
         self._history: list[Ec2State] = []
         self._times: list[float] = []
@@ -111,10 +121,11 @@ class Ec2View:
         self._thread: threading.Thread | None = None
         self._inst_thread: threading.Thread | None = None
         self._instances: dict[str, dict[str, Any]] = {}
-        self._attached: set[str] = set()
+        self._attached: dict[str, str] = {}  # instance id -> region
         self._absent: set[str] = set()  # attached to instances that are gone (moto keeps those)
         self._inst_wake = threading.Event()
         self._subnets: dict[str, dict[str, Any]] = {}
+        self._zone_ids: dict[str, dict[str, Any]] = {}  # subnets asked for outside a refresh
         self._vpcs: dict[str, dict[str, Any]] = {}
         self._network_at = float("-inf")
         self._last_key: tuple | None = None
@@ -184,12 +195,29 @@ class Ec2View:
             if not isinstance(data, dict) or "version" not in data:
                 self.feed_live = False
                 return
+            self._follow(data.get("regions") or ())
             if version is not None and data["version"] != version:
                 self.poke()
             version = data["version"]
             self.feed_live = True
 
+    def _follow(self, regions) -> None:
+        """Also follow the regions the gate serves (it learns them from signed requests)."""
+        new = tuple(r for r in regions if isinstance(r, str) and r not in self.regions)
+        if new:
+            self.regions += new
+            self._network_at = float("-inf")  # their subnets and VPCs too
+            self._inst_wake.set()  # and their instances, in a full refresh
+            self.poke()
+
     # -- polling -----------------------------------------------------------------------------
+
+    @staticmethod
+    def _client_for(clients: dict[str, Any], endpoint: str, region: str):
+        client = clients.get(region)
+        if client is None:
+            client = clients[region] = ec2_client(endpoint, region)
+        return client
 
     def _run(self) -> None:
         backoff = self.interval
@@ -215,33 +243,42 @@ class Ec2View:
             self._wake.clear()
 
     def _poll_once(self) -> None:
-        c = self._client
-        enis: list[dict[str, Any]] = []
-        for page in c.get_paginator("describe_network_interfaces").paginate():
-            enis.extend(page.get("NetworkInterfaces", []))
+        regions = self.regions
+        raw: list[tuple[str, dict[str, Any]]] = []
+        for region in regions:
+            c = self._client_for(self._clients, self.endpoint, region)
+            for page in c.get_paginator("describe_network_interfaces").paginate():
+                raw.extend((region, e) for e in page.get("NetworkInterfaces", []))
         observed = time.monotonic()
         # Snapshots share unchanged ENIs with the previous one: history grows with changes.
         known, self._enis = self._enis, {}
-        for i, e in enumerate(enis):
-            k = eni_key(e)
-            prev = known.get(k)
-            enis[i] = prev if prev is not None else slim_eni(e)
-            self._enis[k] = enis[i]
+        enis: list[dict[str, Any]] = []
+        for region, e in raw:
+            k = (region, *eni_key(e))
+            slim = known.get(k)
+            if slim is None:
+                slim = slim_eni(e)
+                slim["Region"] = region
+            enis.append(slim)
+            self._enis[k] = slim
         wall = time.time()
-        attached = {(e.get("Attachment") or {}).get("InstanceId") for e in enis} - {None}
-        self._attached = attached
-        if not self._first.is_set():
-            self._instances = self._describe_instances(self._client)
-            self._absent = attached - self._instances.keys()
-        elif attached - self._instances.keys() - self._absent:
-            self._inst_wake.set()  # a new instance: described in the other thread
         subnet_ids = {e.get("SubnetId") for e in enis} - {None, ""}
         vpc_ids = {e.get("VpcId") for e in enis} - {None, ""}
         stale = observed - self._network_at > NETWORK_REFRESH_S
         if stale or subnet_ids - self._subnets.keys() or vpc_ids - self._vpcs.keys():
-            self._subnets = {s["SubnetId"]: s for s in c.describe_subnets().get("Subnets", [])}
-            self._vpcs = {v["VpcId"]: v for v in c.describe_vpcs().get("Vpcs", [])}
+            # Before instances: an instance's AvailabilityZoneId comes from its subnet.
+            self._subnets, self._vpcs = self._describe_network(regions)
             self._network_at = time.monotonic()
+        attached = {
+            (e.get("Attachment") or {}).get("InstanceId"): e["Region"] for e in enis
+        }
+        attached.pop(None, None)
+        self._attached = attached
+        if not self._first.is_set():
+            self._instances = self._describe_instances(self._clients, regions)
+            self._absent = attached.keys() - self._instances.keys()
+        elif attached.keys() - self._instances.keys() - self._absent:
+            self._inst_wake.set()  # a new instance: described in the other thread
         state = Ec2State(
             t=observed,
             wall=wall,
@@ -275,7 +312,7 @@ class Ec2View:
         """DescribeInstances is slow on moto (it grows with every instance ever launched, and
         moto usually shares this process): it runs here, so it never delays following the
         ENIs; a new instance is described alone, all of them only every few seconds."""
-        client = ec2_client(self.endpoint, self.region)
+        clients: dict[str, Any] = {}
         self._first.wait()
         full_at = time.monotonic()
         while not self._stop.is_set():
@@ -283,14 +320,16 @@ class Ec2View:
             self._inst_wake.clear()
             if self._stop.is_set():
                 return
-            new = self._attached - self._instances.keys() - self._absent
+            attached = self._attached
+            new = {i: attached[i] for i in attached.keys() - self._instances.keys() - self._absent}
             full = time.monotonic() >= full_at + INSTANCE_REFRESH_S or not new
             try:
                 if full:
-                    instances = self._describe_instances(client)
+                    instances = self._describe_instances(clients, self.regions)
                     full_at = time.monotonic()
                 else:
-                    instances = {**self._instances, **self._describe_instances(client, new)}
+                    instances = {**self._instances,
+                                 **self._describe_instances(clients, self.regions, new)}
             except Exception as e:  # keep the last known instances
                 log.warning(
                     "DescribeInstances failed: %s", f"{type(e).__name__}: {e}".splitlines()[0]
@@ -298,24 +337,66 @@ class Ec2View:
                 full_at = time.monotonic() - INSTANCE_REFRESH_S + 0.5  # a full one soon
                 self._stop.wait(0.5)
                 continue
-            gone = self._attached - instances.keys()
+            gone = attached.keys() - instances.keys()
             self._absent = gone if full else self._absent | gone
             if instances != self._instances:
                 self._instances = instances
                 self.poke()
 
-    def _describe_instances(self, client, ids: set[str] | None = None) -> dict[str, dict[str, Any]]:
+    def _describe_network(self, regions) -> tuple[dict, dict]:
+        subnets: dict[str, dict[str, Any]] = {}
+        vpcs: dict[str, dict[str, Any]] = {}
+        for region in regions:
+            c = self._client_for(self._clients, self.endpoint, region)
+            for s in c.describe_subnets().get("Subnets", []):
+                subnets[s["SubnetId"]] = {**s, "Region": region}
+            for v in c.describe_vpcs().get("Vpcs", []):
+                vpcs[v["VpcId"]] = {**v, "Region": region}
+        return subnets, vpcs
+
+    def _describe_instances(
+        self, clients: dict[str, Any], regions, ids: dict[str, str] | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """Live instances of every region (`ids`: only these, instance id -> region)."""
         out: dict[str, dict[str, Any]] = {}
-        live = [{"Name": "instance-state-name", "Values": list(LIVE_STATES)}]
-        if ids:
-            live.append({"Name": "instance-id", "Values": sorted(ids)})
-        for page in client.get_paginator("describe_instances").paginate(Filters=live):
-            for res in page.get("Reservations", []):
-                for inst in res.get("Instances", []):
-                    d = {k: inst[k] for k in INSTANCE_FIELDS if k in inst}
-                    d.setdefault("OwnerId", res.get("OwnerId", ""))
-                    d.setdefault("ReservationId", res.get("ReservationId", ""))
-                    prev = self._instances.get(inst["InstanceId"])
-                    # Unchanged instances stay the same object, shared by the snapshots.
-                    out[inst["InstanceId"]] = prev if prev == d else d
+        for region in regions:
+            wanted = None if ids is None else sorted(i for i, r in ids.items() if r == region)
+            if wanted == []:
+                continue
+            live = [{"Name": "instance-state-name", "Values": list(LIVE_STATES)}]
+            if wanted:
+                live.append({"Name": "instance-id", "Values": wanted})
+            client = self._client_for(clients, self.endpoint, region)
+            for page in client.get_paginator("describe_instances").paginate(Filters=live):
+                for res in page.get("Reservations", []):
+                    for inst in res.get("Instances", []):
+                        d = self._instance(inst, res, region, client)
+                        prev = self._instances.get(inst["InstanceId"])
+                        # Unchanged instances stay the same object, shared by the snapshots.
+                        out[inst["InstanceId"]] = prev if prev == d else d
         return out
+
+    def _instance(self, inst: dict, res: dict, region: str, client) -> dict[str, Any]:
+        d = {k: inst[k] for k in INSTANCE_FIELDS if k in inst}
+        d.setdefault("OwnerId", res.get("OwnerId", ""))
+        d.setdefault("ReservationId", res.get("ReservationId", ""))
+        d["Region"] = region
+        placement = dict(d.get("Placement") or {})
+        if not placement.get("AvailabilityZoneId") and d.get("SubnetId"):
+            zone_id = self._zone_id(client, d["SubnetId"])
+            if zone_id:
+                placement["AvailabilityZoneId"] = zone_id
+        d["Placement"] = placement
+        return d
+
+    def _zone_id(self, client, subnet_id: str) -> str | None:
+        """The AZ id of a subnet: from the last network refresh, else asked once (a subnet
+        of a region just followed may not be in it yet)."""
+        known = self._subnets.get(subnet_id) or self._zone_ids.get(subnet_id)
+        if known is None:
+            try:
+                found = client.describe_subnets(SubnetIds=[subnet_id]).get("Subnets", [])
+            except ClientError:  # gone already: the instance is going too
+                found = []
+            known = self._zone_ids[subnet_id] = found[0] if found else {}
+        return known.get("AvailabilityZoneId")

@@ -1,8 +1,9 @@
 """The audit log: every mutating EC2 call the gate saw, with its outcome.
 
 A record says when (wall clock), which action, which ENI, the IPs and prefixes involved
-(those asked for, or those assigned when the gate picked them) and the outcome: "ok" or the
-EC2 error code. Bounded, so a long chaos run cannot grow it without limit.
+(those asked for, or those assigned when the gate picked them), the outcome ("ok" or the
+EC2 error code) and the region the call was signed for. Bounded, so a long chaos run cannot
+grow it without limit.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ class AuditRecord:
     prefixes: list[str] = field(default_factory=list)
     outcome: str = "ok"
     instance_id: str | None = None
+    region: str = ""
 
 
 class AuditLog:
@@ -30,9 +32,9 @@ class AuditLog:
         self._lock = threading.Lock()
 
     def add(self, action: str, eni_id: str | None = None, ips=(), prefixes=(),
-            outcome: str = "ok", instance_id: str | None = None) -> None:
+            outcome: str = "ok", instance_id: str | None = None, region: str = "") -> None:
         rec = AuditRecord(time.time(), action, eni_id, list(ips), list(prefixes), outcome,
-                          instance_id)
+                          instance_id, region)
         with self._lock:
             self._records.append(rec)
 

@@ -21,16 +21,23 @@ from cnikit.errors import UsageError
               help="URL of an already running upstream (default for localstack: "
                    "AWS_ENDPOINT_URL or http://$LOCALSTACK_HOST:4566).")
 @click.option("--seed", type=int, default=None, help="Seed of the fault dice.")
-def ec2(port: int, host: str, ec2_kind: str, ec2_endpoint: str | None, seed: int | None) -> None:
+@click.option("--region", default="us-east-1", show_default=True,
+              help="The kit's own region (unsigned calls); the gate serves every region a "
+                   "request is signed for.")
+def ec2(port: int, host: str, ec2_kind: str, ec2_endpoint: str | None, seed: int | None,
+        region: str) -> None:
     """Run the embedded EC2 (moto or LocalStack behind the gate) in the foreground."""
     from cnikit.cloud import Cloud
+    from cnikit.cloud.gate import check_region
 
+    check_region(region)
     if ec2_endpoint and not ec2_endpoint.startswith(("http://", "https://")):
         raise UsageError(f"--ec2-endpoint must be an http(s) URL, got {ec2_endpoint!r}")
     stop = threading.Event()
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        cloud = Cloud.start(ec2=ec2_kind, endpoint=ec2_endpoint, port=port, host=host, seed=seed)
+        cloud = Cloud.start(ec2=ec2_kind, endpoint=ec2_endpoint, port=port, host=host, seed=seed,
+                            region=region)
         try:
             click.echo(f"EC2 endpoint: {cloud.endpoint}")
             click.echo(f"  upstream ({ec2_kind}): {cloud.upstream_url}")

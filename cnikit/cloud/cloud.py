@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import boto3
 import botocore.config
 
-from cnikit.cloud.gate import Gate
+from cnikit.cloud.gate import Gate, check_region
 from cnikit.cloud.localstack import LocalStackProcess, localstack_python
 from cnikit.cloud.moto_server import MotoServer, wait_http
 from cnikit.errors import UsageError
@@ -74,7 +74,10 @@ class Cloud:
         moto: embedded (a thread of this process) unless `endpoint` names a running one.
         localstack: `endpoint`, else localstack-client's default; when nothing answers there
         and `make localstack` was run, a LocalStack of our own on a free loopback port.
+        `region` is the kit's own (unsigned calls, `client()`, `bootstrap()`); the gate
+        serves every region a request is signed for.
         """
+        check_region(region)
         owned = None
         if ec2 == "moto":
             if endpoint:
@@ -106,12 +109,13 @@ class Cloud:
     def endpoint(self) -> str:
         return self.gate.url
 
-    def client(self, endpoint: str | None = None):
-        """A boto3 EC2 client on the gate (or on `endpoint`), dummy credentials, no retries."""
+    def client(self, endpoint: str | None = None, region: str | None = None):
+        """A boto3 EC2 client on the gate (or on `endpoint`) signing for `region` (default:
+        the kit's own), dummy credentials, no retries."""
         return boto3.client(
             "ec2",
             endpoint_url=endpoint or self.endpoint,
-            region_name=self.region,
+            region_name=region or self.region,
             aws_access_key_id="test",
             aws_secret_access_key="test",
             config=botocore.config.Config(retries={"max_attempts": 1, "mode": "standard"},

@@ -26,6 +26,12 @@ How it works
   its outcome.
 - Ownership (`owners()`, `wait_change()`, `GET /_cnikit/owners` in control.py) is served from the mirror,
   one immutable snapshot per version, never by calling the upstream.
+- Regions: as EC2 and moto do, the gate serves whatever region a request is signed for (its
+  SigV4 credential scope; unsigned requests get the gate's own region). Each region has its
+  own mirror (rules never compare addresses across regions) and Describe history; its
+  first request loads it from the upstream. Calls the gate makes itself are signed for the
+  region they act on. Faults and the audit log are shared (audit records name the region);
+  `owners()` and `wait_change()` serve the gate's own region unless asked for another.
 - Errors: the gate's own refusals and unexpected failures answer EC2's XML error format
   (`InternalError` 500 for a gate bug, logged); a non-XML upstream error (moto's HTML 500)
   becomes `InternalError` XML too, so clients never see a traceback.
@@ -52,10 +58,10 @@ from cnikit.cloud.control import ControlApi
 from cnikit.cloud.errors import Ec2Error, internal_error, invalid_value, missing
 from cnikit.cloud.faults import MAX_LAG_S, FaultSet
 from cnikit.cloud.limits import FALLBACK, InstanceLimits
-from cnikit.cloud.models import Attachment, Eni, Instance, Mirror
+from cnikit.cloud.models import Attachment, Eni, Instance, Mirror, Versions
 from cnikit.cloud.ownership import OwnershipSnapshot
 from cnikit.cloud.upstream import UpstreamClient
-from cnikit.errors import CnikitError
+from cnikit.errors import CnikitError, UsageError
 from fault_imds.ec2_view import CALLER_HEADER
 
 log = logging.getLogger("cnikit.cloud.gate")
@@ -108,23 +114,49 @@ def _required_params() -> dict[str, list[str]]:
     return out
 
 
+@functools.cache
+def known_regions() -> frozenset[str]:
+    """Every region botocore knows EC2 in, in every partition (moto serves the same list)."""
+    import botocore.session
+
+    session = botocore.session.get_session()
+    return frozenset(r for p in session.get_available_partitions()
+                     for r in session.get_available_regions("ec2", p))
+
+
+def check_region(name: str) -> str:
+    if name not in known_regions():
+        raise UsageError(f"unknown AWS region {name!r} (e.g. us-east-1, us-west-2, eu-west-1)")
+    return name
+
+
+class Region:
+    """One region the gate serves: its mirror and its ENIs' recent past (for describe_lag)."""
+
+    def __init__(self, name: str, mirror: Mirror):
+        self.name = name
+        self.mirror = mirror
+        self.history: collections.deque[tuple[float, dict[str, Eni]]] = collections.deque()
+
+
 class Gate:
     """The gate in a background thread. `url` is valid after `start()`."""
 
     def __init__(self, upstream_url: str, region: str = "us-east-1", host: str = "127.0.0.1",
                  port: int = 0, seed: int | None = None):
         self.upstream_url = upstream_url.rstrip("/")
-        self.region = region
+        self.region = check_region(region)
         self.host = host
         self.port = port
         self.url = ""
         self.faults = FaultSet(seed)
         self.audit = AuditLog()
-        self.mirror = Mirror(self._limits_for)
+        self.versions = Versions((region,))
+        self.mirror = Mirror(self._limits_for, region, self.versions)  # the gate's own region
+        self._regions = {region: Region(region, self.mirror)}
         self._limits: dict[str, InstanceLimits | None] = {}
         self._required = _required_params()
         self._cond = threading.Condition(threading.RLock())
-        self._history: collections.deque[tuple[float, dict[str, Eni]]] = collections.deque()
         self._control = ControlApi(self, CONTROL)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -142,6 +174,7 @@ class Gate:
             "RunInstances": self._run_instances,
             "TerminateInstances": self._terminate,
             "DescribeNetworkInterfaces": self._describe_enis,
+            "DescribeSubnets": self._describe_subnets,
         }
 
     # -- lifecycle (called from any thread) -----------------------------------------------------
@@ -176,19 +209,38 @@ class Gate:
         """Also serve a pre-bound listening socket (e.g. one made inside the VPC netns)."""
         self._run(self._add_site(sock), 10)
 
-    def owners(self) -> OwnershipSnapshot:
-        with self._cond:
-            return self.mirror.snapshot()
+    def regions(self) -> list[str]:
+        """The regions the gate serves, its own first, then in the order requests named them."""
+        return list(self.versions.regions)
 
-    def wait_change(self, since_version: int, timeout: float) -> OwnershipSnapshot:
-        """The snapshot once its version exceeds since_version, or the current one at timeout."""
+    def owners(self, region: str | None = None) -> OwnershipSnapshot:
+        """Who holds what in `region` (default: the gate's own); a region no request has
+        named yet is loaded from the upstream first."""
+        mirror = self._mirror_of(region)
         with self._cond:
-            self._cond.wait_for(lambda: self.mirror.version > since_version, timeout)
-            return self.mirror.snapshot()
+            return mirror.snapshot()
+
+    def wait_change(self, since_version: int, timeout: float,
+                    region: str | None = None) -> OwnershipSnapshot:
+        """The snapshot once the version exceeds since_version (a change in any region), or
+        the current one at timeout."""
+        mirror = self._mirror_of(region)
+        with self._cond:
+            self._cond.wait_for(lambda: self.versions.value > since_version, timeout)
+            return mirror.snapshot()
 
     def resync(self) -> None:
-        """Reload the mirror from the upstream (after something changed it behind the gate)."""
+        """Reload every region's mirror from the upstream (after something changed it behind
+        the gate)."""
         self._run(self._locked_resync(), 60)
+
+    def _mirror_of(self, region: str | None) -> Mirror:
+        if region is None or region == self.region:
+            return self.mirror
+        known = self._regions.get(region)
+        if known is None:
+            known = self._run(self._region(check_region(region)), 60)
+        return known.mirror
 
     def _run(self, coro, timeout: float):
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
@@ -197,7 +249,7 @@ class Gate:
         self._lock = asyncio.Lock()
         self._changed = asyncio.Event()
         self._upstream = UpstreamClient(self.upstream_url)
-        await self._first_resync()
+        await self._first_resync(self._regions[self.region])
         app = web.Application(client_max_size=16 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
@@ -210,12 +262,12 @@ class Gate:
         self.port = self._runner.addresses[0][1]
         self.url = f"http://{self.host}:{self.port}"
 
-    async def _first_resync(self, deadline_s: float = 30.0) -> None:
+    async def _first_resync(self, r: Region, deadline_s: float = 30.0) -> None:
         """Load the mirror; an upstream that has just started may answer 5xx for a moment."""
         end = time.monotonic() + deadline_s
         while True:
             try:
-                return await self._resync()
+                return await self._resync(r)
             except UpstreamError as e:
                 if e.status < 500 or time.monotonic() > end:
                     raise CnikitError(f"EC2 gate cannot read the upstream {self.upstream_url}: "
@@ -234,7 +286,7 @@ class Gate:
 
     # -- upstream -----------------------------------------------------------------------------
 
-    def _headers(self, incoming=None) -> dict[str, str]:
+    def _headers(self, region: str, incoming=None) -> dict[str, str]:
         if incoming is not None:
             h = {k: v for k, v in incoming.items() if k.lower() in _FORWARD_HEADERS}
             if "Authorization" in h or "authorization" in h:
@@ -242,16 +294,19 @@ class Gate:
                 return h
         day = datetime.now(UTC).strftime("%Y%m%d")
         return {
-            "Authorization": f"AWS4-HMAC-SHA256 Credential=test/{day}/{self.region}/ec2/"
+            "Authorization": f"AWS4-HMAC-SHA256 Credential=test/{day}/{region}/ec2/"
                              "aws4_request, SignedHeaders=host, Signature=0",
             "Content-Type": "application/x-www-form-urlencoded; charset=utf-8",
         }
 
-    async def _forward(self, params: dict[str, str], headers=None) -> tuple[int, bytes]:
+    async def _forward(self, region: str, params: dict[str, str],
+                       headers=None) -> tuple[int, bytes]:
+        """Send a call to the upstream, signed for `region` (a client's own headers carry
+        the client's signature, which names the same region)."""
         params.setdefault("Version", "2016-11-15")
         try:
             status, body = await self._upstream.post(urlencode(params).encode(),
-                                                     self._headers(headers))
+                                                     self._headers(region, headers))
         except (OSError, asyncio.IncompleteReadError, TimeoutError, ValueError) as e:
             raise UpstreamUnreachable(f"the EC2 upstream {self.upstream_url} failed on "
                                       f"{params.get('Action')}: {e!r}") from None
@@ -262,9 +317,10 @@ class Gate:
             return err.status, R.error_xml(err)
         return status, body
 
-    async def _call(self, action: str, params: dict[str, str] | None = None,
+    async def _call(self, region: str, action: str, params: dict[str, str] | None = None,
                     headers=None) -> bytes:
-        status, body = await self._forward({"Action": action, **(params or {})}, headers)
+        status, body = await self._forward(region, {"Action": action, **(params or {})},
+                                           headers)
         if status >= 300:
             raise UpstreamError(status, body)
         return body
@@ -279,7 +335,8 @@ class Gate:
             return self._limits[instance_type]
         found = None
         try:
-            body = await self._call("DescribeInstanceTypes", {"InstanceType.1": instance_type})
+            body = await self._call(self.region, "DescribeInstanceTypes",
+                                    {"InstanceType.1": instance_type})
             found = R.limits_from_describe(body).get(instance_type)
         except UpstreamError:
             pass
@@ -288,39 +345,63 @@ class Gate:
 
     async def _locked_resync(self) -> None:
         async with self._lock:
-            await self._resync()
+            for r in list(self._regions.values()):
+                await self._resync(r)
 
-    async def _resync(self) -> None:
-        subnets = R.subnets_from_describe(await self._call("DescribeSubnets"))
-        instances = R.instances_from(await self._call("DescribeInstances"))
-        items = R.enis_from_describe(await self._call("DescribeNetworkInterfaces"))
+    async def _region(self, name: str) -> Region:
+        """The region a request named, loaded from the upstream on its first request."""
+        r = self._regions.get(name)
+        if r is not None:
+            return r
+        if name not in known_regions():
+            raise Ec2Error("AuthFailure",
+                           f"Credential should be scoped to a valid region, not '{name}'.", 401)
+        async with self._lock:
+            r = self._regions.get(name)
+            if r is None:
+                r = Region(name, Mirror(self._limits_for, name, self.versions))
+                await self._resync(r, adopt=True)
+            return r
+
+    async def _resync(self, r: Region, adopt: bool = False) -> None:
+        subnets = R.subnets_from_describe(await self._call(r.name, "DescribeSubnets"))
+        instances = R.instances_from(await self._call(r.name, "DescribeInstances"))
+        items = R.enis_from_describe(await self._call(r.name, "DescribeNetworkInterfaces"))
         for t in {i.instance_type for i in instances}:
             await self._ensure_limits(t)
-        old = self.mirror.enis
+        old = r.mirror.enis
         enis = []
         for it in items:
             eni_id = it.findtext("networkInterfaceId")
             enis.append(R.eni_from_item(it, old[eni_id].prefixes if eni_id in old else ()))
-        self._mutate(self.mirror.load, subnets, instances, enis)
 
-    def _mutate(self, fn, *args) -> None:
-        """Change the mirror (loop thread only) and wake every waiter."""
+        def load():
+            if adopt:  # a new region joins in the same change its first state lands in
+                self._regions[r.name] = r
+                self.versions.regions += (r.name,)
+            r.mirror.load(subnets, instances, enis)
+
+        self._mutate(r, load)
+
+    def _mutate(self, r: Region, fn, *args) -> None:
+        """Change a region's mirror (loop thread only) and wake every waiter."""
         with self._cond:
             fn(*args)
             self._cond.notify_all()
         now = time.monotonic()
-        self._history.append((now, dict(self.mirror.enis)))
-        while len(self._history) > 1 and self._history[1][0] <= now - MAX_LAG_S:
-            self._history.popleft()
+        r.history.append((now, dict(r.mirror.enis)))
+        while len(r.history) > 1 and r.history[1][0] <= now - MAX_LAG_S:
+            r.history.popleft()
         self._changed.set()
         self._changed = asyncio.Event()
 
-    def _enis_as_of(self, lag: float) -> dict[str, Eni]:
-        if lag <= 0 or not self._history:
-            return self.mirror.enis
+    @staticmethod
+    def _enis_as_of(r: Region, lag: float) -> dict[str, Eni]:
+        if lag <= 0 or not r.history:
+            return r.mirror.enis
         cutoff = time.monotonic() - lag
-        chosen = self._history[0][1]
-        for t, enis in self._history:
+        chosen = r.history[0][1]
+        for t, enis in r.history:
             if t > cutoff:
                 break
             chosen = enis
@@ -333,10 +414,12 @@ class Gate:
             return await self._control.handle(request)
         action = "?"
         params: dict[str, str] = {}
+        region = self.region
         try:
             body = await request.read()
             params = R.parse_params(body, request.query_string)
             action = params.get("Action") or ""
+            region = R.signed_region(request.headers, params) or self.region
             self._validate(action, params)
             if not _spared(request.headers):
                 delay, fault = self.faults.on_request(action)
@@ -344,30 +427,31 @@ class Gate:
                     await asyncio.sleep(delay)
                 if fault is not None:
                     raise fault
+            r = self._regions.get(region) or await self._region(region)
             handler = self._handlers.get(action)
             if R.bool_param(params, "DryRun"):
                 # The upstream answers DryRunOperation/UnauthorizedOperation; nothing changes.
-                status, out = await self._forward(params, request.headers)
+                status, out = await self._forward(region, params, request.headers)
             elif handler is not None:
-                status, out = await handler(params, request.headers)
+                status, out = await handler(r, params, request.headers)
             elif action.startswith(READ_PREFIXES):
-                status, out = await self._forward(params, request.headers)
+                status, out = await self._forward(region, params, request.headers)
             else:
-                status, out = await self._unmodelled(action, params, request.headers)
+                status, out = await self._unmodelled(r, action, params, request.headers)
         except Ec2Error as e:
-            self._audit_refusal(action, params, e.code)
+            self._audit_refusal(region, action, params, e.code)
             status, out = e.status, R.error_xml(e)
         except UpstreamError as e:
-            self._audit_refusal(action, params, e.code())
+            self._audit_refusal(region, action, params, e.code())
             status, out = e.status, e.body
         except UpstreamUnreachable as e:
             log.warning("%s", e)
-            self._audit_refusal(action, params, "Unavailable")
+            self._audit_refusal(region, action, params, "Unavailable")
             err = Ec2Error("Unavailable", "The service is unavailable. Retry your request.", 503)
             status, out = err.status, R.error_xml(err)
         except Exception:  # noqa: BLE001 - a gate bug must answer EC2's InternalError, not a traceback
             log.exception("EC2 gate failed on %s", action)
-            self._audit_refusal(action, params, "InternalError")
+            self._audit_refusal(region, action, params, "InternalError")
             err = internal_error()
             status, out = err.status, R.error_xml(err)
         return web.Response(status=status, body=out, content_type="text/xml")
@@ -383,34 +467,36 @@ class Gate:
             if name not in params and not any(k.startswith(name + ".") for k in params):
                 raise missing(name)
 
-    def _audit_refusal(self, action: str, params: dict[str, str], code: str) -> None:
+    def _audit_refusal(self, region: str, action: str, params: dict[str, str],
+                       code: str) -> None:
         if action and not action.startswith(READ_PREFIXES) and action in self._required:
             self.audit.add(action, params.get("NetworkInterfaceId"),
                            R.list_param(params, "PrivateIpAddress"),
                            R.list_param(params, "Ipv4Prefix"), outcome=code,
-                           instance_id=params.get("InstanceId"))
+                           instance_id=params.get("InstanceId"), region=region)
 
-    async def _unmodelled(self, action, params, headers) -> tuple[int, bytes]:
+    async def _unmodelled(self, r: Region, action, params, headers) -> tuple[int, bytes]:
         async with self._lock:
-            status, out = await self._forward(params, headers)
+            status, out = await self._forward(r.name, params, headers)
             if status < 300:
-                await self._resync()
+                await self._resync(r)
                 self.audit.add(action, params.get("NetworkInterfaceId"),
-                               instance_id=params.get("InstanceId"))
+                               instance_id=params.get("InstanceId"), region=r.name)
             else:
                 raise UpstreamError(status, out)
         return status, out
 
     # -- modelled actions ---------------------------------------------------------------------------
 
-    async def _assign(self, params, headers) -> tuple[int, bytes]:
+    async def _assign(self, r: Region, params, headers) -> tuple[int, bytes]:
+        mirror = r.mirror
         async with self._lock:
-            eni = self.mirror.eni(params.get("NetworkInterfaceId"))
+            eni = mirror.eni(params.get("NetworkInterfaceId"))
             if eni.attachment:
-                inst = self.mirror.instances.get(eni.attachment.instance_id)
+                inst = mirror.instances.get(eni.attachment.instance_id)
                 if inst:
                     await self._ensure_limits(inst.instance_type)
-            plan = self.mirror.plan_assign(
+            plan = mirror.plan_assign(
                 eni.eni_id,
                 R.list_param(params, "PrivateIpAddress"),
                 R.int_param(params, "SecondaryPrivateIpAddressCount"),
@@ -419,36 +505,38 @@ class Gate:
                 R.bool_param(params, "AllowReassignment"),
             )
             for ip, holder in plan.moves.items():
-                await self._call("UnassignPrivateIpAddresses",
+                await self._call(r.name, "UnassignPrivateIpAddresses",
                                  {"NetworkInterfaceId": holder, "PrivateIpAddress.1": ip}, headers)
             if plan.ips:
                 fwd = {"NetworkInterfaceId": eni.eni_id}
                 fwd.update({f"PrivateIpAddress.{n}": ip for n, ip in enumerate(plan.ips, 1)})
                 try:
-                    await self._call("AssignPrivateIpAddresses", fwd, headers)
+                    await self._call(r.name, "AssignPrivateIpAddresses", fwd, headers)
                 except UpstreamError:
                     for ip, holder in plan.moves.items():  # put moved IPs back
-                        await self._call("AssignPrivateIpAddresses",
+                        await self._call(r.name, "AssignPrivateIpAddresses",
                                          {"NetworkInterfaceId": holder, "PrivateIpAddress.1": ip})
                     raise
-            self._mutate(self.mirror.apply_assign, plan)
-            self.audit.add("AssignPrivateIpAddresses", eni.eni_id, plan.ips, plan.prefixes)
+            self._mutate(r, mirror.apply_assign, plan)
+            self.audit.add("AssignPrivateIpAddresses", eni.eni_id, plan.ips, plan.prefixes,
+                           region=r.name)
         return 200, R.assign_xml(eni.eni_id, plan.ips, plan.prefixes)
 
-    async def _unassign(self, params, headers) -> tuple[int, bytes]:
+    async def _unassign(self, r: Region, params, headers) -> tuple[int, bytes]:
         async with self._lock:
             ips = R.list_param(params, "PrivateIpAddress")
             prefixes = R.list_param(params, "Ipv4Prefix")
-            eni = self.mirror.plan_unassign(params.get("NetworkInterfaceId"), ips, prefixes)
+            eni = r.mirror.plan_unassign(params.get("NetworkInterfaceId"), ips, prefixes)
             if ips:
                 fwd = {"NetworkInterfaceId": eni.eni_id}
                 fwd.update({f"PrivateIpAddress.{n}": ip for n, ip in enumerate(ips, 1)})
-                await self._call("UnassignPrivateIpAddresses", fwd, headers)
-            self._mutate(self.mirror.apply_unassign, eni.eni_id, ips, prefixes)
-            self.audit.add("UnassignPrivateIpAddresses", eni.eni_id, ips, prefixes)
+                await self._call(r.name, "UnassignPrivateIpAddresses", fwd, headers)
+            self._mutate(r, r.mirror.apply_unassign, eni.eni_id, ips, prefixes)
+            self.audit.add("UnassignPrivateIpAddresses", eni.eni_id, ips, prefixes,
+                           region=r.name)
         return 200, R.return_true_xml("UnassignPrivateIpAddresses")
 
-    async def _create_eni(self, params, headers) -> tuple[int, bytes]:
+    async def _create_eni(self, r: Region, params, headers) -> tuple[int, bytes]:
         async with self._lock:
             secondaries = [
                 ip for ip, primary in zip(
@@ -460,7 +548,7 @@ class Gate:
                 (ip for ip, p in zip(R.list_param(params, "PrivateIpAddresses", "PrivateIpAddress"),
                                      R.list_param(params, "PrivateIpAddresses", "Primary"),
                                      strict=False) if p.lower() == "true"), None)
-            subnet, ips, prefixes = self.mirror.plan_new_eni(
+            subnet, ips, prefixes = r.mirror.plan_new_eni(
                 params.get("SubnetId"), primary, secondaries,
                 R.int_param(params, "SecondaryPrivateIpAddressCount"),
                 R.list_param(params, "Ipv4Prefix", "Ipv4Prefix"),
@@ -470,7 +558,7 @@ class Gate:
                    if not k.startswith(("PrivateIpAddresses.", "Ipv4Prefix"))
                    and k not in ("SecondaryPrivateIpAddressCount", "PrivateIpAddress")}
             fwd["PrivateIpAddress"] = ips[0]
-            body = await self._call("CreateNetworkInterface", fwd, headers)
+            body = await self._call(r.name, "CreateNetworkInterface", fwd, headers)
             item = R.parse_xml(body).find("networkInterface")
             item.tag = "item"
             eni = R.eni_from_item(item)
@@ -478,65 +566,60 @@ class Gate:
                 extra = {"NetworkInterfaceId": eni.eni_id}
                 extra.update({f"PrivateIpAddress.{n}": ip for n, ip in enumerate(ips[1:], 1)})
                 try:
-                    await self._call("AssignPrivateIpAddresses", extra, headers)
+                    await self._call(r.name, "AssignPrivateIpAddresses", extra, headers)
                 except UpstreamError:  # all or nothing, as EC2: take the new ENI back
-                    await self._call("DeleteNetworkInterface", {"NetworkInterfaceId": eni.eni_id})
+                    await self._call(r.name, "DeleteNetworkInterface",
+                                     {"NetworkInterfaceId": eni.eni_id})
                     raise
             eni = Eni(eni.eni_id, subnet.subnet_id, subnet.vpc_id, eni.mac, tuple(ips),
                       tuple(prefixes), None, eni.template)
-            self._mutate(self._put_eni, eni)
-            self.audit.add("CreateNetworkInterface", eni.eni_id, ips, prefixes)
+            self._mutate(r, _put_eni, r.mirror, eni)
+            self.audit.add("CreateNetworkInterface", eni.eni_id, ips, prefixes, region=r.name)
         return 200, R.created_eni_xml(eni)
 
-    def _put_eni(self, eni: Eni) -> None:
-        self.mirror.put_eni(eni)
-        self.mirror.changed()
-
-    def _drop_eni(self, eni_id: str) -> None:
-        self.mirror.drop_eni(eni_id)
-        self.mirror.changed()
-
-    async def _delete_eni(self, params, headers) -> tuple[int, bytes]:
+    async def _delete_eni(self, r: Region, params, headers) -> tuple[int, bytes]:
         async with self._lock:
-            eni = self.mirror.plan_delete(params.get("NetworkInterfaceId"))
-            status, out = await self._forward(params, headers)
+            eni = r.mirror.plan_delete(params.get("NetworkInterfaceId"))
+            status, out = await self._forward(r.name, params, headers)
             if status >= 300:
                 raise UpstreamError(status, out)
-            self._mutate(self._drop_eni, eni.eni_id)
-            self.audit.add("DeleteNetworkInterface", eni.eni_id, eni.ips, eni.prefixes)
+            self._mutate(r, _drop_eni, r.mirror, eni.eni_id)
+            self.audit.add("DeleteNetworkInterface", eni.eni_id, eni.ips, eni.prefixes,
+                           region=r.name)
         return status, out
 
-    async def _attach(self, params, headers) -> tuple[int, bytes]:
+    async def _attach(self, r: Region, params, headers) -> tuple[int, bytes]:
         async with self._lock:
-            inst = self.mirror.instance(params.get("InstanceId"))
+            inst = r.mirror.instance(params.get("InstanceId"))
             await self._ensure_limits(inst.instance_type)
             device = R.int_param(params, "DeviceIndex")
-            eni, inst = self.mirror.plan_attach(params.get("NetworkInterfaceId"),
-                                                inst.instance_id, device)
-            status, out = await self._forward(params, headers)
+            eni, inst = r.mirror.plan_attach(params.get("NetworkInterfaceId"),
+                                             inst.instance_id, device)
+            status, out = await self._forward(r.name, params, headers)
             if status >= 300:
                 raise UpstreamError(status, out)
             att = Attachment(
                 attachment_id=R.parse_xml(out).findtext("attachmentId") or "",
                 instance_id=inst.instance_id, device_index=device,
                 delete_on_termination=False, attach_time=_now_iso())
-            self._mutate(self.mirror.set_attachment, eni.eni_id, att)
+            self._mutate(r, r.mirror.set_attachment, eni.eni_id, att)
             self.audit.add("AttachNetworkInterface", eni.eni_id, eni.ips, eni.prefixes,
-                           instance_id=inst.instance_id)
+                           instance_id=inst.instance_id, region=r.name)
         return status, out
 
-    async def _detach(self, params, headers) -> tuple[int, bytes]:
+    async def _detach(self, r: Region, params, headers) -> tuple[int, bytes]:
         async with self._lock:
-            eni = self.mirror.plan_detach(params.get("AttachmentId"))
-            status, out = await self._forward(params, headers)
+            eni = r.mirror.plan_detach(params.get("AttachmentId"))
+            status, out = await self._forward(r.name, params, headers)
             if status >= 300:
                 raise UpstreamError(status, out)
-            self._mutate(self.mirror.set_attachment, eni.eni_id, None)
+            self._mutate(r, r.mirror.set_attachment, eni.eni_id, None)
             self.audit.add("DetachNetworkInterface", eni.eni_id, eni.ips, eni.prefixes,
-                           instance_id=eni.attachment.instance_id)
+                           instance_id=eni.attachment.instance_id, region=r.name)
         return status, out
 
-    async def _run_instances(self, params, headers) -> tuple[int, bytes]:
+    async def _run_instances(self, r: Region, params, headers) -> tuple[int, bytes]:
+        mirror = r.mirror
         async with self._lock:
             itype = params.get("InstanceType") or "m1.small"
             if await self._ensure_limits(itype) is None:
@@ -547,19 +630,19 @@ class Gate:
                 raise invalid_value(f"Invalid MinCount {min_count} / MaxCount {count}")
             nic = "NetworkInterface.1."
             if params.get(nic + "NetworkInterfaceId"):  # launched on an existing ENI
-                status, out = await self._forward(params, headers)
+                status, out = await self._forward(r.name, params, headers)
                 if status >= 300:
                     raise UpstreamError(status, out)
-                await self._resync()
+                await self._resync(r)
                 return status, out
             uses_nic = any(k.startswith(nic) for k in params)
             subnet_id = params.get("SubnetId") or params.get(nic + "SubnetId")
             if not subnet_id:
-                default = self.mirror.default_subnet(params.get("Placement.AvailabilityZone"))
+                default = mirror.default_subnet(params.get("Placement.AvailabilityZone"))
                 if default is None:
                     raise Ec2Error("MissingInput", "No subnet given and no default subnet found")
                 subnet_id = default.subnet_id
-            subnet = self.mirror.subnet(subnet_id)
+            subnet = mirror.subnet(subnet_id)
             asked = params.get("PrivateIpAddress") or params.get(nic + "PrivateIpAddress")
             if asked and count > 1:
                 raise invalid_value("A private IP address can only be given for one instance")
@@ -572,10 +655,10 @@ class Gate:
             taken: set[int] = set()
             for _ in range(count):
                 if asked:
-                    _, ips, _ = self.mirror.plan_new_eni(subnet.subnet_id, asked, [], secondary,
-                                                         [], None)
+                    _, ips, _ = mirror.plan_new_eni(subnet.subnet_id, asked, [], secondary, [],
+                                                    None)
                 else:  # one pick for all, so two instances of one call never share an address
-                    ips = self.mirror.pick_ips(subnet, 1 + secondary, taken)
+                    ips = mirror.pick_ips(subnet, 1 + secondary, taken)
                 taken.update(int(ipaddress.IPv4Address(i)) for i in ips)
                 plans.append(ips)
             bodies = []
@@ -588,18 +671,18 @@ class Gate:
                 if not uses_nic:
                     fwd["SubnetId"] = subnet.subnet_id
                 try:
-                    bodies.append(await self._call("RunInstances", fwd, headers))
+                    bodies.append(await self._call(r.name, "RunInstances", fwd, headers))
                 except UpstreamError:
                     if len(bodies) >= min_count:
                         break
                     raise
-                await self._adopt_instances(R.instances_from(bodies[-1]), ips[1:], headers)
+                await self._adopt_instances(r, R.instances_from(bodies[-1]), ips[1:], headers)
         return 200, _merge_reservations(bodies)
 
-    async def _adopt_instances(self, instances: list[Instance], secondaries: list[str],
+    async def _adopt_instances(self, r: Region, instances: list[Instance], secondaries: list[str],
                                headers) -> None:
         for inst in instances:
-            body = await self._call("DescribeNetworkInterfaces", {
+            body = await self._call(r.name, "DescribeNetworkInterfaces", {
                 "Filter.1.Name": "attachment.instance-id", "Filter.1.Value.1": inst.instance_id})
             enis = [R.eni_from_item(it) for it in R.enis_from_describe(body)]
             primary = next((e for e in enis if e.attachment and e.attachment.device_index == 0),
@@ -607,41 +690,42 @@ class Gate:
             if primary is not None and secondaries:
                 fwd = {"NetworkInterfaceId": primary.eni_id}
                 fwd.update({f"PrivateIpAddress.{n}": ip for n, ip in enumerate(secondaries, 1)})
-                await self._call("AssignPrivateIpAddresses", fwd, headers)
+                await self._call(r.name, "AssignPrivateIpAddresses", fwd, headers)
                 enis = [e if e is not primary else Eni(
                     e.eni_id, e.subnet_id, e.vpc_id, e.mac, e.ips + tuple(secondaries),
                     e.prefixes, e.attachment, e.template) for e in enis]
 
-            def adopt(inst=inst, enis=enis):
-                self.mirror.put_instance(inst)
+            def adopt(mirror=r.mirror, inst=inst, enis=enis):
+                mirror.put_instance(inst)
                 for e in enis:
-                    self.mirror.put_eni(e)
-                self.mirror.changed()
+                    mirror.put_eni(e)
+                mirror.changed()
 
-            self._mutate(adopt)
+            self._mutate(r, adopt)
             for e in enis:
                 self.audit.add("RunInstances", e.eni_id, e.ips, e.prefixes,
-                               instance_id=inst.instance_id)
+                               instance_id=inst.instance_id, region=r.name)
 
-    async def _terminate(self, params, headers) -> tuple[int, bytes]:
+    async def _terminate(self, r: Region, params, headers) -> tuple[int, bytes]:
+        mirror = r.mirror
         async with self._lock:
             ids = R.list_param(params, "InstanceId")
             for i in ids:
-                self.mirror.instance(i)
-            status, out = await self._forward(params, headers)
+                mirror.instance(i)
+            status, out = await self._forward(r.name, params, headers)
             if status >= 300:
                 raise UpstreamError(status, out)
             for iid in ids:
-                for eni in self.mirror.instance_enis(iid):
-                    await self._release_eni(eni)
-                inst = self.mirror.instances[iid]
-                self._mutate(self.mirror.put_instance,
+                for eni in mirror.instance_enis(iid):
+                    await self._release_eni(r, eni)
+                inst = mirror.instances[iid]
+                self._mutate(r, mirror.put_instance,
                              Instance(iid, inst.instance_type, inst.subnet_id, inst.az,
                                       "terminated"))
-                self.audit.add("TerminateInstances", None, instance_id=iid)
+                self.audit.add("TerminateInstances", None, instance_id=iid, region=r.name)
         return status, out
 
-    async def _release_eni(self, eni: Eni) -> None:
+    async def _release_eni(self, r: Region, eni: Eni) -> None:
         """What EC2 does to an instance's ENIs on termination: detach, delete if DOT.
 
         The primary ENI is deleted without a detach upstream: moto's DescribeInstances
@@ -649,25 +733,34 @@ class Gate:
         """
         if eni.attachment.device_index != 0:
             try:
-                await self._call("DetachNetworkInterface",
+                await self._call(r.name, "DetachNetworkInterface",
                                  {"AttachmentId": eni.attachment.attachment_id, "Force": "true"})
             except UpstreamError as e:
                 log.warning("detach %s on termination: %s", eni.eni_id, e.code())
         if eni.attachment.delete_on_termination:
             try:
-                await self._call("DeleteNetworkInterface", {"NetworkInterfaceId": eni.eni_id})
+                await self._call(r.name, "DeleteNetworkInterface",
+                                 {"NetworkInterfaceId": eni.eni_id})
             except UpstreamError as e:
                 log.warning("delete %s on termination: %s", eni.eni_id, e.code())
-            self._mutate(self._drop_eni, eni.eni_id)
+            self._mutate(r, _drop_eni, r.mirror, eni.eni_id)
             self.audit.add("DeleteNetworkInterface", eni.eni_id, eni.ips, eni.prefixes,
-                           instance_id=eni.attachment.instance_id)
+                           instance_id=eni.attachment.instance_id, region=r.name)
         else:
-            self._mutate(self.mirror.set_attachment, eni.eni_id, None)
+            self._mutate(r, r.mirror.set_attachment, eni.eni_id, None)
             self.audit.add("DetachNetworkInterface", eni.eni_id, eni.ips, eni.prefixes,
-                           instance_id=eni.attachment.instance_id)
+                           instance_id=eni.attachment.instance_id, region=r.name)
 
-    async def _describe_enis(self, params, headers) -> tuple[int, bytes]:
-        enis = self._enis_as_of(0.0 if _spared(headers) else self.faults.describe_lag())
+    async def _describe_subnets(self, r: Region, params, headers) -> tuple[int, bytes]:
+        """Forwarded, with AvailableIpAddressCount as EC2 counts it: moto counts neither
+        the gate's prefixes nor, reliably, its secondary addresses."""
+        status, out = await self._forward(r.name, params, headers)
+        if status >= 300:
+            raise UpstreamError(status, out)
+        return status, R.with_available_counts(out, r.mirror.available_ips)
+
+    async def _describe_enis(self, r: Region, params, headers) -> tuple[int, bytes]:
+        enis = self._enis_as_of(r, 0.0 if _spared(headers) else self.faults.describe_lag())
         wanted = R.filters(params)
         for name in wanted:
             R.check_filter_name(name)
@@ -704,6 +797,16 @@ class Gate:
         """Return once the mirror's version exceeds `since` (event-loop side of wait_change)."""
         while self.mirror.version <= since:
             await self._changed.wait()
+
+
+def _put_eni(mirror: Mirror, eni: Eni) -> None:
+    mirror.put_eni(eni)
+    mirror.changed()
+
+
+def _drop_eni(mirror: Mirror, eni_id: str) -> None:
+    mirror.drop_eni(eni_id)
+    mirror.changed()
 
 
 def _now_iso() -> str:

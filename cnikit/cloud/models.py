@@ -15,6 +15,10 @@ Rules (each `plan_*` raises Ec2Error and changes nothing; `apply_*` changes the 
 - per-ENI IPv4 slots (each /28 prefix is one slot) and per-instance ENI limits come from
   the instance type; one ENI per device index;
 - /28 prefixes are aligned, inside the subnet, and never overlap an address in use.
+
+A Mirror holds one region, as EC2 keeps regions apart (the same CIDRs and even the same
+addresses live in two regions without meeting). All regions' mirrors share one `Versions`,
+so a single version grows on a change anywhere and one long-poll follows every region.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ from cnikit.cloud.ownership import EniInfo, Owner, OwnershipSnapshot
 
 PREFIX_LEN = 28
 PREFIX_SIZE = 16
+# EC2 keeps the network address, the first three hosts and the broadcast address.
+RESERVED_PER_SUBNET = 5
 
 
 @dataclass(frozen=True)
@@ -126,15 +132,27 @@ def prefix_addresses(prefix: str) -> range:
     return range(start, start + net.num_addresses)
 
 
-class Mirror:
-    """ENIs, subnets and instances as EC2 holds them, with per-subnet address indexes."""
+class Versions:
+    """What every region's mirror shares: one version that grows on a change in any of them,
+    and the regions the gate serves (in the order it met them)."""
 
-    def __init__(self, limits_for: Callable[[str], InstanceLimits | None]):
+    def __init__(self, regions: tuple[str, ...] = ()):
+        self.value = 0
+        self.regions = regions
+
+
+class Mirror:
+    """ENIs, subnets and instances of one region as EC2 holds them, with per-subnet address
+    indexes."""
+
+    def __init__(self, limits_for: Callable[[str], InstanceLimits | None],
+                 region: str = "us-east-1", versions: Versions | None = None):
         self.limits_for = limits_for
+        self.region = region
+        self.versions = versions or Versions((region,))
         self.subnets: dict[str, Subnet] = {}
         self.instances: dict[str, Instance] = {}
         self.enis: dict[str, Eni] = {}
-        self.version = 0
         self._ip_owner: dict[tuple[str, str], str] = {}  # (vpc, ip) -> eni
         self._used: dict[str, set[int]] = {}  # subnet -> addresses held (IPs and prefixes)
         self._snapshot: OwnershipSnapshot | None = None
@@ -167,8 +185,12 @@ class Mirror:
     def put_instance(self, inst: Instance) -> None:
         self.instances[inst.instance_id] = inst
 
+    @property
+    def version(self) -> int:
+        return self.versions.value
+
     def changed(self) -> None:
-        self.version += 1
+        self.versions.value += 1
         self._snapshot = None
 
     def _index(self, eni: Eni) -> None:
@@ -229,6 +251,15 @@ class Mirror:
         inst = self.instances.get(eni.attachment.instance_id)
         limits = self.limits_for(inst.instance_type) if inst else None
         return limits or UNATTACHED
+
+    def available_ips(self, subnet_id: str) -> int | None:
+        """AvailableIpAddressCount as EC2 counts it: the subnet's size less the five reserved
+        addresses, every assigned IP (primary and secondary) and 16 per delegated /28."""
+        subnet = self.subnets.get(subnet_id)
+        if subnet is None:
+            return None
+        used = len(self._used.get(subnet_id, ()))
+        return max(subnet.cidr.num_addresses - RESERVED_PER_SUBNET - used, 0)
 
     def default_subnet(self, az: str | None) -> Subnet | None:
         defaults = sorted((s for s in self.subnets.values() if s.default_for_az),
@@ -454,13 +485,19 @@ class Mirror:
     # -- ownership ------------------------------------------------------------------------
 
     def snapshot(self) -> OwnershipSnapshot:
+        """Built once per change of this region; a change elsewhere only restamps the version."""
         snap = self._snapshot
+        shared = self.versions
         if snap is None:
-            snap = self._snapshot = build_snapshot(self.version, self.enis)
+            snap = build_snapshot(shared.value, self.enis, self.region, shared.regions)
+        elif snap.version != shared.value or snap.regions != shared.regions:
+            snap = replace(snap, version=shared.value, regions=shared.regions)
+        self._snapshot = snap
         return snap
 
 
-def build_snapshot(version: int, enis: dict[str, Eni]) -> OwnershipSnapshot:
+def build_snapshot(version: int, enis: dict[str, Eni], region: str = "us-east-1",
+                   regions: tuple[str, ...] = ()) -> OwnershipSnapshot:
     ips: dict[str, Owner] = {}
     prefixes: dict[str, Owner] = {}
     infos: dict[str, EniInfo] = {}
@@ -474,4 +511,4 @@ def build_snapshot(version: int, enis: dict[str, Eni]) -> OwnershipSnapshot:
             prefixes[p] = Owner(eni.eni_id, inst, dev, primary=False)
         infos[eni.eni_id] = EniInfo(eni.eni_id, inst, dev, eni.mac, eni.primary_ip,
                                     eni.subnet_id, list(eni.ips), list(eni.prefixes))
-    return OwnershipSnapshot(version, ips, prefixes, infos)
+    return OwnershipSnapshot(version, ips, prefixes, infos, region, regions or (region,))

@@ -2,6 +2,11 @@
 
 An OwnershipSnapshot is immutable and built once per mirror version, so polling it many
 times a second costs a dict lookup. `to_json()` is the wire form of `GET /_cnikit/owners`.
+
+A snapshot covers one region (`region`), as EC2 keeps regions apart: the same address can
+be held in two regions. `regions` lists every region the gate serves, so a follower of the
+default region's snapshot (the fault IMDS) learns of the others; `version` is shared by all
+regions, so it grows on a change in any of them.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ class OwnershipSnapshot:
     ips: dict[str, Owner]
     prefixes: dict[str, Owner]
     enis: dict[str, EniInfo]
+    region: str = "us-east-1"
+    regions: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
         return {
@@ -42,6 +49,8 @@ class OwnershipSnapshot:
             "ips": {ip: asdict(o) for ip, o in self.ips.items()},
             "prefixes": {p: asdict(o) for p, o in self.prefixes.items()},
             "enis": {e: asdict(i) for e, i in self.enis.items()},
+            "region": self.region,
+            "regions": list(self.regions),
         }
 
     @classmethod
@@ -51,4 +60,6 @@ class OwnershipSnapshot:
             ips={ip: Owner(**o) for ip, o in data["ips"].items()},
             prefixes={p: Owner(**o) for p, o in data["prefixes"].items()},
             enis={e: EniInfo(**i) for e, i in data["enis"].items()},
+            region=data.get("region", "us-east-1"),
+            regions=tuple(data.get("regions", ())),
         )

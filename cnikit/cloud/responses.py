@@ -43,6 +43,22 @@ def parse_params(body: bytes, query: str = "") -> dict[str, str]:
 _INDEX = re.compile(r"\.(\d+)(?:\.|$)")
 
 
+# SigV4: "AWS4-HMAC-SHA256 Credential=AKID/20261130/us-west-2/ec2/aws4_request, ..."
+_SCOPE = re.compile(r"Credential=[^/,\s]*/\d{8}/([^/,\s]+)/")
+
+
+def signed_region(headers, params: dict[str, str]) -> str | None:
+    """The region a request is signed for (its SigV4 credential scope, in the Authorization
+    header or a presigned X-Amz-Credential), as EC2 and moto pick it; None when unsigned."""
+    auth = headers.get("Authorization") if headers is not None else None
+    if auth:
+        m = _SCOPE.search(auth)
+        if m:
+            return m.group(1)
+    cred = params.get("X-Amz-Credential", "").split("/")
+    return cred[2] if len(cred) >= 5 else None
+
+
 def list_param(params: dict[str, str], name: str, member: str | None = None) -> list[str]:
     """Values of `name.N` (or `name.N.member`), ordered by N."""
     found: list[tuple[int, str]] = []
@@ -212,6 +228,19 @@ def subnets_from_describe(body: bytes) -> list[Subnet]:
         )
         for s in parse_xml(body).findall("subnetSet/item")
     ]
+
+
+def with_available_counts(body: bytes, available) -> bytes:
+    """A DescribeSubnets answer with each subnet's availableIpAddressCount replaced by
+    `available(subnet_id)` (kept where that is None)."""
+    root = parse_xml(body)
+    for s in root.findall("subnetSet/item"):
+        count = available(_text(s, "subnetId"))
+        el = s.find("availableIpAddressCount")
+        if count is not None and el is not None:
+            el.text = str(count)
+    root.set("xmlns", NS)
+    return XML_DECL + ET.tostring(root)
 
 
 def instances_from(body: bytes) -> list[Instance]:

@@ -309,3 +309,33 @@ def test_dry_run_changes_nothing(gate_vpc):
     in_subnet = ec2.describe_network_interfaces(
         Filters=[{"Name": "subnet-id", "Values": [topo.subnet_id]}])["NetworkInterfaces"]
     assert len(in_subnet) == len(topo.instances)
+
+
+def available(ec2, subnet_id: str) -> int:
+    return ec2.describe_subnets(SubnetIds=[subnet_id])["Subnets"][0]["AvailableIpAddressCount"]
+
+
+def test_available_ip_count_counts_secondaries_and_prefixes(gate_upstream_cloud, gate_new_vpc):
+    """EC2: size - 5 reserved - every assigned IP - 16 per delegated /28 (moto ignores the
+    prefixes, which live only in the gate)."""
+    cloud = gate_upstream_cloud
+    topo = gate_new_vpc(cloud, nodes=1, subnet_prefix=26)  # 64 addresses
+    ec2 = cloud.client()
+    eni = topo.instances[0].primary_eni_id
+    assert available(ec2, topo.subnet_id) == 64 - 5 - 1
+    ec2.assign_private_ip_addresses(NetworkInterfaceId=eni, SecondaryPrivateIpAddressCount=2)
+    assert available(ec2, topo.subnet_id) == 64 - 5 - 3
+    got = ec2.assign_private_ip_addresses(NetworkInterfaceId=eni, Ipv4PrefixCount=2)[
+        "AssignedIpv4Prefixes"]
+    assert len(got) == 2
+    assert available(ec2, topo.subnet_id) == 64 - 5 - 3 - 32
+    raw = cloud.client(endpoint=cloud.upstream_url)
+    assert available(raw, topo.subnet_id) != 64 - 5 - 3 - 32  # what the gate corrects
+    ec2.unassign_private_ip_addresses(NetworkInterfaceId=eni, Ipv4Prefixes=[got[0]["Ipv4Prefix"]])
+    extra = new_eni(ec2, topo, SecondaryPrivateIpAddressCount=1)
+    assert available(ec2, topo.subnet_id) == 64 - 5 - 3 - 16 - 2
+    # a filtered Describe of every subnet answers the same count
+    every = ec2.describe_subnets(Filters=[{"Name": "vpc-id", "Values": [topo.vpc_id]}])["Subnets"]
+    assert [s["AvailableIpAddressCount"] for s in every] == [64 - 5 - 3 - 16 - 2]
+    ec2.delete_network_interface(NetworkInterfaceId=extra)
+    assert available(ec2, topo.subnet_id) == 64 - 5 - 3 - 16
