@@ -209,11 +209,22 @@ def _table(m: dict, profiles: list[str]):
             if c is None:
                 cells.append("")
                 continue
-            style = "green" if c["verdict"] == "holds" else "red"
-            mark = "" if c["expected"] in (None, c["verdict"]) else " [bold]!= " + c["expected"] + "[/bold]"
-            cells.append(f"[{style}]{c['verdict']}[/{style}] {c['seconds']:.0f}s{mark}")
+            cells.append(matrix_cell(c))
         t.add_row(name, *cells)
     return t
+
+
+def matrix_cell(c: dict) -> str:
+    """A cell's verdict and whether the scenario expected it of that profile: a violation
+    is the expected verdict where the profile has the bug the scenario replays."""
+    verdict, expected = c["verdict"], c["expected"]
+    if expected is None:
+        note, style = "not asserted", "yellow"
+    elif verdict == expected:
+        note, style = "expected", "green"
+    else:
+        note, style = f"UNEXPECTED, expected {expected}", "bold red"
+    return f"[{style}]{verdict} ({note})[/{style}] {c['seconds']:.0f}s"
 
 
 @click.command("matrix")

@@ -166,3 +166,23 @@ def test_up_prints_base_urls_and_an_export_line_that_work(tmp_path):
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
     assert netns.names(f"ck-{rid}-") == []
+
+
+def test_matrix_table_says_whether_each_verdict_was_expected():
+    from rich.console import Console
+
+    from cnikit.scenarios.cli import _table
+
+    def cell(verdict, expected):
+        return {"verdict": verdict, "expected": expected, "seconds": 3.0, "report": None, "runs": []}
+
+    m = {"imds-stale-equal-length": {"old": cell("violation", "violation"),
+                                     "new": cell("violation", "holds")},
+         "imds-outage": {"old": cell("holds", "holds"), "new": cell("holds", None)}}
+    console = Console(width=240, record=True, color_system=None)
+    console.print(_table(m, ["old", "new"]))
+    rows = {ln.split("│")[1].strip(): [c.strip() for c in ln.split("│")[2:-1]]
+            for ln in console.export_text().splitlines() if ln.count("│") == 4}
+    assert rows["imds-stale-equal-length"] == ["violation (expected) 3s",
+                                               "violation (UNEXPECTED, expected holds) 3s"]
+    assert rows["imds-outage"] == ["holds (expected) 3s", "holds (not asserted) 3s"]
