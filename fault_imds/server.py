@@ -156,7 +156,7 @@ class ImdsHandler:
             self._log(request, iid, status, body)
 
     def _log(self, request: web.BaseRequest, iid: str | None, status: int, body: bytes) -> None:
-        path = request.path[1:]
+        path = as_latest(request.path[1:])  # faults match a dated version's path as latest's
         now = self.engine.clock()
         faults = [
             f.id

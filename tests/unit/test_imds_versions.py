@@ -99,6 +99,13 @@ def test_faults_reach_every_version(env, fc):
         assert imds.get("/2016-09-02/meta-data/instance-id")[0] == 500
     with fc.missing(mac=inst.mac):
         assert imds.get(f"/2018-09-24/meta-data/network/interfaces/macs/{inst.mac}/")[0] == 404
+    # The request log names the fault in effect, and the path as the client asked it.
+    since = fc.requests(since=0)["next"]
+    with fc.error(status=503, mac=inst.mac) as fid:
+        imds.get(f"/2016-09-02/meta-data/network/interfaces/macs/{inst.mac}/mac")
+    logged = fc.requests(since=since, instance_id=inst.instance_id)["requests"]
+    assert [(r["path"], r["status"], r["faults"]) for r in logged] == [
+        (f"/2016-09-02/meta-data/network/interfaces/macs/{inst.mac}/mac", 503, [fid])]
 
 
 def test_interface_lists_network_card_as_real_instances(env):
