@@ -52,7 +52,7 @@ def _lines(blob: bytes) -> str:
     return "\n".join(text[i : i + 64] for i in range(0, len(text), 64))
 
 
-@functools.lru_cache(maxsize=65536)
+@functools.lru_cache(maxsize=8192)  # ~5 KB each
 def sign_document(document: str) -> dict[str, str]:
     """{"pkcs7", "rsa2048", "signature"} for one identity document (cached per document: an
     instance's document changes rarely, and trees are re-rendered often)."""
