@@ -1,0 +1,149 @@
+"""certificate.json: what was certified (the files under test, by sha256), by which kit, on
+which machine, and every scenario x seed verdict."""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import platform
+import subprocess
+from pathlib import Path
+
+SCHEMA_VERSION = "cnikit-certificate/1"
+VERDICTS = ["holds", "violation", "inconclusive", "error"]
+
+# The shape of certificate.json (JSON Schema, draft 2020-12); tests validate against it.
+SCHEMA = {
+    "type": "object",
+    "required": ["schema", "verdict", "target", "files", "kit", "machine", "runtime", "started",
+                 "ended", "seconds", "summary", "runs"],
+    "properties": {
+        "schema": {"const": SCHEMA_VERSION},
+        "verdict": {"enum": ["certified", "failed", "incomplete"]},
+        "target": {"type": "object", "required": ["name", "version", "source", "builtin"],
+                   "properties": {"name": {"type": "string"}, "version": {"type": "string"},
+                                  "source": {"type": ["string", "null"]},
+                                  "builtin": {"type": "boolean"},
+                                  "image": {"type": ["string", "null"]},
+                                  "image_digest": {"type": ["string", "null"]},
+                                  "conflist": {"type": ["object", "null"]}}},
+        "files": {"type": "array", "items": {
+            "type": "object", "required": ["role", "path", "sha256"],
+            "properties": {"role": {"type": "string"}, "path": {"type": "string"},
+                           "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}}},
+        "kit": {"type": "object", "required": ["version", "git_commit"],
+                "properties": {"version": {"type": "string"},
+                               "git_commit": {"type": ["string", "null"]},
+                               "git_dirty": {"type": ["boolean", "null"]}}},
+        "machine": {"type": "object", "required": ["kernel", "cores"],
+                    "properties": {"kernel": {"type": "string"}, "cores": {"type": "integer"}}},
+        "runtime": {"type": "string"},
+        "started": {"type": "string"},
+        "ended": {"type": "string"},
+        "seconds": {"type": "number"},
+        "summary": {"type": "object",
+                    "required": ["runs", "exercised", *VERDICTS],
+                    "additionalProperties": {"type": "integer"}},
+        "runs": {"type": "array", "items": {
+            "type": "object",
+            "required": ["scenario", "seed", "verdict", "seconds", "report", "precondition"],
+            "properties": {"scenario": {"type": "string"}, "seed": {"type": "integer"},
+                           "verdict": {"enum": VERDICTS},
+                           "expected": {"type": ["string", "null"]},
+                           "seconds": {"type": "number"},
+                           "report": {"type": ["string", "null"]},
+                           "precondition": {"type": ["string", "null"]},
+                           "evidence": {"type": "array", "items": {"type": "string"}}}}},
+    },
+}
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _iso(t: float) -> str:
+    return datetime.datetime.fromtimestamp(t, datetime.UTC).isoformat(timespec="seconds")
+
+
+def kit_identity() -> dict:
+    """The kit's version and, when it runs from a git checkout, the commit (and whether the
+    tree had changes): a certificate must say which kit judged the build."""
+    from cnikit import __version__
+
+    repo = Path(__file__).resolve().parents[2]
+    commit = dirty = None
+    if (repo / ".git").exists():
+        try:
+            commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], text=True,
+                                    capture_output=True, timeout=10, check=True).stdout.strip()
+            status = subprocess.run(["git", "-C", str(repo), "status", "--porcelain",
+                                     "--untracked-files=no"], text=True, capture_output=True,
+                                    timeout=10, check=True).stdout
+            dirty = bool(status.strip())
+        except (OSError, subprocess.SubprocessError):
+            commit = dirty = None
+    return {"version": __version__, "git_commit": commit, "git_dirty": dirty}
+
+
+def machine() -> dict:
+    return {"kernel": platform.release(), "cores": os.cpu_count() or 1,
+            "arch": platform.machine(), "python": platform.python_version()}
+
+
+def image_digest(image: str | None) -> str | None:
+    if not image:
+        return None
+    from cnikit.containers.podman import Podman
+
+    try:
+        info = Podman().out("image", "inspect", "--format", "{{.Digest}} {{.Id}}", image)
+    except Exception:  # noqa: BLE001 - no podman, no such image: the certificate says null
+        return None
+    digest, _, image_id = info.strip().partition(" ")
+    return digest if digest.startswith("sha256:") else (f"sha256:{image_id}" if image_id else None)
+
+
+def files(target) -> list[dict]:
+    out = []
+    for role, path in sorted(target.files_under_test().items()):
+        p = Path(path)
+        out.append({"role": role, "path": str(p), "sha256": sha256(p)})
+    return out
+
+
+def build(cert) -> dict:
+    t = cert.target
+    summary = {"runs": len(cert.runs),
+               "exercised": sum(1 for r in cert.runs if r.get("exercised"))}
+    for v in VERDICTS:
+        summary[v] = cert.count(v)
+    return {
+        "schema": SCHEMA_VERSION,
+        "verdict": cert.verdict,
+        "target": {"name": t.name, "version": t.version,
+                   "source": str(t.source) if t.source else None, "builtin": bool(t.builtin),
+                   "image": t.image, "image_digest": image_digest(t.image),
+                   "conflist": t.conflist},
+        "files": files(t),
+        "kit": kit_identity(),
+        "machine": machine(),
+        "runtime": cert.runtime,
+        "started": _iso(cert.started),
+        "ended": _iso(cert.ended),
+        "seconds": round(cert.ended - cert.started, 1),
+        "summary": summary,
+        "runs": cert.runs,
+    }
+
+
+def write(out_dir: Path, document: dict) -> Path:
+    path = Path(out_dir) / "certificate.json"
+    path.write_text(json.dumps(document, indent=1, default=str) + "\n")
+    return path

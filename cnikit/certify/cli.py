@@ -1,0 +1,85 @@
+"""`cnikit certify TARGET`: exit 0 every run held, 1 a violation (with evidence), 2 a bad
+target file, an unusable machine or a run the kit could not complete (one line)."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from cnikit.containers.options import runtime_option
+from cnikit.errors import CnikitError, UsageError
+
+
+@click.command("certify")
+@runtime_option
+@click.argument("target", required=False)
+@click.option("--seeds", default=1, show_default=True, type=click.IntRange(1, 1000),
+              help="random-chaos seeds (every other scenario runs once)")
+@click.option("--report", "report_dir", default=None, type=click.Path(file_okay=False),
+              help="where certificate.json, report.html and the runs' reports go "
+                   "[default: reports/certify/TARGET-NAME]")
+@click.option("--junitxml", default=None, type=click.Path(dir_okay=False),
+              help="also write the JUnit XML here (it is always in the report directory)")
+@click.option("--scenario", "-s", "only", multiple=True, help="only these scenarios")
+@click.option("--init", "init_file", default=None, type=click.Path(dir_okay=False),
+              help="write a commented target file for the reference daemon, then exit")
+def certify_cmd(target, seeds, report_dir, junitxml, only, init_file) -> None:
+    """Certify a CNI build (a target file, or a built-in profile) against every scenario."""
+    from cnikit.scenarios.cli import _console, _progress, _quiet_logs, _sigterm_as_interrupt
+
+    if init_file:
+        from cnikit.certify import template
+
+        path = template.write(init_file)
+        click.echo(f"wrote {path}; certify it with: cnikit certify {path}")
+        return
+    if not target:
+        raise UsageError("certify needs a TARGET (a target file or a built-in profile); "
+                         "'cnikit certify --init FILE' writes one")
+    from cnikit.certify import certify
+    from cnikit.runtime import require_root
+    from cnikit.targets import resolve_target
+
+    _quiet_logs()
+    t = resolve_target(target)  # a bad target file fails here, before anything starts
+    require_root("cnikit certify")
+    root = Path(report_dir) if report_dir else Path("reports") / "certify" / t.name
+    console = _console()
+
+    def on_result(rec: dict, k: int, n: int) -> None:
+        extra = f" ({rec['precondition']})" if rec.get("precondition") else ""
+        console.print(f"[{k}/{n}] {rec['scenario']} seed {rec['seed']}: {rec['verdict']}"
+                      f"{extra} {rec['seconds']:.1f}s", markup=False)
+
+    t0 = time.monotonic()
+    with _sigterm_as_interrupt(), _progress(f"certify {t.name}") as say:
+        cert = certify(t, seeds=seeds, report_dir=root, only=list(only) or None, progress=say,
+                       on_result=on_result)
+    if junitxml:
+        Path(junitxml).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(cert.paths["junit"], junitxml)
+    doc = cert.document
+    s = doc["summary"]
+    click.echo(f"{t.name} {t.version}: {cert.verdict.upper()} - {s['runs']} runs: "
+               f"{s['holds']} held, {s['violation']} violated, {s['inconclusive']} inconclusive, "
+               f"{s['error']} could not complete; {s['exercised']} exercised the build "
+               f"({time.monotonic() - t0:.0f}s)")
+    for r in cert.runs:
+        if r["verdict"] == "holds":
+            continue
+        why = r.get("precondition") or r.get("error") or ""
+        click.echo(f"  {r['scenario']} seed {r['seed']}: {r['verdict']}" + (f": {why}" if why else ""))
+        if r["verdict"] == "violation":
+            for line in r.get("evidence") or []:
+                click.echo(f"    {line}")
+    click.echo(f"certificate: {cert.paths['certificate']}")
+    click.echo(f"report: {cert.paths['html']}")
+    if cert.verdict == "incomplete":
+        first = next(r for r in cert.runs if r["verdict"] == "error")
+        raise CnikitError(f"{first['scenario']} seed {first['seed']} could not complete: "
+                          f"{first.get('error')}")
+    sys.exit(cert.exit_code)

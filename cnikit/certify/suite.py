@@ -1,0 +1,123 @@
+"""Which runs a certification makes, running them, and the verdict over all of them."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CHAOS = "random-chaos"
+
+
+@dataclass(frozen=True)
+class Planned:
+    scenario: str
+    seed: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.scenario}-seed{self.seed}"
+
+
+def plan(scenario_names: list[str], seeds: int) -> list[Planned]:
+    """Every scenario once (seed 1); random-chaos, the one that searches, once per seed."""
+    runs = []
+    for name in scenario_names:
+        for seed in range(1, (seeds if name == CHAOS else 1) + 1):
+            runs.append(Planned(name, seed))
+    return runs
+
+
+@dataclass
+class Certification:
+    target: object
+    runs: list[dict] = field(default_factory=list)  # one record per run, in plan order
+    started: float = 0.0
+    ended: float = 0.0
+    runtime: str = "process"
+    document: dict = field(default_factory=dict)
+    paths: dict[str, Path] = field(default_factory=dict)
+
+    def count(self, verdict: str) -> int:
+        return sum(1 for r in self.runs if r["verdict"] == verdict)
+
+    @property
+    def verdict(self) -> str:
+        """certified | failed (a violation) | incomplete (a run the kit could not finish)."""
+        if self.count("violation"):
+            return "failed"
+        if self.count("error"):
+            return "incomplete"
+        return "certified"
+
+    @property
+    def exit_code(self) -> int:
+        return {"certified": 0, "failed": 1, "incomplete": 2}[self.verdict]
+
+
+def record(result, planned: Planned, report_root: Path) -> dict:
+    """What the certificate keeps of one RunResult."""
+    report = result.report.get("html") or result.report.get("json")
+    if report:
+        try:
+            report = str(Path(report).resolve().relative_to(report_root.resolve()))
+        except ValueError:
+            report = str(report)
+    return {
+        "scenario": planned.scenario,
+        "seed": planned.seed,
+        "verdict": result.verdict,
+        "expected": getattr(result, "expected", None),
+        "seconds": result.seconds,
+        "report": report,
+        "precondition": getattr(result, "precondition", None),
+        "exercised": getattr(result, "exercised", result.verdict in ("holds", "violation")),
+        "error": result.error,
+        "evidence": result.evidence(5),
+        "run_id": (getattr(result, "params", None) or {}).get("run_id"),
+    }
+
+
+def certify(target, seeds: int = 1, report_dir: str | Path = "reports/certify",
+            only: list[str] | None = None,
+            progress: Callable[[str], None] | None = None,
+            on_result: Callable[[dict, int, int], None] | None = None,
+            ec2: str = "moto", ec2_endpoint: str | None = None) -> Certification:
+    """Run the suite against `target` (a Target, a built-in name or a TOML path), then write
+    certificate.json, report.html (the index) and junit.xml into report_dir."""
+    from cnikit import scenarios
+    from cnikit.certify import certificate, index, junit
+    from cnikit.errors import UsageError
+    from cnikit.targets import resolve_target
+
+    if seeds < 1:
+        raise UsageError(f"--seeds must be at least 1, got {seeds}")
+    t = resolve_target(target) if isinstance(target, (str, Path)) else target
+    names = list(only) if only else scenarios.names()
+    for n in names:
+        scenarios.get(n)  # an unknown name fails here, before anything starts
+    root = Path(report_dir)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"cannot write the certification into {root}: {e.strerror}") from None
+    # The node runtime travels as CNIKIT_RUNTIME (cnikit.containers.options).
+    runtime = os.environ.get("CNIKIT_RUNTIME") or "process"
+    cert = Certification(t, runtime=runtime, started=time.time())
+    todo = plan(names, seeds)
+    for k, p in enumerate(todo, 1):
+        r = scenarios.run_scenario(scenarios.get(p.scenario), target=t, seed=p.seed,
+                                   report_dir=root / p.scenario / f"seed{p.seed}",
+                                   progress=progress, ec2=ec2, ec2_endpoint=ec2_endpoint)
+        rec = record(r, p, root)
+        cert.runs.append(rec)
+        if on_result is not None:
+            on_result(rec, k, len(todo))
+    cert.ended = time.time()
+    cert.document = certificate.build(cert)
+    cert.paths = {"certificate": certificate.write(root, cert.document),
+                  "html": index.write(root, cert.document)}
+    cert.paths["junit"] = junit.write(root / "junit.xml", cert.document)
+    return cert

@@ -1,0 +1,165 @@
+"""cnikit certify without a cluster: the plan, certificate.json (schema and hashes), the JUnit
+file, the index report, --init, and bad target files refused before anything starts."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+import tomllib
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from cnikit.certify import certificate, index, junit, template
+from cnikit.certify.suite import Certification, plan
+
+
+def _runs() -> list[dict]:
+    base = {"expected": "holds", "seconds": 1.5, "exercised": True, "error": None,
+            "evidence": [], "precondition": None, "run_id": "ab12c"}
+    return [
+        {**base, "scenario": "imds-outage", "seed": 1, "verdict": "holds",
+         "report": "imds-outage/seed1/report.html"},
+        {**base, "scenario": "imds-stale-equal-length", "seed": 1, "verdict": "violation",
+         "report": "imds-stale-equal-length/seed1/report.html",
+         "evidence": ["+6.08s unreachable: pod ck-ab12c-n0-p3 ip 10.0.1.16 (no answer)"]},
+        {**base, "scenario": "ip-reuse-cooldown", "seed": 1, "verdict": "inconclusive",
+         "report": None, "exercised": False, "precondition": "node 0's warm pool never reached 2"},
+        {**base, "scenario": "random-chaos", "seed": 2, "verdict": "error", "report": None,
+         "error": "the gate did not start"},
+    ]
+
+
+@pytest.fixture
+def target_file(tmp_path) -> Path:
+    return template.write(tmp_path / "ref.toml")
+
+
+@pytest.fixture
+def target(target_file):
+    from cnikit.targets import resolve_target
+
+    return resolve_target(str(target_file))
+
+
+def _cert(target, runs) -> Certification:
+    c = Certification(target, runs=runs, started=time.time() - 30, ended=time.time())
+    c.document = certificate.build(c)
+    return c
+
+
+def test_plan_runs_every_scenario_once_and_chaos_per_seed():
+    p = plan(["a", "random-chaos", "b"], seeds=3)
+    assert [(x.scenario, x.seed) for x in p] == [
+        ("a", 1), ("random-chaos", 1), ("random-chaos", 2), ("random-chaos", 3), ("b", 1)]
+
+
+def test_verdict_and_exit_code_follow_the_worst_run(target):
+    runs = _runs()
+    assert _cert(target, runs).exit_code == 1  # a violation outranks an error
+    assert _cert(target, [r for r in runs if r["verdict"] != "violation"]).exit_code == 2
+    held = [r for r in runs if r["verdict"] in ("holds", "inconclusive")]
+    c = _cert(target, held)
+    assert (c.verdict, c.exit_code) == ("certified", 0)
+
+
+def test_certificate_schema_and_hashes(target, tmp_path):
+    jsonschema = pytest.importorskip("jsonschema")
+    c = _cert(target, _runs())
+    path = certificate.write(tmp_path, c.document)
+    doc = json.loads(path.read_text())
+    jsonschema.validate(doc, certificate.SCHEMA)
+    assert doc["verdict"] == "failed"
+    assert doc["target"]["name"] == "cnikit-reference"
+    assert doc["summary"] == {"runs": 4, "exercised": 3, "holds": 1, "violation": 1,
+                              "inconclusive": 1, "error": 1}
+    assert doc["files"], "the files under test are named"
+    for f in doc["files"]:
+        assert f["sha256"] == hashlib.sha256(Path(f["path"]).read_bytes()).hexdigest(), f
+    assert doc["kit"]["version"]
+    assert doc["machine"]["cores"] == os.cpu_count()
+    # The schema rejects what it must: a hash that is not one.
+    bad = json.loads(json.dumps(doc))
+    bad["files"][0]["sha256"] = "xyz"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, certificate.SCHEMA)
+
+
+def test_junit_one_testcase_per_run_with_target_as_classname(target, tmp_path):
+    c = _cert(target, _runs())
+    root = ET.parse(junit.write(tmp_path / "j.xml", c.document)).getroot()
+    suite = root.find("testsuite")
+    assert suite.get("tests") == "4" and suite.get("failures") == "1"
+    assert suite.get("errors") == "1" and suite.get("skipped") == "1"
+    cases = suite.findall("testcase")
+    assert {x.get("classname") for x in cases} == {"cnikit-reference"}
+    assert [x.get("name") for x in cases][1] == "imds-stale-equal-length[seed1]"
+    assert "10.0.1.16" in cases[1].find("failure").get("message")
+    assert "warm pool" in cases[2].find("skipped").get("message")
+    props = {p.get("name"): p.get("value") for p in cases[0].find("properties")}
+    assert props["seed"] == "1" and props["report"].endswith("report.html")
+
+
+def test_index_links_every_run_and_says_the_verdict(target):
+    html = index.render(_cert(target, _runs()).document)
+    assert 'href="imds-outage/seed1/report.html"' in html
+    assert "failed: an invariant was violated" in html
+    assert "precondition not met: node 0&#x27;s warm pool never reached 2" in html
+
+
+def test_init_writes_a_commented_target_that_loads(target_file):
+    text = target_file.read_text()
+    assert text.count("#") > 10, "the file explains itself"
+    doc = tomllib.loads(text)
+    assert Path(doc["daemon"]["command"][0]).is_file()
+    assert doc["observe"] == {"introspection": 61679, "metrics": 61678}
+
+
+def test_init_refuses_to_overwrite(target_file):
+    from cnikit.errors import UsageError
+
+    with pytest.raises(UsageError, match="exists"):
+        template.write(target_file)
+
+
+def _cnikit(*args, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cnikit.cli", *args], capture_output=True,
+                          text=True, timeout=60, cwd=cwd)
+
+
+@pytest.mark.parametrize("mutate, key", [
+    (lambda t: t.replace('name = "cnikit-reference"\n', ""), "name"),
+    (lambda t: t + "\ncolour = \"blue\"\n", "colour"),
+    (lambda t: t.replace("[plugin]", "[plugin]\nbogus = 1"), "bogus"),
+    (lambda t: t.replace('"daemon", "--state-dir"', '"daemon" "--state-dir"'), None),
+])
+def test_bad_target_is_one_line_exit_2_and_nothing_started(target_file, mutate, key, tmp_path):
+    target_file.write_text(mutate(target_file.read_text()))
+    p = _cnikit("certify", str(target_file), "--report", str(tmp_path / "out"))
+    assert p.returncode == 2, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in p.stderr, p.stderr
+    assert str(target_file) in lines[0] or target_file.name in lines[0], lines[0]
+    if key:
+        assert key in lines[0], lines[0]
+    assert not (tmp_path / "out").exists(), "nothing is written for a bad target"
+
+
+def test_missing_plugin_binary_names_the_key(target_file, tmp_path):
+    text = target_file.read_text()
+    doc = tomllib.loads(text)
+    text = text.replace(doc["plugin"]["binaries"][0], str(tmp_path / "no-such-plugin"))
+    target_file.write_text(text)
+    p = _cnikit("certify", str(target_file))
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert "binaries" in p.stderr and "no-such-plugin" in p.stderr
+
+
+def test_certify_without_target_is_usage_error():
+    p = _cnikit("certify")
+    assert p.returncode == 2 and "--init" in p.stderr
