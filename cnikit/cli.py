@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "run": "cnikit.scenarios.cli:run_cmd",
     "matrix": "cnikit.scenarios.cli:matrix_cmd",
     "up": "cnikit.scenarios.cli:up_cmd",
+    "certify": "cnikit.certify.cli:certify_cmd",
 }
 
 
