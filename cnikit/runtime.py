@@ -119,14 +119,17 @@ def require_root(what: str = "this command") -> None:
 
 
 # The Debian package that provides each external program the kit runs.
-PACKAGES = {"nsenter": "util-linux", "podman": "podman", "runc": "runc", "docker": "docker.io"}
+PACKAGES = {"nsenter": "util-linux", "podman": "podman", "runc": "runc", "docker": "docker.io",
+            "ldd": "libc-bin"}
 # The programs each `cnikit` command runs, checked before it starts anything. A command
 # not listed runs none.
 COMMAND_TOOLS: dict[str, tuple[str, ...]] = {
     "run": ("nsenter",), "matrix": ("nsenter",), "demo": ("nsenter",), "up": ("nsenter",),
 }
-# ... plus the daemon runtime's own, when CNIKIT_RUNTIME (`--runtime`) chooses one.
-RUNTIME_TOOLS: dict[str, tuple[str, ...]] = {"podman": ("podman", "runc"), "docker": ("docker",)}
+# ... plus the daemon runtime's own, when CNIKIT_RUNTIME (`--runtime`) chooses one (ldd
+# finds the libraries the daemon image needs).
+RUNTIME_TOOLS: dict[str, tuple[str, ...]] = {"podman": ("podman", "runc", "ldd"),
+                                             "docker": ("docker", "ldd")}
 
 
 def require_tool(name: str) -> str:
