@@ -4,7 +4,9 @@ Executed once per pod, so it imports nothing beyond json/os/socket/sys: the daem
 allocates the IP and (by default) wires the pod with cnikit.fabric.wiring, already
 loaded in its process. With `"wiring": "plugin"` in the netconf the plugin wires the
 pod itself (same code, paid for with the import). ADD gives back its IP when wiring
-fails; DEL tolerates what is already gone; CHECK compares against prevResult.
+fails; DEL tolerates what is already gone; CHECK compares against prevResult. Inputs are
+checked as libcni's skel (so ptp) checks them, before the daemon is asked: the network
+name and CNI_CONTAINERID (SPEC.md's characters), CNI_IFNAME, CHECK only from 0.4.0.
 
 Netconf keys beyond the spec: `daemonSocket` (default $CNIKIT_DAEMON_SOCKET or
 /run/cnikit/daemon/ipamd.sock), `wiring` ("daemon" | "plugin"), `mtu`, `vethPrefix`.
