@@ -1,0 +1,92 @@
+"""`cnikit certify` on builds the kit did not write, end to end (root, namespaces).
+
+- the Go reference plugins ptp + host-local as a plugin-only target: host-local hands out
+  addresses EC2 never assigned, so certification fails (exit 1) with ip-not-owned and
+  unreachable evidence;
+- the reference daemon as an external target file (its command line only): certify's
+  files, exit code and JUnit on one scenario; the full per-profile verdicts run in
+  tests/scenarios/test_matrix.py through the same target files;
+- the same target with the daemon in a podman container.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from cnikit.certify import template
+
+pytestmark = [pytest.mark.root,
+              pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")]
+
+PTP = Path("/usr/lib/cni/ptp")
+HOST_LOCAL = Path("/usr/lib/cni/host-local")
+
+PTP_TARGET = """
+name = "ptp-host-local"
+version = "debian"
+
+[daemon]
+command = ["sleep", "infinity"]
+
+[plugin]
+binaries = ["{ptp}", "{host_local}"]
+conflist = {{ cniVersion = "1.0.0", name = "ptp", plugins = [ {{ type = "ptp", ipMasq = false, ipam = {{ type = "host-local", ranges = [[ {{ subnet = "{{subnet_cidr}}" }} ]], dataDir = "{{state_dir}}/host-local" }} }} ] }}
+"""
+
+
+def _certify(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    p = subprocess.run([sys.executable, "-m", "cnikit.cli", "certify", *args],
+                       capture_output=True, text=True, timeout=timeout)
+    assert "Traceback" not in p.stderr, p.stderr
+    return p
+
+
+@pytest.mark.skipif(not (PTP.exists() and HOST_LOCAL.exists()),
+                    reason="Debian's containernetworking-plugins is not installed (make setup)")
+@pytest.mark.timeout(300)
+def test_ptp_host_local_fails_with_addresses_ec2_never_assigned(tmp_path):
+    target = tmp_path / "ptp.toml"
+    target.write_text(PTP_TARGET.format(ptp=PTP, host_local=HOST_LOCAL))
+    out = tmp_path / "out"
+    p = _certify(str(target), "--scenario", "daemon-crash-churn", "--report", str(out),
+                 "--junitxml", str(tmp_path / "junit.xml"))
+    assert p.returncode == 1, p.stdout + p.stderr
+    cert = json.loads((out / "certificate.json").read_text())
+    assert cert["verdict"] == "failed"
+    kinds = {line.split(":")[0].split()[-1] for r in cert["runs"] for line in r["evidence"]}
+    assert {"ip-not-owned", "unreachable"} <= kinds, cert["runs"]
+    assert "ip-not-owned" in p.stdout and "unreachable" in p.stdout
+    roles = {f["role"]: f for f in cert["files"]}
+    assert any(f["path"] == str(PTP) for f in roles.values()), roles
+    case = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite/testcase")
+    assert case.get("classname") == "ptp-host-local" and case.find("failure") is not None
+
+
+@pytest.mark.timeout(300)
+def test_reference_daemon_target_file_certifies_one_scenario(tmp_path):
+    target = template.write(tmp_path / "hardened.toml", profile="hardened")
+    out = tmp_path / "out"
+    p = _certify(str(target), "--scenario", "imds-stale-equal-length", "--report", str(out))
+    assert p.returncode == 0, p.stdout + p.stderr
+    cert = json.loads((out / "certificate.json").read_text())
+    assert cert["verdict"] == "certified" and cert["summary"]["holds"] == 1
+    assert cert["target"]["source"] == str(target) and not cert["target"]["builtin"]
+    run = cert["runs"][0]
+    assert (out / run["report"]).is_file()
+    assert 'href="imds-stale-equal-length/seed1/report.html"' in (out / "report.html").read_text()
+
+
+@pytest.mark.timeout(300)
+def test_reference_daemon_target_file_1_18_3_fails_the_3019_replay(tmp_path):
+    target = template.write(tmp_path / "old.toml", profile="vpc-cni-1.18.3")
+    p = _certify(str(target), "--scenario", "imds-stale-equal-length", "--report",
+                 str(tmp_path / "out"))
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "imds-stale-equal-length seed 1: violation" in p.stdout
