@@ -125,6 +125,7 @@ PACKAGES = {"nsenter": "util-linux", "podman": "podman", "runc": "runc", "docker
 # not listed runs none.
 COMMAND_TOOLS: dict[str, tuple[str, ...]] = {
     "run": ("nsenter",), "matrix": ("nsenter",), "demo": ("nsenter",), "up": ("nsenter",),
+    "certify": ("nsenter",),
 }
 # ... plus the daemon runtime's own, when CNIKIT_RUNTIME (`--runtime`) chooses one (ldd
 # finds the libraries the daemon image needs).

@@ -62,6 +62,7 @@ def path_without(tmp_path, *missing: str) -> str:
     (["up"], "nsenter", {}),
     (["matrix", "-s", "imds-outage"], "nsenter", {}),
     (["up"], "podman", {"CNIKIT_RUNTIME": "podman"}),
+    (["certify", "vpc-cni-1.18.3"], "nsenter", {}),
 ])
 def test_a_missing_program_is_one_line_exit_2_before_anything_starts(tmp_path, argv, missing, env):
     from cnikit.runtime import PACKAGES
