@@ -1,6 +1,7 @@
 """pytest plugin for cnikit (entry point `pytest11`).
 
-Options: `--cnikit-profile` (daemon profile), `--cnikit-ec2` (moto or localstack behind the
+Options: `--cnikit-profile` (daemon profile), `--cnikit-target FILE` (the build under test,
+docs/certify.md; overrides the profile), `--cnikit-ec2` (moto or localstack behind the
 gate), `--cnikit-report DIR` (write a report for every test that uses `invariants`; without
 it a report is written only when an invariant breaks, under pytest's temp directory).
 
@@ -40,6 +41,13 @@ def pytest_addoption(parser) -> None:
         choices=("moto", "localstack"),
         help="EC2 upstream behind the gate (default: embedded moto)",
     )
+    group.addoption(
+        "--cnikit-target",
+        default=None,
+        metavar="FILE",
+        help="the build under test: a target file (docs/certify.md) or a built-in name; "
+             "overrides --cnikit-profile",
+    )
     group.addoption("--cnikit-report", default=None, help="directory for run reports")
     group.addoption(
         "--cnikit-runtime",
@@ -51,6 +59,15 @@ def pytest_addoption(parser) -> None:
 
 def pytest_configure(config) -> None:
     config.addinivalue_line("markers", "cnikit: uses the cnikit fixtures")
+    target = config.getoption("--cnikit-target", None)
+    if target:
+        from cnikit.errors import CnikitError
+        from cnikit.targets import resolve_target
+
+        try:  # a bad target file stops the session in one line, before any test runs
+            config._cnikit_target = resolve_target(target)
+        except CnikitError as e:
+            raise pytest.UsageError(f"--cnikit-target: {e}") from None
     runtime = config.getoption("--cnikit-runtime", None)
     if runtime:
         from cnikit.containers.noderuntime import check_runtime
@@ -65,7 +82,10 @@ def pytest_configure(config) -> None:
 
 def pytest_report_header(config) -> str:
     report = config.getoption("--cnikit-report")
-    return (f"cnikit: profile={config.getoption('--cnikit-profile')} "
+    target = getattr(config, "_cnikit_target", None)
+    build = (f"target={target.name} {target.version}" if target is not None
+             else f"profile={config.getoption('--cnikit-profile')}")
+    return (f"cnikit: {build} "
             f"ec2={config.getoption('--cnikit-ec2')}"
             + (f" reports={report}" if report else ""))
 
@@ -86,7 +106,9 @@ class CloudFixture:
 
 @pytest.fixture(scope="session")
 def cnikit_options(pytestconfig) -> dict:
-    return {"profile": pytestconfig.getoption("--cnikit-profile"),
+    target = getattr(pytestconfig, "_cnikit_target", None)
+    return {"profile": target.name if target is not None else pytestconfig.getoption("--cnikit-profile"),
+            "target": target,
             "ec2": pytestconfig.getoption("--cnikit-ec2"),
             "report": pytestconfig.getoption("--cnikit-report")}
 
@@ -135,7 +157,8 @@ def imds(_cnikit_imds):
 def _cnikit_kit(request, cloud, _cnikit_imds, cnikit_options):
     from cnikit.testkit import Kit
 
-    kit = Kit(cloud.cloud, _cnikit_imds, profile=cnikit_options["profile"])
+    kit = Kit(cloud.cloud, _cnikit_imds, profile=cnikit_options["profile"],
+              target=cnikit_options["target"])
     request.node._cnikit_kit = kit
     yield kit
     # Stop the checkers before any namespace goes away: teardown is not a fault.

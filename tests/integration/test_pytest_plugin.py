@@ -140,3 +140,33 @@ def test_ls(cloud):
         assert "no EC2 (localstack)" in result.stdout.str()
     else:
         result.assert_outcomes(passed=1)
+
+
+PTP_USER_TEST = r'''
+def test_ptp_pods(cluster, invariants):
+    c = cluster(nodes=2, pods=4)
+    pod = next(iter(c.pods.values()))
+    assert invariants.wait_for(lambda inv: inv.violations(), 10) is not None
+'''
+
+
+@pytest.mark.skipif(not Path("/usr/lib/cni/ptp").exists(),
+                    reason="Debian's containernetworking-plugins is not installed (make setup)")
+def test_target_option_drives_a_build_the_kit_did_not_write(tmp_path):
+    """--cnikit-target with ptp + host-local: the fixtures run that plugin, and the invariants
+    fail the test because host-local's addresses were never assigned by EC2."""
+    import subprocess
+    import sys
+
+    from tests.integration.test_certify import PTP_TARGET
+
+    target = tmp_path / "ptp.toml"
+    target.write_text(PTP_TARGET.format(ptp="/usr/lib/cni/ptp", host_local="/usr/lib/cni/host-local"))
+    (tmp_path / "test_user.py").write_text(PTP_USER_TEST)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--cnikit-target",
+         str(target), "-o", "timeout=120", str(tmp_path / "test_user.py")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=200)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "1 failed" in out, out[-3000:]
+    assert "cnikit invariants violated:" in out and "EC2" in out, out[-3000:]

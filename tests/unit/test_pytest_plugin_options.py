@@ -59,3 +59,19 @@ def test_options_show_in_the_header_and_help(tmp_path):
     p = run_unprivileged(["--cnikit-ec2", "aws"], tmp_path)
     assert p.returncode == pytest.ExitCode.USAGE_ERROR
     assert "invalid choice: 'aws'" in p.stderr
+
+
+def test_target_option_names_the_build_or_refuses_a_bad_file_in_one_line(tmp_path):
+    from cnikit.certify import template
+
+    (tmp_path / "test_inner.py").write_text("def test_x():\n    pass\n")
+    good = template.write(tmp_path / "mine.toml")
+    p = run_unprivileged(["-q", "-v", "--cnikit-target", str(good), "test_inner.py"], tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "cnikit: target=cnikit-reference " in p.stdout
+    bad = tmp_path / "bad.toml"
+    bad.write_text(good.read_text() + "\nsurprise = 1\n")
+    p = run_unprivileged(["--cnikit-target", str(bad), "test_inner.py"], tmp_path)
+    assert p.returncode == pytest.ExitCode.USAGE_ERROR, p.stdout + p.stderr
+    assert "--cnikit-target" in p.stderr and "surprise" in p.stderr
+    assert "Traceback" not in p.stderr
