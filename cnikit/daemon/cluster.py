@@ -144,9 +144,11 @@ class CniCluster:
         return {**conf, "plugins": [{**plugins[0], **extra}, *plugins[1:]]}
 
     def add_pod(self, node: int, name: str, namespace: str = "default", **conf):
+        # CNI_ARGS as containerd and CRI-O send them (IgnoreUnknown first, as plugins require).
         return self.fabric.add_pod_cni(node, self.netconf(node, **conf),
                                        [str(self.places[node].cni_bin_dir)],
-                                       args={"K8S_POD_NAMESPACE": namespace, "K8S_POD_NAME": name})
+                                       args={"IgnoreUnknown": "1", "K8S_POD_NAMESPACE": namespace,
+                                             "K8S_POD_NAME": name})
 
     def delete_pod(self, pod) -> None:
         self.fabric.delete_pod(pod)
