@@ -235,3 +235,16 @@ def test_region_and_zone_follow_the_instance():
     assert leaves[meta + "placement/availability-zone-id"] == "usw2-az1"
     assert leaves[meta + "local-hostname"] == "ip-10-0-1-4.us-west-2.compute.internal"
     assert json.loads(leaves["latest/dynamic/instance-identity/document"])["region"] == "us-west-2"
+
+
+def test_control_refuses_a_body_that_stops_arriving(env, fc, monkeypatch):
+    from cnikit import fault_api
+
+    monkeypatch.setattr(fault_api, "BODY_TIMEOUT_S", 0.2)
+    request = (b"POST /faults HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\n"
+               b'{"kind": ')
+    elapsed, data = _raw(env[2].control_url, request, deadline_s=2.0)
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert head.split(b" ")[1] == b"408", data
+    assert "did not arrive" in json.loads(body)["error"] and elapsed < 2.0
+    assert fc.list() == []
