@@ -37,7 +37,9 @@ def main() -> int:
     logging.getLogger().addHandler(logging.NullHandler())
     logging.getLogger("fault_imds").setLevel(logging.CRITICAL)
     from cnikit import scenarios
-    from cnikit.scenarios.engine import PROFILES
+    from cnikit.targets import builtin_names
+
+    PROFILES = builtin_names()
 
     names = [REPLAY] if args.quick else scenarios.names()
     cells: dict = {}

@@ -79,29 +79,35 @@ def install_plugin(target: Target, places: NodePlaces) -> dict:
 
 
 def is_ready(ready: ReadySpec, netns: str | None) -> bool:
-    """The socket accepts a connection / the URL answers 2xx, asked inside the namespace."""
-    if ready.socket:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(1.0)
-            try:
-                s.connect(ready.socket)
-            except OSError:
-                return False
-            # Say nothing and read to the end: closing at once would break the daemon's reply.
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_WR)
-                while s.recv(4096):
-                    pass
-            return True
+    """The socket accepts a connection / the URL answers 2xx, asked from inside the node's
+    namespace (where 127.0.0.1 and abstract sockets, "@name", are the node's)."""
     from cnikit.fabric import netns as nsmod
 
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     with nsmod.entered(netns) if netns else contextlib.nullcontext():
+        if ready.socket:
+            return _socket_answers(ready.socket)
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         try:
             with opener.open(ready.url, timeout=1.0) as r:
                 return 200 <= r.status < 300
         except (OSError, urllib.error.URLError, ValueError):
             return False
+
+
+def _socket_answers(path: str) -> bool:
+    address = "\0" + path[1:] if path.startswith("@") else path
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(1.0)
+        try:
+            s.connect(address)
+        except OSError:
+            return False
+        # Say nothing and read to the end: closing at once would break the daemon's reply.
+        with contextlib.suppress(OSError):
+            s.shutdown(socket.SHUT_WR)
+            while s.recv(4096):
+                pass
+        return True
 
 
 def wait_ready(daemon, ready: ReadySpec | None, netns: str | None, timeout: float, what: str) -> None:

@@ -200,3 +200,85 @@ def test_the_reference_daemon_image_as_a_target_in_podman(tmp_path):
         rid = c.fabric.rid
     left = Podman().out("ps", "-a", "--filter", f"label={LABEL_RUN}={rid}", "--format", "{{.Names}}")
     assert left == "", f"containers left behind: {left}"
+
+
+# ---- readiness, inside the node's namespace --------------------------------------------
+
+@pytest.fixture
+def bare_ns():
+    """A namespace of its own with loopback up (what a node has), removed afterwards."""
+    import subprocess
+
+    from cnikit.fabric import netns
+
+    name = f"cktest-ready-{os.getpid()}"
+    os.close(netns.create(name))
+    try:
+        subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
+        yield str(netns.netns_path(name))
+    finally:
+        netns.remove(name)
+
+
+def free_host_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_url_readiness_is_asked_inside_the_namespace(bare_ns, tmp_path):
+    from cnikit.targets import ReadySpec
+    from cnikit.targets.node import TargetProcess, is_ready
+
+    port = free_host_port()  # free here, so only the namespace's 127.0.0.1 can answer
+    spec = ReadySpec(url=f"http://127.0.0.1:{port}/", timeout=30)
+    d = TargetProcess([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+                      tmp_path / "state", {}, bare_ns, spec)
+    try:
+        d.start(wait=30)
+        assert is_ready(spec, bare_ns)
+        assert not is_ready(spec, None)  # the host's own loopback has nothing there
+    finally:
+        d.stop()
+    assert not d.alive()
+
+
+def test_an_abstract_socket_readiness_is_the_namespace_s(bare_ns, tmp_path):
+    from cnikit.targets import ReadySpec
+    from cnikit.targets.node import TargetProcess, is_ready
+
+    name = f"cktest-ready-{os.getpid()}"
+    serve = ("import socket, time\n"
+             "s = socket.socket(socket.AF_UNIX)\n"
+             f"s.bind('\\0{name}'); s.listen()\n"
+             "while True:\n    c, _ = s.accept(); c.close()\n")
+    spec = ReadySpec(socket=f"@{name}", timeout=30)
+    d = TargetProcess([sys.executable, "-c", serve], tmp_path / "state", {}, bare_ns, spec)
+    try:
+        d.start(wait=30)
+        assert is_ready(spec, bare_ns) and not is_ready(spec, None)
+    finally:
+        d.stop()
+
+
+def test_a_daemon_that_exits_or_never_answers_is_not_ready(bare_ns, tmp_path):
+    from cnikit.errors import DaemonNotReady
+    from cnikit.targets import ReadySpec
+    from cnikit.targets.node import TargetProcess
+
+    gone = TargetProcess(["false"], tmp_path / "a", {}, bare_ns,
+                         ReadySpec(socket=str(tmp_path / "a.sock"), timeout=10))
+    with pytest.raises(DaemonNotReady) as e:
+        gone.start(wait=10)
+    assert e.value.exited and "exited" in str(e.value)
+    silent = TargetProcess(["sleep", "60"], tmp_path / "b", {}, bare_ns,
+                           ReadySpec(socket=str(tmp_path / "b.sock"), timeout=0.5))
+    try:
+        with pytest.raises(DaemonNotReady) as e:
+            silent.start(wait=10)
+        assert not e.value.exited and "not ready after" in str(e.value)
+    finally:
+        silent.stop()
+    assert not silent.alive()

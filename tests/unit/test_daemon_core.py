@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from cnikit.daemon import reconcile
+from cnikit.daemon import profiles, reconcile
 from cnikit.daemon.checkpoint import (
     FORMAT_VERSION,
     CheckpointError,
@@ -22,7 +22,7 @@ from cnikit.daemon.fakes import FakeEc2, FakeImds
 from cnikit.daemon.ipamd import TAG_INSTANCE, IpamD
 from cnikit.errors import UsageError
 
-PROFILES = ["vpc-cni-1.18.3", "vpc-cni-1.18.4", "hardened"]
+PROFILES = profiles.names()  # the registry: a new profile is tested here too
 
 
 def key(n: int) -> IpamKey:

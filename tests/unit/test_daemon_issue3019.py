@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import pytest
 
+from cnikit.daemon import profiles
 from cnikit.daemon.cluster import ec2_ips_of
 from cnikit.daemon.imds_http import HttpImds
 from cnikit.daemon.process import DaemonProcess
 from cnikit.daemon.server import request
 from tests.waiting import wait_for
 
-PROFILES = ["vpc-cni-1.18.3", "vpc-cni-1.18.4", "hardened"]
+PROFILES = profiles.names()  # the registry: a new profile is tested here too
 
 
 @pytest.fixture(scope="module")
