@@ -6,11 +6,12 @@
     checkpoint.py  ipam.json in upstream's vpc-cni-ipam/1 format, atomic writes
     pool.py        warm-pool arithmetic (WARM_ENI/IP/PREFIX_TARGET, MINIMUM_IP_TARGET)
     ipamd.py       IpamD: start-up, ADD/DEL/CHECK, pool manager, ENI lifecycle, tick()
-    reconcile.py   what each profile trusts IMDS with (1.18.3, 1.18.4, hardened)
+    reconcile.py   the reconcile strategies a profile picks (how much it trusts IMDS)
+    profiles/      one module per profile: name, summary, strategy, expected verdicts
     ec2_boto.py / imds_http.py   the real views (boto3, IMDSv2)
     fakes.py       in-memory views for unit tests; clock.py: real and fake clocks
     server.py      the process: unix socket for the plugin, metrics, introspection
     podnet.py      the pod data plane for a request, over cnikit.fabric.wiring
     process.py     DaemonProcess: run / kill / restart `cnikit daemon` in a namespace
-    cluster.py     CniCluster: EC2 + IMDS + fabric + one daemon per node, pods via cnikit-cni
+    cluster.py     CniCluster: EC2 + IMDS + fabric + a target (cnikit.targets) on every node
 """
