@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml scripts/apt-deps.sh
 	@touch $(STAMP)
 
 lint: setup
-	$(BIN)/ruff check cnikit fault_imds tests bench
+	$(BIN)/ruff check cnikit fault_imds faultcore tests bench
 
 test: setup lint localstack
 	$(BIN)/python -m pytest tests $(PYTEST_ARGS)

@@ -1,6 +1,7 @@
 """The `cnikit` command. Each subcommand lives with the module it drives.
 
-Errors the user can act on (CnikitError) print one line and exit with their code.
+Errors the user can act on (CnikitError, any faultcore OneLineError) print one line and exit
+with their code (faultcore.cli.run_cli, shared with `fault-imds`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 import click
 
 from cnikit import __version__
-from cnikit.errors import CnikitError
+from faultcore.cli import run_cli
 
 # Subcommands, loaded only when used so `cnikit --help` stays fast.
 # name -> "module:click_command". Each module owns its command.
@@ -65,24 +66,6 @@ def _checking_tools(name: str, command: click.Command) -> click.Command:
 @click.version_option(__version__, prog_name="cnikit")
 def cli() -> None:
     """Chaos and integration test kit for AWS-VPC-style CNI daemons."""
-
-
-def run_cli(group: click.Group, prog: str, argv: list[str] | None = None) -> int:
-    """Run a click group; errors the user can act on become one line and an exit code."""
-    try:
-        group.main(args=argv, prog_name=prog, standalone_mode=False)
-    except CnikitError as e:
-        click.echo(f"{prog}: {e}", err=True)
-        return e.exit_code
-    except click.exceptions.Abort:
-        click.echo(f"{prog}: interrupted", err=True)
-        return 130
-    except click.ClickException as e:
-        e.show()
-        return 2
-    except click.exceptions.Exit as e:
-        return e.exit_code
-    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

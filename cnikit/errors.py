@@ -1,15 +1,11 @@
 """Errors a user can act on: one line, an exit code, never a traceback."""
 
+from faultcore.errors import OneLineError
 
-class CnikitError(Exception):
-    """A failure explained in one line. `exit_code` 2 means bad usage or environment."""
 
-    exit_code = 2
-
-    def __init__(self, message: str, exit_code: int | None = None):
-        super().__init__(message)
-        if exit_code is not None:
-            self.exit_code = exit_code
+class CnikitError(OneLineError):
+    """A failure explained in one line. `exit_code` 2 means bad usage or environment.
+    (faultcore's OneLineError, which `fault-imds` raises, shares the shape and the runner.)"""
 
 
 class UsageError(CnikitError):

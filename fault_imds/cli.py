@@ -22,8 +22,8 @@ import threading
 
 import click
 
-from cnikit.cli import run_cli
-from cnikit.errors import CnikitError, UsageError
+from faultcore.cli import run_cli
+from faultcore.errors import OneLineError
 
 DEFAULT_LISTEN = "127.0.0.1:1338"
 DEFAULT_CONTROL = "127.0.0.1:1339"
@@ -32,7 +32,7 @@ DEFAULT_CONTROL = "127.0.0.1:1339"
 def _hostport(value: str, what: str) -> tuple[str, int]:
     host, sep, port = value.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise UsageError(f"{what} must be HOST:PORT, got {value!r}")
+        raise OneLineError(f"{what} must be HOST:PORT, got {value!r}")
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
@@ -93,7 +93,7 @@ def serve(ec2_endpoint, listen, control, instance_id, require_v2, seed, ec2_wait
     try:
         server.start()
     except OSError as e:
-        raise CnikitError(f"cannot serve: {e}") from None
+        raise OneLineError(f"cannot serve: {e}") from None
     click.echo(f"IMDS     {server.url}")
     click.echo(f"control  {server.control_url}")
     sys.stdout.flush()
@@ -151,7 +151,7 @@ def list_(control_url) -> None:
 def remove(fault_id, control_url) -> None:
     """Remove one fault."""
     if not _client(control_url).remove(fault_id):
-        raise UsageError(f"no active fault {fault_id!r}")
+        raise OneLineError(f"no active fault {fault_id!r}")
 
 
 @cli.command()

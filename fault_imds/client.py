@@ -8,7 +8,7 @@
     page = fc.requests(since=0, instance_id="i-..")   # {"requests": [...], "next": seq}
 
 The generic calls (add, list, remove, clear) also drive the EC2 gate's faults, which answer
-in the same shape (cnikit/fault_api.py):
+in the same shape (faultcore/wire.py):
 
     gate = FaultClient(cloud.endpoint + "/_cnikit")
     with gate.add("throttle", action="AssignPrivateIpAddresses", probability=0.5):
@@ -27,12 +27,12 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from cnikit.errors import CnikitError
+from faultcore.errors import OneLineError
 
 TARGET_FIELDS = ("instance_id", "mac", "eni_id", "path", "ips")
 
 
-class FaultError(CnikitError):
+class FaultError(OneLineError):
     """The control API refused a request (the message is its one-line reason)."""
 
 

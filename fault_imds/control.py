@@ -2,7 +2,7 @@
 
 POST /faults {"kind": K, "target": {...}, "duration": s, ...} -> 201 {"id": ..., "fault": {...}}
 GET /faults -> {"faults": [...]}    DELETE /faults/{id}, DELETE /faults -> {"removed": [ids]}
-  (the shape the EC2 gate's fault API shares: cnikit/fault_api.py; bodies over 64 KiB are
+  (the shape the EC2 gate's fault API shares: faultcore/wire.py; bodies over 64 KiB are
   refused with 413 before they are read)
 GET /events[?since=SEQ][&wait=S] -> {"events": [...], "last_seq": N}  (wait: long poll)
 GET /requests[?since=SEQ][&instance_id=ID][&limit=N] -> {"requests": [...], "next": SEQ}
@@ -18,8 +18,8 @@ import logging
 
 from aiohttp import web
 
-from cnikit import fault_api
 from fault_imds.engine import Engine, SpecError, kinds
+from faultcore import wire as fault_api
 
 log = logging.getLogger("fault_imds.control")
 

@@ -39,6 +39,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from fault_imds.tree import LIVE_STATES, Ec2State, eni_key, slim_eni
+from faultcore.caller import CALLER_HEADER
 
 log = logging.getLogger("fault_imds.ec2")
 
@@ -65,13 +66,8 @@ INSTANCE_FIELDS = (
 NETWORK_REFRESH_S = 5.0
 
 
-# Sent with every call: the IMDS plays the hypervisor, whose view of the instance does not
-# go through the EC2 API, so the gate spares it the API's faults (throttling, errors,
-# latency, Describe lag). IMDS staleness is the IMDS's own fault kinds.
-CALLER_HEADER = ("X-Cnikit-Caller", "imds")
-
-
 def _mark_caller(request, **_kw) -> None:
+    """Sent with every call: the gate spares the IMDS the EC2 API's faults (faultcore.caller)."""
     request.headers[CALLER_HEADER[0]] = CALLER_HEADER[1]
 
 

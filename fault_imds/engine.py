@@ -7,18 +7,20 @@ Served bodies are precomputed per instance whenever EC2 or the fault set changes
 a `lag` reference moves on), so answering a request is one dict lookup; request faults are
 evaluated only while any are active.
 
-Composition order (several faults compose, always in this order):
-  content stage, on the structured view, each kind in creation order:
-    1. lag      targeted entries taken from EC2 as it was `seconds` ago
-    2. stale    targeted entries replaced by what was served when the stale began
-    3. missing  targeted entries removed
+Composition order (several faults compose): each kind's file declares its stage and its
+`order` (`fault-imds kinds` and GET /kinds list them); within a stage faults run by order,
+then in creation order. Today:
+  content stage, on the structured view:
+    lag (10)      targeted entries taken from EC2 as it was `seconds` ago
+    stale (20)    targeted entries replaced by what was served when the stale began
+    missing (30)  targeted entries removed
     path-targeted content faults act on the rendered entries afterwards, in the same order.
-  request stage, for each matching fault in this order (probability rolled once each, with
-  the server's seeded random generator):
-    4. drop     close the connection, nothing else happens
-    5. token    401 for a request carrying a token
-    6. latency  wait, then go on
-    7. error    answer the status
+  request stage, for each matching fault (probability rolled once each, in
+  faultcore.fault.Fault.fires, with the server's seeded random generator):
+    drop (10)     close the connection, nothing else happens
+    token (20)    401 for a request carrying a token
+    latency (30)  wait, then go on
+    error (40)    answer the status
 """
 
 from __future__ import annotations
@@ -31,12 +33,10 @@ from collections.abc import Callable
 from typing import Any
 
 from fault_imds.faults import (
-    CONTENT_ORDER,
-    REGISTRY,
-    REQUEST_ORDER,
+    KINDS,
     Answer,
     Drop,
-    Fault,
+    ImdsFault,
     Resolver,
     SpecError,
     parse_spec,
@@ -117,15 +117,15 @@ class Engine(Resolver):
         self.served_models: dict[str, InstanceMeta] = {}
         self.served_leaves: dict[str, dict[str, str]] = {}
         self.served: dict[str, dict[str, bytes]] = {}
-        self.faults: dict[str, Fault] = {}
-        self.content_faults: list[Fault] = []
-        self.request_faults: list[Fault] = []
+        self.faults: dict[str, ImdsFault] = {}
+        self.content_faults: list[ImdsFault] = []
+        self.request_faults: list[ImdsFault] = []
         self.events = EventLog()
         self.recomputes = 0
         self._ip_owner: dict[str, str] = {}
         self._prefix_owner: list[tuple[ipaddress.IPv4Network, str]] = []
         self._served_lists: dict[tuple[str, str], tuple[str, dict[str, tuple[str, ...]]]] = {}
-        self._lag_refs: dict[str, int] = {}
+        self._refs: dict[str, int] = {}
         self._cache: dict[int, tuple[Ec2State, dict[str, InstanceMeta]]] = {}
         self._leaf_cache: dict[tuple[int, str], dict[str, str]] = {}
         self._render_cache: dict[InstanceMeta, tuple] = {}
@@ -207,14 +207,12 @@ class Engine(Resolver):
 
     # -- faults ------------------------------------------------------------------------------
 
-    def add(self, spec: Any) -> Fault:
+    def add(self, spec: Any) -> ImdsFault:
         """Validate and activate a fault; SpecError (nothing changed) on a bad spec."""
         fid = f"f{self._next + 1}"
         fault = parse_spec(spec, self, fid, self.clock(), time.time())
         self._next += 1
-        start = getattr(fault, "start", None)
-        if start is not None:
-            start(self)
+        fault.start(self)
         self.faults[fid] = fault
         self._reindex()
         self.events.add("fault_added", fault=fault.to_json())
@@ -226,7 +224,7 @@ class Engine(Resolver):
         fault = self.faults.pop(fid, None)
         if fault is None:
             return False
-        self._lag_refs.pop(fid, None)
+        self._refs.pop(fid, None)
         self._reindex()
         self.events.add(reason, fault=fault.to_json())
         if fault.stage == "content":
@@ -243,9 +241,9 @@ class Engine(Resolver):
         return [f.to_json() for f in self.faults.values()]
 
     def _reindex(self) -> None:
-        by_kind = sorted(self.faults.values(), key=lambda f: f.created)
-        self.content_faults = [f for k in CONTENT_ORDER for f in by_kind if f.kind == k]
-        self.request_faults = [f for k in REQUEST_ORDER for f in by_kind if f.kind == k]
+        ordered = sorted(self.faults.values(), key=KINDS.order_key)
+        self.content_faults = [f for f in ordered if f.stage == "content"]
+        self.request_faults = [f for f in ordered if f.stage == "request"]
 
     def tick(self) -> None:
         """Expire faults whose time is up; recompute when a lag reference moved on."""
@@ -254,11 +252,10 @@ class Engine(Resolver):
             if f.expires is not None and f.expires <= now:
                 self.remove(fid, reason="fault_expired")
         for f in self.content_faults:
-            if f.kind == "lag":
-                state = self._state_at(f.reference_time(now))
-                if self._lag_refs.get(f.id) != id(state):
-                    self.recompute()
-                    break
+            t = f.reference_time(now)
+            if t is not None and self._refs.get(f.id) != id(self._state_at(t)):
+                self.recompute()
+                break
 
     # -- the served view ---------------------------------------------------------------------
 
@@ -267,8 +264,9 @@ class Engine(Resolver):
         view = View(dict(self.true_models), now, self)
         for f in self.content_faults:
             f.apply(view)
-            if f.kind == "lag":
-                self._lag_refs[f.id] = id(self._state_at(f.reference_time(now)))
+            t = f.reference_time(now)
+            if t is not None:
+                self._refs[f.id] = id(self._state_at(t))
         self.served_models = dict(view.models)
         # An instance whose model did not change (and that no path fault edits) keeps its
         # rendered tree: with many instances, one ENI's change re-renders one tree.
@@ -327,15 +325,7 @@ class Engine(Resolver):
         """Run the matching request faults; the first that answers wins."""
         now = self.clock()
         for f in self.request_faults:
-            if f.expires is not None and f.expires <= now:
-                continue
-            if not f.target.request_matches(ctx.instance_id, ctx.path):
-                continue
-            matches = getattr(f, "matches_request", None)
-            if matches is not None and not matches(ctx):
-                continue
-            # Probability is applied here and only here, for every kind.
-            if f.probability < 1.0 and self.rng.random() >= f.probability:
+            if f.expired(now) or not f.fires(ctx, self.rng):
                 continue
             out = await f.apply(ctx)
             if out is not None:
@@ -344,16 +334,8 @@ class Engine(Resolver):
 
 
 def kinds() -> dict[str, dict[str, Any]]:
-    """Each kind's description and attributes (for `fault-imds` help and GET /kinds)."""
-    return {
-        name: {
-            "description": cls.description,
-            "stage": cls.stage,
-            "attributes": sorted(cls.params) + (["probability"] if cls.uses_probability else []),
-            "targets": list(cls.targets),
-        }
-        for name, cls in sorted(REGISTRY.items())
-    }
+    """Each kind's description, stage, order and attributes (`fault-imds kinds`, GET /kinds)."""
+    return KINDS.describe()
 
 
 __all__ = ["Engine", "EventLog", "RequestCtx", "SpecError", "View", "kinds"]

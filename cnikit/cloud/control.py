@@ -8,7 +8,7 @@
     POST   /_cnikit/faults                    {"kind": K, ...attributes} -> 201 {"id", "fault"}
     DELETE /_cnikit/faults[/ID]               remove one, or all -> {"removed": [ids]}
 
-The faults endpoints answer in the fault IMDS's shape (cnikit/fault_api.py), so one client
+The faults endpoints answer in the fault IMDS's shape (faultcore/wire.py), so one client
 drives both. Bad input answers 4xx with {"error": "<one line>"}. The owners JSON is encoded
 once per mirror version, so polling it many times a second costs little.
 """
@@ -20,8 +20,8 @@ import json
 
 from aiohttp import web
 
-from cnikit import fault_api
 from cnikit.errors import CnikitError
+from faultcore import wire as fault_api
 
 MAX_WAIT_S = 300.0
 

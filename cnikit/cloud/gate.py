@@ -20,9 +20,9 @@ How it works
   XML for each ENI with the gate's addresses, prefixes and attachment: filters moto crashes
   on work, prefixes show, `describe_lag` renders the state of N seconds ago, and it costs
   no upstream call. Other reads are forwarded untouched.
-- Faults (faults.py) are applied before a call is served, except to calls the fault IMDS
-  marks (header X-Cnikit-Caller: imds): it plays the hypervisor, which EC2 API throttling
-  or Describe lag never reach. Every mutating call lands in the audit log (audit.py) with
+- Faults (faults/) are applied before a call is served, except to calls the fault IMDS
+  marks (faultcore.caller's header): it plays the hypervisor, which EC2 API throttling or
+  Describe lag never reach. Every mutating call lands in the audit log (audit.py) with
   its outcome.
 - Ownership (`owners()`, `wait_change()`, `GET /_cnikit/owners` in control.py) is served from the mirror,
   one immutable snapshot per version, never by calling the upstream.
@@ -62,7 +62,7 @@ from cnikit.cloud.models import Attachment, Eni, Instance, Mirror, Versions
 from cnikit.cloud.ownership import OwnershipSnapshot
 from cnikit.cloud.upstream import UpstreamClient
 from cnikit.errors import CnikitError, UsageError
-from fault_imds.ec2_view import CALLER_HEADER
+from faultcore.caller import spared as _spared
 
 log = logging.getLogger("cnikit.cloud.gate")
 
@@ -70,12 +70,6 @@ READ_PREFIXES = ("Describe", "Get", "List", "Search")
 CONTROL = "/_cnikit/"
 _FORWARD_HEADERS = ("authorization", "x-amz-date", "x-amz-security-token", "user-agent",
                     "content-type")
-
-
-def _spared(headers) -> bool:
-    """A call the fault IMDS marked: it plays the hypervisor, which EC2 API faults never
-    reach (aiohttp's headers are case-insensitive)."""
-    return headers is not None and headers.get(CALLER_HEADER[0]) == CALLER_HEADER[1]
 
 
 class UpstreamUnreachable(CnikitError):

@@ -33,9 +33,9 @@ from cnikit.containers.podman import CONF_ROOT, LABEL_KIT, Podman
 from cnikit.errors import EnvironmentProblem
 
 REPO = "localhost/cnikit-daemon"
-FORMAT = "3"  # bump when the layout below changes
+FORMAT = "4"  # bump when the layout below changes
 SOURCE_ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("cnikit", "fault_imds")
+PACKAGES = ("cnikit", "fault_imds", "faultcore")
 # What `cnikit daemon` imports beyond the standard library (dependencies follow).
 ROOT_DISTS = ("boto3", "click")
 BOTOCORE_MODELS = {"ec2", "sts"}

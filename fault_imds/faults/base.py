@@ -1,70 +1,34 @@
-"""What every fault kind shares: target, duration, probability, validation, the registry.
+"""The IMDS fault family: its targets and what its two stages hand a kind.
 
-Two stages (see fault_imds/engine.py for the composition order):
-- "content" faults (stale, missing, lag) change WHAT is served. They edit the view built
-  from EC2 each time it is recomputed; they are deterministic (no probability).
-- "request" faults (drop, token, latency, error) change HOW a request is answered. Each
-  matching fault fires with its probability, rolled in one place: `Engine.request_stage`.
+The model itself (duration, the one probability roll, jitter, validation, the registry) is
+faultcore's, shared with the EC2 gate's faults. A kind is one class in its own file in this
+package (discovered by `fault_imds.faults`), declaring its `stage` and `order`:
+- "content" kinds (stale, missing, lag) change WHAT is served. They edit the view built
+  from EC2 each time it is recomputed (`apply(view)`); deterministic (no probability).
+- "request" kinds (drop, token, latency, error) change HOW a request is answered
+  (`async apply(req) -> Answer | Drop | None`); each matching fault fires with its
+  probability, rolled in `faultcore.fault.Fault.fires`.
+Within a stage, faults run by their kind's `order` (lower first), then in creation order.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import ipaddress
-import math
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from fault_imds.tree import MACS, mac_of_path
+from faultcore.errors import SpecError
+from faultcore.fault import REQUIRED, Fault, Kinds, Param, choice, integer, number
+
+__all__ = [
+    "DROP", "KINDS", "REQUIRED", "Answer", "Drop", "ImdsFault", "Param", "Resolver",
+    "SpecError", "Target", "choice", "integer", "number", "parse_target",
+]
 
 TARGET_KEYS = ("instance_id", "mac", "eni_id", "path", "ips")
-
-
-class SpecError(ValueError):
-    """A bad fault spec: the message is one line, shown to the user as is."""
-
-
-REQUIRED = object()
-
-
-@dataclass(frozen=True)
-class Param:
-    """A kind-specific attribute: `check` converts and validates, raising SpecError."""
-
-    check: Callable[[str, Any], Any]
-    default: Any = REQUIRED
-
-
-def number(lo: float | None = None, hi: float | None = None, lo_open: bool = False):
-    def check(name: str, v: Any) -> float:
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            raise SpecError(f"{name} must be a number, got {v!r}")
-        if lo is not None and (v < lo or (lo_open and v == lo)):
-            raise SpecError(f"{name} must be {'>' if lo_open else '>='} {lo:g}, got {v!r}")
-        if hi is not None and v > hi:
-            raise SpecError(f"{name} must be <= {hi:g}, got {v!r}")
-        return float(v)
-
-    return check
-
-
-def integer(lo: int, hi: int):
-    def check(name: str, v: Any) -> int:
-        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-            raise SpecError(f"{name} must be an integer in {lo}..{hi}, got {v!r}")
-        return v
-
-    return check
-
-
-def choice(*options: str):
-    def check(name: str, v: Any) -> str:
-        if v not in options:
-            raise SpecError(f"{name} must be one of {', '.join(options)}, got {v!r}")
-        return v
-
-    return check
 
 
 @dataclass(frozen=True)
@@ -189,56 +153,41 @@ class Drop:
 DROP = Drop()
 
 
-class Fault:
-    kind: ClassVar[str]
-    stage: ClassVar[str]  # "content" | "request"
-    params: ClassVar[dict[str, Param]] = {}
+KINDS = Kinds("fault kind", ("content", "request"))
+
+
+class ImdsFault(Fault):
+    """An IMDS fault: targets IMDS requests and entries (see Target)."""
+
+    family = KINDS
+    uses_probability = False  # content kinds; request kinds set True
     targets: ClassVar[tuple[str, ...]] = TARGET_KEYS
-    uses_probability: ClassVar[bool] = False
-    description: ClassVar[str] = ""
+    target_fields = ("target",)
 
-    def __init__(
-        self,
-        fid: str,
-        target: Target,
-        duration: float | None,
-        probability: float,
-        attrs: dict[str, Any],
-        created: float,
-        created_wall: float,
-    ):
-        self.id = fid
-        self.target = target
-        self.duration = duration
-        self.probability = probability
-        self.attrs = attrs
-        self.created = created
-        self.created_wall = created_wall
-        self.expires = created + duration if duration is not None else None
-        for k, v in attrs.items():
-            setattr(self, k, v)
+    @classmethod
+    def parse_target(cls, spec: dict[str, Any], resolver: Resolver | None = None,
+                     **_: Any) -> Target:
+        return parse_target(spec.get("target"), resolver, cls.targets)
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "id": self.id,
-            "kind": self.kind,
-            "target": self.target.to_json(),
-            "duration": self.duration,
-            "created": self.created_wall,
-            "expires": (self.created_wall + self.duration) if self.duration is not None else None,
-        }
-        if self.uses_probability:
-            out["probability"] = self.probability
-        out.update(self.attrs)
-        return out
+    def target_json(self) -> dict[str, Any]:
+        return {"target": self.target.to_json()}
 
-    # Content faults implement: apply(self, view) -> None          (see engine.View)
-    # Request faults implement:  async apply(self, req) -> Answer | Drop | None
+    def target_matches(self, req) -> bool:
+        return self.target.request_matches(req.instance_id, req.path)
 
+    @classmethod
+    def describe_kind(cls) -> dict[str, Any]:
+        return {**super().describe_kind(), "targets": list(cls.targets)}
 
-REGISTRY: dict[str, type[Fault]] = {}
+    # -- hooks of the content stage (see fault_imds/engine.py) ----------------------------
 
+    def start(self, engine) -> None:
+        """Called once when the fault is added, before the view is recomputed."""
 
-def register(cls: type[Fault]) -> type[Fault]:
-    REGISTRY[cls.kind] = cls
-    return cls
+    def reference_time(self, now: float) -> float | None:
+        """A past moment whose EC2 state this fault serves, or None. The engine recomputes
+        the view whenever the state at that moment changes (a lag moving on)."""
+        return None
+
+    # Content kinds implement: apply(self, view) -> None          (see engine.View)
+    # Request kinds implement:  async apply(self, req) -> Answer | Drop | None

@@ -1,14 +1,14 @@
 from __future__ import annotations
 
-from fault_imds.faults.base import DROP, Drop, Fault, register
+from fault_imds.faults.base import DROP, Drop, ImdsFault
 
 
-@register
-class DropConnection(Fault):
+class DropConnection(ImdsFault):
     """Close the connection without answering."""
 
     kind = "drop"
     stage = "request"
+    order = 10  # first: a dropped connection gets nothing else
     uses_probability = True
     targets = ("instance_id", "mac", "eni_id", "path")
     description = "close the connection without answering"

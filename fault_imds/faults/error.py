@@ -1,14 +1,14 @@
 from __future__ import annotations
 
-from fault_imds.faults.base import Answer, Fault, Param, integer, register
+from fault_imds.faults.base import Answer, ImdsFault, Param, integer
 
 
-@register
-class Error(Fault):
+class Error(ImdsFault):
     """Answer with an HTTP error status instead of the entry."""
 
     kind = "error"
     stage = "request"
+    order = 40  # last: a latency fault delays the error too
     uses_probability = True
     targets = ("instance_id", "mac", "eni_id", "path")
     params = {"status": Param(integer(400, 599), 500)}

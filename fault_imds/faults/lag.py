@@ -1,15 +1,15 @@
 from __future__ import annotations
 
-from fault_imds.faults.base import Fault, Param, number, register
+from fault_imds.faults.base import ImdsFault, Param, number
 from fault_imds.faults.holding import hold
 
 
-@register
-class Lag(Fault):
+class Lag(ImdsFault):
     """Serve the targeted entries as EC2 was `seconds` ago (every change shows up late)."""
 
     kind = "lag"
     stage = "content"
+    order = 10  # first: later content faults edit what EC2 showed `seconds` ago
     params = {"seconds": Param(number(0, 86400, lo_open=True))}
     description = "serve the targeted entries as EC2 was `seconds` ago"
 

@@ -2,15 +2,17 @@ from __future__ import annotations
 
 import asyncio
 
-from fault_imds.faults.base import Fault, Param, number, register
+from fault_imds.faults.base import ImdsFault, Param, number
+from faultcore.fault import jittered_delay
 
 
-@register
-class Latency(Fault):
-    """Delay the answer by `ms` plus or minus up to `jitter_ms` (uniform, seeded)."""
+class Latency(ImdsFault):
+    """Delay the answer by `ms` plus or minus up to `jitter_ms` (uniform, seeded, at least 0:
+    faultcore.fault.jittered_delay, as the EC2 gate's latency)."""
 
     kind = "latency"
     stage = "request"
+    order = 30
     uses_probability = True
     targets = ("instance_id", "mac", "eni_id", "path")
     params = {
@@ -20,7 +22,4 @@ class Latency(Fault):
     description = "delay answers by `ms` +- `jitter_ms`"
 
     async def apply(self, req) -> None:
-        delay = self.ms + (
-            req.rng.uniform(-self.jitter_ms, self.jitter_ms) if self.jitter_ms else 0
-        )
-        await asyncio.sleep(max(delay, 0.0) / 1000)
+        await asyncio.sleep(jittered_delay(self.ms, self.jitter_ms, req.rng))

@@ -2,16 +2,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fault_imds.faults.base import Fault, register
+from fault_imds.faults.base import ImdsFault
 
 
-@register
-class Missing(Fault):
+class Missing(ImdsFault):
     """Leave out the targeted entries: IPs or prefixes (`ips`), a whole MAC, paths, or an
     instance's whole tree."""
 
     kind = "missing"
     stage = "content"
+    order = 30  # last: an entry left out stays out whatever a hold would show
     description = "leave out the targeted IPs, prefixes, MAC, paths or instance"
 
     def apply(self, view) -> None:

@@ -1,15 +1,15 @@
 from __future__ import annotations
 
-from fault_imds.faults.base import Fault, register
+from fault_imds.faults.base import ImdsFault
 from fault_imds.faults.holding import hold
 
 
-@register
-class Stale(Fault):
+class Stale(ImdsFault):
     """Hold the targeted entries at the values served when the fault began."""
 
     kind = "stale"
     stage = "content"
+    order = 20
     description = "hold the targeted entries at the values served when the fault began"
 
     def start(self, engine) -> None:

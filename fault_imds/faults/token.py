@@ -1,10 +1,9 @@
 from __future__ import annotations
 
-from fault_imds.faults.base import Answer, Fault, Param, choice, register
+from fault_imds.faults.base import Answer, ImdsFault, Param, choice
 
 
-@register
-class Token(Fault):
+class Token(ImdsFault):
     """Break IMDSv2 sessions. Acts on requests that carry a token.
 
     mode "reject": the token is answered 401 as if invalid (it stays valid afterwards).
@@ -14,12 +13,13 @@ class Token(Fault):
 
     kind = "token"
     stage = "request"
+    order = 20
     uses_probability = True
     targets = ("instance_id", "mac", "eni_id", "path")
     params = {"mode": Param(choice("reject", "expire"), "reject")}
     description = "answer 401 to IMDSv2 tokens (`mode` reject, or expire them for good)"
 
-    def matches_request(self, req) -> bool:
+    def applies(self, req) -> bool:
         return req.token is not None
 
     async def apply(self, req) -> Answer:

@@ -92,7 +92,7 @@ def test_latency_with_jitter(vpc):
     cloud.gate.faults.add("latency", action="DescribeNetworkInterfaces", ms=150, jitter_ms=50)
     started = time.monotonic()
     ec2.describe_network_interfaces(NetworkInterfaceIds=[topo.instances[0].primary_eni_id])
-    assert time.monotonic() - started >= 0.15
+    assert time.monotonic() - started >= 0.1  # 150 ms +- 50 ms, as the IMDS's jitter
 
 
 def test_fault_expires_by_itself(vpc):

@@ -238,7 +238,7 @@ def test_region_and_zone_follow_the_instance():
 
 
 def test_control_refuses_a_body_that_stops_arriving(env, fc, monkeypatch):
-    from cnikit import fault_api
+    from faultcore import wire as fault_api
 
     monkeypatch.setattr(fault_api, "BODY_TIMEOUT_S", 0.2)
     request = (b"POST /faults HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\n"

@@ -1,0 +1,105 @@
+"""EC2 faults: small named values added and removed at run time (Toxiproxy style).
+
+Each kind is one class in its own file in this package, on faultcore's fault model (the
+fault IMDS's kinds share it): an optional `action` (None: all actions), a `probability`
+(0..1, default 1, rolled in `Fault.fires`) and an optional `duration` after which the
+fault expires by itself. Every module here is imported below, so adding a kind is adding
+its file. Kinds today: `throttle`, `error`, `latency` (request stage), `describe_lag`
+(describe stage); see base.py for the stages.
+
+None of them applies to the fault IMDS's own calls (faultcore.caller, read by gate.py):
+IMDS staleness is modelled by the IMDS's fault kinds, not by the EC2 API's.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+
+from cnikit.cloud.errors import Ec2Error
+from cnikit.cloud.faults.base import KINDS, MAX_LAG_S, Call, Ec2Fault
+from cnikit.errors import UsageError
+from faultcore.errors import SpecError
+
+KINDS.discover(__name__)
+
+__all__ = ["KINDS", "MAX_LAG_S", "Ec2Fault", "FaultSet"]
+
+
+class FaultSet:
+    """The live faults of one gate; thread-safe (the Python API runs in other threads)."""
+
+    def __init__(self, seed: int | None = None):
+        self._faults: dict[str, Ec2Fault] = {}
+        self._ordered: dict[str, list[Ec2Fault]] = {stage: [] for stage in KINDS.stages}
+        self._lock = threading.Lock()
+        self._next = 0
+        self.rng = random.Random(seed)
+
+    def add(self, kind: str, **attrs) -> str:
+        """Validate and add a fault; its id. UsageError (nothing added) on a bad spec."""
+        with self._lock:
+            fid = f"ec2f-{self._next + 1}"
+            try:
+                fault = Ec2Fault.from_spec({"kind": kind, **attrs}, fid, time.monotonic(),
+                                           time.time())
+            except SpecError as e:
+                raise UsageError(str(e)) from None
+            self._next += 1
+            self._faults[fid] = fault
+            self._reindex()
+        return fid
+
+    def remove(self, fault_id: str) -> bool:
+        with self._lock:
+            found = self._faults.pop(fault_id, None) is not None
+            self._reindex()
+            return found
+
+    def clear(self) -> None:
+        with self._lock:
+            self._faults.clear()
+            self._reindex()
+
+    def list(self) -> list[dict]:
+        with self._lock:
+            self._expire(time.monotonic())
+            return [f.to_json() for f in self._faults.values()]
+
+    def _reindex(self) -> None:
+        ordered = sorted(self._faults.values(), key=KINDS.order_key)
+        self._ordered = {s: [f for f in ordered if f.stage == s] for s in KINDS.stages}
+
+    def _expire(self, now: float) -> None:
+        gone = [fid for fid, f in self._faults.items() if f.expired(now)]
+        for fid in gone:
+            del self._faults[fid]
+        if gone:
+            self._reindex()
+
+    def _firing(self, stage: str, call: Call) -> list[Ec2Fault]:
+        """The stage's faults that act on this call, in order (lock held)."""
+        self._expire(call.now)
+        return [f for f in self._ordered[stage] if f.fires(call, self.rng)]
+
+    def on_request(self, action: str) -> tuple[float, Ec2Error | None]:
+        """(delay in seconds, error to answer or None) for one call."""
+        if not self._faults:
+            return 0.0, None
+        call = Call(action, time.monotonic(), self.rng)
+        error = None
+        with self._lock:
+            for f in self._firing("request", call):
+                out = f.apply(call)
+                if error is None:
+                    error = out
+        return call.delay, error
+
+    def describe_lag(self) -> float:
+        """Seconds of lag for this DescribeNetworkInterfaces call (0: the current state)."""
+        if not self._faults:
+            return 0.0
+        call = Call("DescribeNetworkInterfaces", time.monotonic(), self.rng)
+        with self._lock:
+            return max((f.age() for f in self._firing("describe", call)), default=0.0)

@@ -1,0 +1,66 @@
+"""The EC2 fault family: its target (an API action) and what its two stages hand a kind.
+
+The model itself (duration, the one probability roll, jitter, validation, the registry) is
+faultcore's, shared with the fault IMDS. A kind is one class in its own file in this package
+(discovered by `cnikit.cloud.faults`), declaring its `stage` and `order`:
+- "request" kinds act before a call is served: `apply(call)` returns an Ec2Error to
+  answer, or None; it may add to `call.delay` (seconds to wait first). Every matching fault
+  fires (delays add up); the first error by order answers.
+- "describe" kinds change which state DescribeNetworkInterfaces answers from: `age()`, in
+  seconds (the gate keeps MAX_LAG_S of history; the largest age that fires wins).
+Every fault targets one `action` (None: all actions).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from cnikit.cloud.errors import Ec2Error
+from faultcore.errors import SpecError
+from faultcore.fault import Fault, Kinds, Param, choice, jittered_delay, number, optional
+
+__all__ = [
+    "KINDS", "MAX_LAG_S", "Call", "Ec2Error", "Ec2Fault", "Param", "choice", "jittered_delay",
+    "number", "optional",
+]
+
+KINDS = Kinds("EC2 fault kind", ("request", "describe"))
+# The gate keeps this much history of its mirror for describe-stage kinds.
+MAX_LAG_S = 300.0
+
+
+class Call:
+    """What EC2 fault kinds see of one API call."""
+
+    __slots__ = ("action", "now", "rng", "delay")
+
+    def __init__(self, action: str, now: float, rng: random.Random):
+        self.action = action
+        self.now = now
+        self.rng = rng
+        self.delay = 0.0
+
+
+class Ec2Fault(Fault):
+    """An EC2 API fault: targets one action (`action`, None: every action)."""
+
+    family = KINDS
+    target_fields = ("action",)
+
+    @classmethod
+    def parse_target(cls, spec: dict[str, Any], **_: Any) -> str | None:
+        action = spec.get("action")
+        if action is not None and (not isinstance(action, str) or not action):
+            raise SpecError(f"action must be an EC2 action name such as "
+                            f"DescribeNetworkInterfaces, got {action!r}")
+        return action
+
+    def target_json(self) -> dict[str, Any]:
+        return {"action": self.target}
+
+    def target_matches(self, call: Call) -> bool:
+        return self.target is None or self.target == call.action
+
+    # Request kinds implement:  apply(self, call) -> Ec2Error | None
+    # Describe kinds implement: age(self) -> float (seconds)

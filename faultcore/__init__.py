@@ -1,0 +1,12 @@
+"""The kit's fault model, shared by the fault IMDS and the EC2 gate.
+
+It imports nothing of either (nor of cnikit), so both build on it and `fault_imds` ships
+without `cnikit`:
+
+- `faultcore.fault`: the base `Fault` (duration and expiry, the one probability roll, the
+  one meaning of jitter) and `Kinds`, a registry a kind joins by defining its class;
+- `faultcore.errors`: one-line errors (`OneLineError`, `SpecError`);
+- `faultcore.wire`: the one HTTP shape of both fault APIs (needs aiohttp);
+- `faultcore.cli`: the one-line-error runner of a click group (needs click);
+- `faultcore.caller`: the header that marks the fault IMDS's own EC2 calls.
+"""

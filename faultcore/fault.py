@@ -1,0 +1,255 @@
+"""What every fault shares, on both sides (fault IMDS and EC2 gate), and the kinds registry.
+
+A fault kind is one small class in its own file. Defining the class registers it: its
+family base (`ImdsFault`, `Ec2Fault`) names the family's `Kinds`, and each subclass that
+sets `kind` joins it, with where it applies (`stage`) and in which order (`order`, lower
+first) declared beside its behaviour. There is no second list to update.
+
+The common model:
+- `duration` (seconds, optional): the fault expires by itself (`expires`, `expired`);
+- `probability` (0..1, default 1): rolled in one place, `Fault.fires`, after the family's
+  target and the kind's own condition matched; kinds that change what is served (content)
+  set `uses_probability = False` and accept only 1;
+- jitter has one meaning: `ms` plus or minus up to `jitter_ms`, uniform, never below 0
+  (`jittered_delay`).
+Each family keeps its own targets (`parse_target`, `target_matches`, `target_json`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import pkgutil
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from faultcore.errors import SpecError
+
+REQUIRED = object()
+
+
+@dataclass(frozen=True)
+class Param:
+    """A kind-specific attribute: `check` converts and validates, raising SpecError."""
+
+    check: Callable[[str, Any], Any]
+    default: Any = REQUIRED
+
+
+def number(lo: float | None = None, hi: float | None = None, lo_open: bool = False):
+    def check(name: str, v: Any) -> float:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise SpecError(f"{name} must be a number, got {v!r}")
+        if lo is not None and (v < lo or (lo_open and v == lo)):
+            raise SpecError(f"{name} must be {'>' if lo_open else '>='} {lo:g}, got {v!r}")
+        if hi is not None and v > hi:
+            raise SpecError(f"{name} must be <= {hi:g}, got {v!r}")
+        return float(v)
+
+    return check
+
+
+def optional(check: Callable[[str, Any], Any]):
+    """`check`, or None when the value is null."""
+    return lambda name, v: None if v is None else check(name, v)
+
+
+def integer(lo: int, hi: int):
+    def check(name: str, v: Any) -> int:
+        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+            raise SpecError(f"{name} must be an integer in {lo}..{hi}, got {v!r}")
+        return v
+
+    return check
+
+
+def choice(*options: str):
+    def check(name: str, v: Any) -> str:
+        if v not in options:
+            raise SpecError(f"{name} must be one of {', '.join(options)}, got {v!r}")
+        return v
+
+    return check
+
+
+def jittered_delay(ms: float, jitter_ms: float, rng: random.Random) -> float:
+    """Seconds to wait: `ms` plus or minus up to `jitter_ms` (uniform), never below 0.
+    The one meaning of jitter for every latency kind."""
+    delay = ms + (rng.uniform(-jitter_ms, jitter_ms) if jitter_ms else 0.0)
+    return max(delay, 0.0) / 1000.0
+
+
+class Kinds:
+    """The fault kinds of one family, by name. A kind joins by defining its class."""
+
+    def __init__(self, noun: str, stages: tuple[str, ...]):
+        self.noun = noun  # "fault kind", "EC2 fault kind": how errors name a kind
+        self.stages = stages
+        self.by_name: dict[str, type[Fault]] = {}
+
+    def add(self, cls: type[Fault]) -> None:
+        if cls.stage not in self.stages:
+            raise TypeError(f"{cls.__qualname__}: stage must be one of {self.stages}, "
+                            f"got {cls.stage!r}")
+        if isinstance(cls.order, bool) or not isinstance(cls.order, (int, float)):
+            raise TypeError(f"{cls.__qualname__}: order must be a number")
+        old = self.by_name.get(cls.kind)
+        if old is not None and (old.__module__, old.__qualname__) != (
+            cls.__module__, cls.__qualname__
+        ):
+            raise TypeError(f"{self.noun} {cls.kind!r} is defined twice: "
+                            f"{old.__module__} and {cls.__module__}")
+        self.by_name[cls.kind] = cls
+
+    def remove(self, kind: str) -> None:
+        """Forget a kind (a test's throwaway kind)."""
+        self.by_name.pop(kind, None)
+
+    def get(self, kind: Any) -> type[Fault]:
+        cls = self.by_name.get(kind) if isinstance(kind, str) else None
+        if cls is None:
+            raise SpecError(f"unknown {self.noun} {kind!r} (known: {', '.join(sorted(self.by_name))})")
+        return cls
+
+    def __contains__(self, kind: str) -> bool:
+        return kind in self.by_name
+
+    def __iter__(self):
+        return iter(sorted(self.by_name))
+
+    def order_key(self, fault: Fault) -> tuple:
+        """Where a live fault runs within its stage: by its kind's order, then creation."""
+        return (fault.order, fault.kind, fault.created)
+
+    def discover(self, package: str) -> None:
+        """Import every module of `package`: each kind's file registers itself."""
+        pkg = importlib.import_module(package)
+        for info in pkgutil.iter_modules(pkg.__path__):
+            importlib.import_module(f"{package}.{info.name}")
+
+    def describe(self) -> dict[str, dict[str, Any]]:
+        """Each kind's description, stage, order and attributes (GET /kinds, help)."""
+        return {name: cls.describe_kind() for name, cls in sorted(self.by_name.items())}
+
+
+class Fault:
+    """One live fault. Family bases set `family` and the target hooks; kinds set the rest."""
+
+    family: ClassVar[Kinds]
+    kind: ClassVar[str] = ""  # empty on a base class: a base is not a kind
+    stage: ClassVar[str] = ""
+    order: ClassVar[float] = 0
+    params: ClassVar[dict[str, Param]] = {}
+    uses_probability: ClassVar[bool] = True
+    description: ClassVar[str] = ""
+    target_fields: ClassVar[tuple[str, ...]] = ()  # the spec's fields the family reads
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if cls.__dict__.get("kind"):
+            cls.family.add(cls)
+
+    def __init__(self, fid: str, target: Any, duration: float | None, probability: float,
+                 attrs: dict[str, Any], created: float, created_wall: float):
+        self.id = fid
+        self.target = target
+        self.duration = duration
+        self.probability = probability
+        self.attrs = attrs
+        self.created = created
+        self.created_wall = created_wall
+        self.expires = created + duration if duration is not None else None
+        for k, v in attrs.items():
+            setattr(self, k, v)
+
+    # -- building one from its JSON spec ------------------------------------------------------
+
+    @classmethod
+    def from_spec(cls, spec: Any, fid: str, created: float, created_wall: float,
+                  **context: Any) -> Fault:
+        """A validated fault of the family from its JSON spec, or SpecError (one line).
+        `context` goes to the family's `parse_target` (what it checks targets against)."""
+        if not isinstance(spec, dict):
+            raise SpecError("a fault spec must be a JSON object")
+        kind_cls = cls.family.get(spec.get("kind"))
+        kind = kind_cls.kind
+        known = (*kind_cls.target_fields, "duration", "probability", *kind_cls.params)
+        for k in spec:
+            if k != "kind" and k not in known:
+                raise SpecError(f"unknown field {k!r} for {kind} (known: {', '.join(known)})")
+        duration = spec.get("duration")
+        if duration is not None:
+            duration = number(0, None, lo_open=True)("duration", duration)
+        probability = 1.0
+        if "probability" in spec:
+            probability = number(0, 1)("probability", spec["probability"])
+            if not kind_cls.uses_probability and probability != 1.0:
+                # What is served is one view at a time: no coin flips.
+                raise SpecError(f"probability does not apply to {kind} (only 1 is accepted)")
+        attrs: dict[str, Any] = {}
+        for name, param in kind_cls.params.items():
+            if name in spec:
+                attrs[name] = param.check(name, spec[name])
+            elif param.default is REQUIRED:
+                raise SpecError(f"{kind} needs {name!r}")
+            else:
+                attrs[name] = param.default
+        target = kind_cls.parse_target(spec, **context)
+        fault = kind_cls(fid, target, duration, probability, attrs, created, created_wall)
+        fault.check()
+        return fault
+
+    @classmethod
+    def parse_target(cls, spec: dict[str, Any], **context: Any) -> Any:
+        """The family's target from the spec's `target_fields` (SpecError when bad)."""
+        return None
+
+    def check(self) -> None:
+        """Checks across attributes, once they are all parsed (raise SpecError)."""
+
+    @classmethod
+    def describe_kind(cls) -> dict[str, Any]:
+        return {
+            "description": cls.description,
+            "stage": cls.stage,
+            "order": cls.order,
+            "attributes": sorted(cls.params) + (["probability"] if cls.uses_probability else []),
+        }
+
+    # -- at run time ------------------------------------------------------------------------
+
+    def expired(self, now: float) -> bool:
+        return self.expires is not None and self.expires <= now
+
+    def target_matches(self, req: Any) -> bool:
+        """Whether the family's target covers this request (family hook)."""
+        return True
+
+    def applies(self, req: Any) -> bool:
+        """The kind's own condition on a request, before the probability roll (kind hook)."""
+        return True
+
+    def fires(self, req: Any, rng: random.Random) -> bool:
+        """Whether this fault acts on `req`: target, the kind's condition, then probability.
+        The one place a probability is rolled, for every kind of both families (no roll
+        at 1, so a certain fault draws nothing from the seeded generator)."""
+        if not self.target_matches(req) or not self.applies(req):
+            return False
+        return self.probability >= 1.0 or rng.random() < self.probability
+
+    # -- as JSON ------------------------------------------------------------------------------
+
+    def target_json(self) -> dict[str, Any]:
+        return {}
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "kind": self.kind, **self.target_json(),
+                               "duration": self.duration, "created": self.created_wall,
+                               "expires": (self.created_wall + self.duration)
+                               if self.duration is not None else None}
+        if self.uses_probability:
+            out["probability"] = self.probability
+        out.update(self.attrs)
+        return out
