@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 import tomllib
@@ -22,6 +23,7 @@ DAEMON = ("command", "image", "args", "env", "ready")
 READY = ("socket", "url", "timeout")
 PLUGIN = {"binaries": True, "conflist": True}
 OBSERVE = ("introspection", "metrics")
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 class _Checker:
@@ -86,6 +88,9 @@ def load_target(path: str | os.PathLike) -> Target:
         c.fail("", f"not valid TOML: {e}")
     c.table(doc, "", tuple(TOP), [k for k, req in TOP.items() if req])
     name = c.string(doc["name"], "name")
+    if not NAME.fullmatch(name):
+        c.fail("name", f"{name!r}: only letters, digits, '.', '_' and '-' (it names report "
+                       "directories and JUnit classes)")
     version = c.string(doc["version"], "version")
     return Target(name=name, version=version, daemon=_daemon(c, doc["daemon"]),
                   plugin=_plugin(c, doc["plugin"]), observe=_observe(c, doc.get("observe", {})),

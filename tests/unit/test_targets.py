@@ -86,6 +86,7 @@ BAD = {
     "unknown ready key": (("timeout = 5", "timeout = 5, retries = 2"), "daemon.ready.retries: unknown key"),
     "unknown observe key": (("metrics = 61678", "metrics = 61678\ntracing = 1"), "observe.tracing: unknown key"),
     "missing name": (('name = "demo"', ""), "name: missing"),
+    "name with a slash": (('name = "demo"', 'name = "my/cni"'), "name: 'my/cni': only letters"),
     "missing version": (('version = "1.2.3"', ""), "version: missing"),
     "missing plugin": (("[plugin]", "[plugin_]"), "plugin_: unknown key"),
     "command and image": (('[daemon]\n', '[daemon]\nimage = "x"\n'), "daemon.command: give exactly one"),
