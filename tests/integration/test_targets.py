@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -118,7 +119,7 @@ def test_kill_and_restart_keep_the_state(external):
 @pytest.mark.skipif(not (CNI_PLUGINS / "ptp").exists(),
                     reason="containernetworking-plugins is not installed (apt-get install "
                            "containernetworking-plugins)")
-def test_ptp_host_local_gives_pods_ips_ec2_never_assigned(tmp_path):
+def test_ptp_host_local_chain_gives_pods_ips_ec2_never_assigned(tmp_path):
     from cnikit.daemon.cluster import CniCluster
 
     path = tmp_path / "ptp.toml"
@@ -131,8 +132,8 @@ def test_ptp_host_local_gives_pods_ips_ec2_never_assigned(tmp_path):
         command = ["sh", "-c", "sleep 1000 & exec sleep 1000"]
 
         [plugin]
-        binaries = ["{CNI_PLUGINS / 'ptp'}", "{CNI_PLUGINS / 'host-local'}"]
-        conflist = {{ cniVersion = "1.0.0", name = "ptp", plugins = [ {{ type = "ptp", ipMasq = false, ipam = {{ type = "host-local", subnet = "{{subnet_cidr}}", dataDir = "{{state_dir}}/ipam" }} }} ] }}
+        binaries = ["{CNI_PLUGINS / 'ptp'}", "{CNI_PLUGINS / 'host-local'}", "{CNI_PLUGINS / 'tuning'}"]
+        conflist = {{ cniVersion = "1.0.0", name = "ptp", plugins = [ {{ type = "ptp", ipMasq = false, ipam = {{ type = "host-local", subnet = "{{subnet_cidr}}", dataDir = "{{state_dir}}/ipam" }} }}, {{ type = "tuning", mtu = 1400 }} ] }}
         """))
     with CniCluster(nodes=2, target=str(path), scale=0.05, runtime="process") as c:
         pods = [c.add_pod(n % 2, f"p-{n}") for n in range(4)]
@@ -141,6 +142,10 @@ def test_ptp_host_local_gives_pods_ips_ec2_never_assigned(tmp_path):
 
         for pod in pods:
             assert ipaddress.ip_address(pod.ip) in ipaddress.ip_network(subnet), pod.ip
+            # The chain ran: tuning got ptp's result and set the pod's eth0.
+            link = subprocess.run(["nsenter", f"--net={pod.ns.path}", "ip", "-o", "link", "show",
+                                   "eth0"], capture_output=True, text=True, check=True).stdout
+            assert " mtu 1400 " in link, link
         # Nobody asked EC2 for an address: the pods' IPs are host-local's, EC2 never assigned
         # them for the pods (one may collide with an address EC2 gave a node's own ENI).
         asked = [r for r in c.cloud.gate.audit.records() if "Assign" in r.action]
@@ -207,8 +212,6 @@ def test_the_reference_daemon_image_as_a_target_in_podman(tmp_path):
 @pytest.fixture
 def bare_ns():
     """A namespace of its own with loopback up (what a node has), removed afterwards."""
-    import subprocess
-
     from cnikit.fabric import netns
 
     name = f"cktest-ready-{os.getpid()}"
