@@ -1,7 +1,10 @@
 """`cnikit demo`, `cnikit scenarios`, `cnikit run`, `cnikit matrix`, `cnikit up`.
 
 Exit codes: 0 every invariant held (or, for demo/matrix, every verdict as expected),
-1 a violation (evidence printed), 2 bad usage or an unusable environment (one line).
+1 a violation (evidence printed; a build that makes no progress is one too: liveness),
+2 bad usage or an unusable environment (one line). `cnikit run` on a scenario whose
+precondition the build never met (a warm pool, releases within a time) prints INCONCLUSIVE
+with the precondition and exits 0: nothing was violated, but nothing was exercised either.
 Progress goes to stderr; results to stdout.
 """
 
@@ -112,6 +115,11 @@ def _print_result(r, out=None) -> None:
     echo(f"{r.scenario} [{r.profile}] seed {r.seed}: {verdict}{exp} in {r.seconds:.1f}s")
     if r.error:
         echo(f"  scenario error: {r.error}")
+    if r.precondition:
+        echo(f"  precondition not met: {r.precondition}")
+    if r.verdict == "inconclusive":
+        echo("  the scenario did not exercise this build (a correct build need not meet that "
+             "precondition): not a failure, not a pass")
     for line in r.evidence():
         echo(f"  {line}")
     if r.report:
@@ -134,7 +142,8 @@ def default_report_dir(scenario: str, profile: str, seed: int) -> Path:
 @click.option("--duration", default=None, type=float,
               help="seconds of chaos (random-chaos; others ignore it)")
 def run_cmd(scenario, profile, target, ec2, ec2_endpoint, seed, report_dir, duration) -> None:
-    """Run one scenario against one profile or target: exit 0 holds, 1 violation, 2 unusable."""
+    """Run one scenario against one profile or target: exit 0 holds (or inconclusive: a
+    precondition the build never met, printed), 1 violation (liveness too), 2 unusable."""
     from cnikit import scenarios
     from cnikit.targets import resolve_target
 
@@ -150,7 +159,7 @@ def run_cmd(scenario, profile, target, ec2, ec2_endpoint, seed, report_dir, dura
     _print_result(r)
     if r.verdict == "error":
         raise CnikitError(f"{scenario}: could not complete: {r.error}")
-    sys.exit(0 if r.verdict == "holds" else 1)
+    sys.exit(0 if r.verdict in ("holds", "inconclusive") else 1)
 
 
 # ---- cnikit matrix -----------------------------------------------------------------------
@@ -310,9 +319,10 @@ class DemoPrinter:
         ec2 = set(eni.ips) - {primary}
         imds_raw = ctx.imds_served(node, mac)
         imds = set(imds_raw or []) - {primary}
-        st = ctx.status(node)
-        daemon = set(st["enis"].get(eni_id, {}).get("ips", []))
-        held = {a["ip"] for a in st["assignments"]}
+        # The daemon's datastore, from its [observe] introspection port (upstream's /v1/enis).
+        view = ctx.daemon_view(node)
+        daemon = {ip for ip in (view[0].get(eni_id, []) if view else []) if "/" not in ip}
+        held = set(view[1]) if view else set()
         pods = {p.ip for p in ctx.pods.values() if p.node.index == node}
 
         def marked(ips):
@@ -325,13 +335,14 @@ class DemoPrinter:
         self.echo(f"      EC2     ({len(ec2):>2}) {marked(ec2)}")
         self.echo(f"      IMDS    ({len(imds):>2}) {marked(imds)}"
                   + ("" if imds_raw is not None else "  (ENI not served)"))
-        self.echo(f"      daemon  ({len(daemon):>2}) {marked(daemon)}")
+        self.echo(f"      daemon  ({len(daemon):>2}) {marked(daemon)}"
+                  + ("" if view is not None else "  (no introspection port to read)"))
         notes = []
         if imds - ec2:
             notes.append(f"IMDS still lists {len(imds - ec2)} IP(s) EC2 released")
         if ec2 - imds:
             notes.append(f"IMDS misses {len(ec2 - imds)} IP(s) EC2 assigned")
-        lost = pods - daemon - held
+        lost = pods - daemon - held if view is not None else set()
         if lost:
             notes.append(f"daemon dropped pod IP(s) {' '.join(_octets(lost, subnet))}")
         dark = pods - ec2

@@ -2,24 +2,20 @@
 
 from __future__ import annotations
 
-from cnikit.scenarios.engine import Ctx, ScenarioFailed
+from cnikit.scenarios.engine import Ctx
 
 
 def peers(ctx: Ctx, node: int = 1, count: int = 2) -> list:
     """Pods on another node. Same-node pod traffic never leaves the node; traffic between
     nodes crosses the VPC fabric, which routes by EC2's assignments: an IP EC2 no longer
-    gives the pod's node goes dark there, as it does on AWS."""
-    pods = [ctx.add_pod(node) for _ in range(count)]
-    if None in pods:
-        raise ScenarioFailed(f"no IP for a peer pod on node {node}")
-    return pods
+    gives the pod's node goes dark there, as it does on AWS. No fault is active yet: a pod
+    without an IP is the build's liveness violation."""
+    return [ctx.require_pod(node) for _ in range(count)]
 
 
 def fill(ctx: Ctx, node: int, count: int) -> list:
-    pods = [ctx.add_pod(node) for _ in range(count)]
-    if None in pods:
-        raise ScenarioFailed(f"the daemon on node {node} gave no IP to a pod")
-    return pods
+    """Pods on a node with room in EC2 and no fault active: each must get an IP."""
+    return [ctx.require_pod(node) for _ in range(count)]
 
 
 def churn(ctx: Ctx, nodes: list[int], cycles: int, max_pods: int = 8, retry_for: float = 10.0,

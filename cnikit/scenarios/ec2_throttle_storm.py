@@ -23,6 +23,6 @@ def run(ctx: Ctx) -> None:
     ctx.wait_reconciles(0, 1)
     ctx.step("churn done; a reconcile under throttling")
     ctx.end_ec2_fault(fid)
-    ctx.wait_until(lambda: all(ctx.status(n)["withinTargets"] for n in (0, 1)), 20,
-                   "pools within targets after the storm")
+    for n in (0, 1):
+        ctx.wait_within_targets(n, 20)
     ctx.step("storm over, pools within targets")

@@ -26,11 +26,41 @@ DEFAULT_SCALE = 0.05  # 60 s reconcile -> 3 s, 30 s IP cooldown -> 1.5 s
 
 # Daemon settings every scenario shares. The observe ports (61678/61679) stay on: each
 # node's daemon has its own namespace, so the fixed ports do not collide.
-BASE_ENV: dict[str, str] = {}
+# The reference daemon's private status API is off in every run: scenarios observe any
+# build from outside only (EC2, the IMDS and its request log, pods, CNI results, processes,
+# the target's [observe] ports), so its verdicts hold for builds without that API.
+BASE_ENV: dict[str, str] = {"CNIKIT_PRIVATE_STATUS": "off"}
 
 
 class ScenarioFailed(Exception):
-    """The scenario could not drive the system where it wanted (not a verdict)."""
+    """The kit could not drive the system where it wanted: the run is an `error` (exit 2),
+    a problem of the kit, the machine or the target file, not a verdict on the build."""
+
+
+class Precondition(ScenarioFailed):
+    """The scenario waited on behaviour a correct build need not have (a warm pool at its
+    targets, addresses released to EC2 within a time, a reconcile read of IMDS): the run is
+    `inconclusive` for this build, with `what` as RunResult.precondition."""
+
+
+class Liveness(ScenarioFailed):
+    """The build made no progress any correct build must make (a pod got no IP within a
+    bound, a daemon never became ready): a liveness violation, with evidence."""
+
+    def __init__(self, subject: str, what: str, evidence: dict | None = None):
+        super().__init__(f"{subject}: {what}")
+        self.subject, self.what, self.evidence = subject, what, dict(evidence or {})
+
+    def record(self, at: float | None = None) -> dict:
+        return liveness_record(self.subject, self.what, self.evidence, at)
+
+
+def liveness_record(subject: str, what: str, evidence: dict | None = None,
+                    at: float | None = None) -> dict:
+    """A violation record of kind "liveness", shaped like the checkers' (cnikit.check)."""
+    return {"kind": "liveness", "subject": subject, "since": time.time() if at is None else at,
+            "until": None, "severity": "violation",
+            "detail": {"what": what, "evidence": dict(evidence or {})}}
 
 
 @dataclass
@@ -106,10 +136,19 @@ class RunResult:
         return dataclasses.asdict(self)
 
     def evidence(self, limit: int = 10) -> list[str]:
-        """One line per violation: when (seconds into the run), what, which pod and IP."""
+        """One line per violation: when (seconds into the run), what, which pod and IP. The
+        first of every kind comes first, so a short list still names every kind that broke."""
         out = []
-        for v in self.violations[:limit]:
+        firsts = {}
+        for i, v in enumerate(self.violations):
+            firsts.setdefault(v["kind"], i)
+        order = sorted(firsts.values()) + [i for i in range(len(self.violations))
+                                           if i not in firsts.values()]
+        for v in [self.violations[i] for i in order][:limit]:
             until = "" if v.get("until") is None else f" until +{v['until'] - self.started:.2f}s"
+            if v["kind"] == "liveness":
+                out.append(f"+{v['since'] - self.started:.2f}s liveness: {v['subject']} ({v['what']})")
+                continue
             out.append(f"+{v['since'] - self.started:.2f}s{until} {v['kind']}: pod {v['pod'] or '-'} "
                        f"ip {v['ip'] or '-'} ({v['what']})")
         if len(self.violations) > limit:
@@ -129,6 +168,11 @@ def _describe(v: dict, pods: dict[str, dict]) -> dict:
         pod = v["subject"]
         ip = pods.get(pod, {}).get("ip")
         what = f"no answer from {d.get('failing_pairs')} peers"
+    elif v["kind"] == "liveness":
+        pod, ip = v["subject"], None
+        ev = d.get("evidence") or {}
+        what = d.get("what", "") + (f" [{'; '.join(f'{k}: {x}' for k, x in ev.items())}]"
+                                    if ev else "")
     else:
         pod, ip, what = v["subject"], d.get("ip"), json.dumps(d, default=str)
     return {**v, "pod": pod, "ip": ip, "what": what}
@@ -148,36 +192,77 @@ def make_cluster(nodes: int, target, scale: float, env: dict, seed: int, ec2: st
 
 
 class DaemonSampler:
-    """Records each node's datastore (IPs per ENI, who holds what) whenever it changes."""
+    """Watches each node's build from outside while the scenario runs: its daemon process
+    (one that exits by itself is a liveness violation) and, when the target declares the
+    [observe] introspection port, its datastore (upstream's /v1/enis) whenever it changes."""
 
-    def __init__(self, cluster, history: History, interval: float = 0.2):
+    def __init__(self, cluster, history: History, interval: float = 0.2, observe=None):
         self.c, self.h, self.interval = cluster, history, interval
+        if observe is None:
+            observe = getattr(getattr(cluster, "target", None), "observe", None)
+        self.introspection = getattr(observe, "introspection", None)
+        self.kit_down: set[int] = set()  # nodes whose daemon the kit stopped or is restarting
+        self.liveness: list[dict] = []
         self._stop = threading.Event()
         self._last: dict[int, object] = {}
+        self._exited: set[int] = set()
         self._thread = threading.Thread(target=self._loop, name="daemon-sampler", daemon=True)
 
     def start(self) -> DaemonSampler:
         self._thread.start()
         return self
 
+    def view(self, node: int) -> dict:
+        """The node's /v1/enis (upstream's JSON), read inside its namespace."""
+        from cnikit.scenarios.blackbox import introspect
+
+        if not self.introspection:
+            raise OSError("the target declares no [observe] introspection port")
+        return introspect(self.c.fabric.nodes[node].ns.path, self.introspection)
+
     def sample(self, node: int) -> None:
+        self._check_alive(node)
+        if not self.introspection:
+            return
+        from cnikit.scenarios.blackbox import enis_view
+
         iid = self.c.fabric.nodes[node].instance_id
         try:
-            st = self.c.status(node)
-        except Exception as e:  # noqa: BLE001 - a daemon down is an observation
+            enis, held = enis_view(self.view(node))
+        except (OSError, ValueError) as e:  # a daemon down is an observation
             if self._last.get(node) != "down":
                 self._last[node] = "down"
                 self.h.info(MONITOR, "daemon-view-error", {"instance_id": iid, "error": str(e)})
             return
-        enis = {e: v["ips"] + v["prefixes"] for e, v in st["enis"].items()}
-        held = {a["ip"]: a["containerID"] for a in st["assignments"]}
         key = (enis, held)
         if self._last.get(node) == key:
             return
         self._last[node] = key
-        ips = sorted({ip for v in st["enis"].values() for ip in v["ips"]})
+        ips = sorted({ip for v in enis.values() for ip in v if "/" not in ip})
         self.h.info(MONITOR, "daemon-view", {"instance_id": iid, "ips": ips, "enis": enis,
                                              "assigned": held, "at": time.time()})
+
+    def _check_alive(self, node: int) -> None:
+        daemons = getattr(self.c, "daemons", None) or []
+        d = daemons[node] if node < len(daemons) else None
+        alive = getattr(d, "alive", None)
+        if alive is None or node in self.kit_down:
+            return
+        if alive():
+            self._exited.discard(node)
+            return
+        if node in self._exited or node in self.kit_down:
+            return
+        self._exited.add(node)
+        proc = getattr(d, "proc", None)
+        tail = getattr(d, "tail", None)
+        evidence = {"exit code": getattr(proc, "returncode", None),
+                    "log": tail() if tail else None}
+        rec = liveness_record(self.c.fabric.nodes[node].name,
+                              "the daemon exited by itself (the kit neither stopped nor killed it)",
+                              evidence)
+        self.liveness.append(rec)
+        self.h.info(MONITOR, "daemon-exited", {"node": node, **evidence})
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
@@ -190,7 +275,6 @@ class DaemonSampler:
         self._stop.set()
         self._thread.join(timeout=5)
 
-
 # ---- what a scenario sees ----------------------------------------------------------------
 
 class Ctx:
@@ -198,7 +282,8 @@ class Ctx:
     go through `ctx.t()` (the run's time scale)."""
 
     def __init__(self, cluster, watch, seed: int, profile: str, scale: float,
-                 duration: float | None, on_step: Callable | None = None):
+                 duration: float | None, on_step: Callable | None = None,
+                 sampler: DaemonSampler | None = None, env: dict | None = None):
         from fault_imds.client import FaultClient
 
         self.cluster = cluster
@@ -215,12 +300,17 @@ class Ctx:
         self.scale = scale
         self.duration = duration
         self.on_step = on_step
+        self.sampler = sampler
+        # Upstream's variables the build was given: the warm targets EC2's view is held to.
+        self.env = dict(env if env is not None else getattr(cluster, "env", None) or {})
+        self.instance_type = getattr(cluster, "instance_type", "m5.large")
         self.pods: dict[str, object] = {}  # netns name -> fabric Pod, in creation order
         self.steps: list[dict] = []
         self.schedule: list[dict] = []
         self.started = time.monotonic()
         self._seq = 0
         self.add_failures = 0
+        self.last_add_error: dict[int, str] = {}  # node -> the last failed ADD's answer
 
     # -- time ------------------------------------------------------------------------------
 
@@ -234,7 +324,15 @@ class Ctx:
         """Let the system run (faults active, daemons working) for a while, watching."""
         end = time.monotonic() + seconds
         while (left := end - time.monotonic()) > 0:
+            self.check_progress()
             time.sleep(min(left, 0.1))
+
+    def check_progress(self) -> None:
+        """Stop the scenario once the build is caught stuck (a daemon exited by itself):
+        the verdict is made, and waiting on a dead build only costs time."""
+        if self.sampler is not None and self.sampler.liveness:
+            rec = self.sampler.liveness[0]
+            raise Liveness(rec["subject"], rec["detail"]["what"], rec["detail"]["evidence"])
 
     def wait_until(self, pred: Callable[[], object], timeout: float, what: str,
                    poll: float = 0.05):
@@ -247,9 +345,21 @@ class Ctx:
                 v, last = None, f" (last: {type(e).__name__}: {e})"
             if v:
                 return v
+            self.check_progress()
             if time.monotonic() >= end:
                 raise ScenarioFailed(f"timed out after {timeout:.1f}s waiting for {what}{last}")
             time.sleep(poll)
+
+    def precondition(self, pred: Callable[[], object], timeout: float, what: str,
+                     poll: float = 0.05):
+        """wait_until for behaviour a correct build need not have: unmet -> Precondition
+        (the run is inconclusive for this build, not an error of the kit)."""
+        try:
+            return self.wait_until(pred, timeout, what, poll)
+        except (Precondition, Liveness):
+            raise
+        except ScenarioFailed as e:
+            raise Precondition(str(e).replace("timed out", "not met", 1)) from None
 
     def violated(self) -> bool:
         return bool(self.watch.invariants.violations())
@@ -267,8 +377,8 @@ class Ctx:
     # -- clients ---------------------------------------------------------------------------
 
     def add_pod(self, node: int, retry_for: float = 10.0, poll: float = 0.1):
-        """ADD through cnikit-cni as a runtime would, retrying failures like kubelet does.
-        Returns the Pod, or None when the daemon never gave an IP in time."""
+        """ADD through the target's plugin as a runtime would, retrying failures like kubelet
+        does. Returns the Pod, or None when the build gave no IP in time."""
         from cnikit.errors import CnikitError
 
         self._seq += 1
@@ -278,16 +388,27 @@ class Ctx:
             try:
                 pod = self.cluster.add_pod(node, name)
             except CnikitError as e:
+                self.last_add_error[node] = str(e)[:300]
                 self.history.append(CLIENT, "fail", "pod-add", {"pod": name, "node": node,
                                                                  "error": str(e)[:200]})
                 if time.monotonic() >= end:
                     self.add_failures += 1
                     return None
+                self.check_progress()
                 time.sleep(poll)
                 continue
             pod.k8s_name = name
             self.pods[pod.name] = pod
             return pod
+
+    def require_pod(self, node: int, retry_for: float = 10.0):
+        """A pod any correct build must give an IP (no fault active, room in EC2): none
+        within `retry_for` is a liveness violation of the build."""
+        pod = self.add_pod(node, retry_for=retry_for)
+        if pod is None:
+            raise Liveness(f"node {node}", f"a pod got no IP within {retry_for:g}s",
+                           {"last CNI error": self.last_add_error.get(node, "-")})
+        return pod
 
     def delete_pod(self, pod) -> None:
         self.pods.pop(pod.name, None)
@@ -322,12 +443,26 @@ class Ctx:
         self.history.info(NEMESIS, "ec2-fault-end", {"id": fid})
 
     def kill_daemon(self, node: int, sig: int = signal.SIGKILL) -> None:
+        if self.sampler is not None:
+            self.sampler.kit_down.add(node)
         self.history.info(NEMESIS, "daemon-kill", {"node": node, "signal": int(sig)})
         self.cluster.kill_daemon(node, sig)
 
     def restart_daemon(self, node: int) -> None:
+        """Restart the node's daemon and wait until it is ready. Not ready in time: a
+        liveness violation (Liveness) of the build; the kit keeps it marked as down."""
+        from cnikit.errors import DaemonNotReady
+
+        if self.sampler is not None:
+            self.sampler.kit_down.add(node)
         self.history.info(NEMESIS, "daemon-restart", {"node": node})
-        self.cluster.restart_daemon(node)
+        try:
+            self.cluster.restart_daemon(node)
+        except DaemonNotReady as e:
+            raise Liveness(f"node {node}", "the daemon did not become ready after a restart",
+                           {"daemon": str(e)[:300]}) from None
+        if self.sampler is not None:
+            self.sampler.kit_down.discard(node)
 
     def ec2_take(self, node: int, ips: list[str]) -> None:
         """Another tenant of the subnet takes these IPs (on `node`'s primary ENI)."""
@@ -336,27 +471,134 @@ class Ctx:
                                                         PrivateIpAddresses=list(ips))
         self.history.info(NEMESIS, "ec2-assign-elsewhere", {"eni": eni, "ips": list(ips)})
 
-    # -- the daemon and EC2 ----------------------------------------------------------------
+    # -- the build, seen from outside, and EC2 ----------------------------------------------
 
-    def status(self, node: int) -> dict:
-        return self.cluster.status(node)
+    def instance_id(self, node: int) -> str:
+        return self.fabric.nodes[node].instance_id
 
-    def reconciles(self, node: int) -> int:
-        return self.status(node)["reconciles"]
+    def imds_requests(self, node: int, since: int = 0) -> tuple[list[dict], int]:
+        """What the node asked the IMDS after `since` (a seq), and the seq to ask from next."""
+        out, seq = [], since
+        for _ in range(1000):  # bounded: pages of the log until it is read to its end
+            page = self.imds.requests(since=seq, instance_id=self.instance_id(node), limit=5000)
+            out += page["requests"]
+            if page["next"] == seq or len(page["requests"]) < 5000:
+                return out, page["next"]
+            seq = page["next"]
+        return out, seq
 
-    def wait_reconciles(self, node: int, n: int = 1, timeout: float | None = None) -> None:
-        start = self.reconciles(node)
+    def imds_mark(self) -> int:
+        """The IMDS request log's position now (count a node's reads from here)."""
+        return self.imds.requests(since=2**62)["next"]
+
+    def reconcile_reads(self, node: int, since: int, attempts: bool = False) -> int:
+        """Full reads of its ENI list the node made since `since`: reconcile passes (with
+        `attempts`, every request for the list, answered or not)."""
+        from cnikit.scenarios.blackbox import eni_list_reads
+
+        return eni_list_reads(self.imds_requests(node, since)[0], attempts)
+
+    def wait_reconciles(self, node: int, n: int = 1, timeout: float | None = None,
+                        attempts: bool = False) -> None:
+        """Wait until the node has read its whole ENI list from IMDS n more times (what any
+        build that reconciles with IMDS does once a pass; `attempts`: asked for it, while
+        the IMDS fails, say). Never: Precondition (a correct build need not read IMDS)."""
+        start = self.imds_mark()
         timeout = timeout or max(10.0, self.t(60) * (n + 2))
-        self.wait_until(lambda: self.reconciles(node) >= start + n, timeout,
-                        f"{n} reconcile(s) on node {node}")
+        read = "request(s) for" if attempts else "full read(s) of"
+        self.precondition(lambda: self.reconcile_reads(node, start, attempts) >= n, timeout,
+                          f"{n} {read} node {node}'s ENI list from IMDS (reconcile passes)")
+
+    def daemon_view(self, node: int) -> tuple[dict[str, list[str]], dict[str, str]] | None:
+        """The build's own datastore from its [observe] introspection port (upstream's
+        /v1/enis): (eni -> addresses, ip -> container ID); None when not declared or down."""
+        from cnikit.scenarios.blackbox import enis_view
+
+        if self.sampler is None or not self.sampler.introspection:
+            return None
+        try:
+            return enis_view(self.sampler.view(node))
+        except (OSError, ValueError):
+            return None
+
+    def pod_ips(self, node: int) -> set[str]:
+        """The IPs the build gave the node's live pods (their CNI results)."""
+        return {p.ip for p in self.pods_on(node) if getattr(p, "ip", None)}
+
+    def pool(self, node: int):
+        """EC2's view of the node's pool (cnikit.scenarios.blackbox.PoolView)."""
+        from cnikit.cloud.limits import FALLBACK, InstanceLimits
+        from cnikit.scenarios.blackbox import pool_view
+
+        limits = FALLBACK.get(self.instance_type, InstanceLimits(3, 10))
+        return pool_view(self.node_enis(node), self.pod_ips(node), limits)
+
+    def ec2_pool(self, node: int) -> dict[str, list[str]]:
+        """eni -> secondary IPs and prefixes EC2 assigns to the node."""
+        return {e.eni_id: [ip for ip in e.ips if ip != e.primary_ip] + list(e.prefixes)
+                for e in self.node_enis(node)}
+
+    def _over_target(self, v) -> bool:
+        """EC2 shows more free addresses than upstream's variables ask for (the build may
+        release some after its decrease interval)."""
+        from cnikit.cloud.limits import FALLBACK, InstanceLimits
+
+        env = self.env
+        warm_ip = int(env.get("WARM_IP_TARGET", 0) or 0)
+        if warm_ip or int(env.get("MINIMUM_IP_TARGET", 0) or 0):
+            return v.free > warm_ip
+        if str(env.get("ENABLE_PREFIX_DELEGATION", "")).lower() in ("1", "true", "yes"):
+            return v.free_prefixes > int(env.get("WARM_PREFIX_TARGET", 1) or 0)
+        per_eni = FALLBACK.get(self.instance_type, InstanceLimits(3, 10)).ipv4_per_eni - 1
+        return v.free >= (int(env.get("WARM_ENI_TARGET", 1) or 0) + 1) * per_eni
+
+    def _ec2_key(self, node: int) -> tuple:
+        return tuple(sorted((e.eni_id, tuple(sorted(e.ips)), tuple(sorted(e.prefixes)))
+                            for e in self.node_enis(node)))
+
+    def wait_pool_settles(self, node: int, timeout: float = 20.0) -> None:
+        """Let the build's pool act after a fault (free surplus ENIs and addresses, top up):
+        wait until EC2 shows the node's ENIs and addresses unchanged for a decrease interval
+        and a pool pass. No target is asked for: a build whose own view went wrong may sit
+        short of it. Never steady: Precondition."""
+        settle = max(0.8, self.t(35))
+        seen = {"key": None, "since": 0.0}
+
+        def steady():
+            key, now = self._ec2_key(node), time.monotonic()
+            if key != seen["key"]:
+                seen.update(key=key, since=now)
+            return now - seen["since"] >= settle
+
+        self.precondition(steady, timeout, f"node {node}'s ENIs and addresses in EC2 to stay "
+                                           f"unchanged for {settle:.2f}s")
 
     def wait_within_targets(self, node: int, timeout: float = 15.0) -> None:
-        self.wait_until(lambda: self.status(node)["withinTargets"], timeout,
-                        f"node {node}'s pool within its targets")
+        """Wait until EC2 shows the node's warm pool at the scenario's targets (free addresses
+        = the node's secondary addresses in EC2 minus its pods' IPs) and steady: unchanged
+        for two pool-manager passes, or for a decrease interval while above the targets.
+        Never: Precondition (a correct build need not keep a warm pool)."""
+        from cnikit.scenarios.blackbox import warm_target_met
 
-    def daemon_ips(self, node: int) -> dict[str, list[str]]:
-        """eni -> secondary IPs or prefixes in the datastore."""
-        return {e: v["ips"] + v["prefixes"] for e, v in self.status(node)["enis"].items()}
+        quiet, settle = max(0.4, self.t(10)), max(0.8, self.t(35))
+        seen = {"key": None, "since": 0.0, "view": None}
+
+        def steady():
+            key, now = self._ec2_key(node), time.monotonic()
+            if key != seen["key"]:
+                seen.update(key=key, since=now)
+            v = seen["view"] = self.pool(node)
+            if not warm_target_met(v, self.env, self.instance_type):
+                return False
+            return now - seen["since"] >= (settle if self._over_target(v) else quiet)
+
+        try:
+            self.precondition(steady, timeout, f"node {node}'s warm pool at its targets in EC2")
+        except Precondition as e:
+            v = seen["view"]
+            raise Precondition(f"{e}; EC2 showed {v.free if v else '?'} free address(es) "
+                               f"on {v.enis if v else '?'} ENI(s), targets "
+                               f"{_targets(self.env)}") from None
 
     def node_enis(self, node: int) -> list:
         """EC2's ENIs of a node (EniInfo, device index order), from the gate: never lagged."""
@@ -384,7 +626,9 @@ class Ctx:
 
         iid = self.fabric.nodes[node].instance_id
         url = f"{self.imds_url}/latest/meta-data/network/interfaces/macs/{mac}/{entry}"
-        req = urllib.request.Request(url, headers={"X-Cnikit-Instance-Id": iid})
+        # Marked as the kit's own read: the request log keeps it apart from the node's.
+        req = urllib.request.Request(url, headers={"X-Cnikit-Instance-Id": iid,
+                                                   "X-Cnikit-Observer": "1"})
         try:
             with urllib.request.urlopen(req, timeout=5) as r:
                 return r.read().decode().split()
@@ -460,13 +704,15 @@ def run_scenario(sc: Scenario, target=None, seed: int = 1, ec2: str = "moto",
                            sc.instance_type, runtime=runtime)
     history = History()
     watch = sampler = ctx = None
+    liveness: list[dict] = []
     try:
-        cluster.start()
+        _start(cluster)
         watch = Watch(cluster.fabric, leak_grace=max(5.0, 60 * scale)).start()
         # The watch's own history (an empty History is falsy: Watch would not take ours).
         history = watch.history
-        sampler = DaemonSampler(cluster, history).start()
-        ctx = Ctx(cluster, watch, seed, profile, scale, duration, on_step)
+        sampler = DaemonSampler(cluster, history, observe=tgt.observe).start()
+        ctx = Ctx(cluster, watch, seed, profile, scale, duration, on_step, sampler=sampler,
+                  env=sc.env)
         result.started = started = time.time()
         history.info(SCENARIO, "start", {"scenario": sc.name, "profile": profile, "seed": seed})
         say(f"{sc.name} [{profile}]: running")
@@ -474,6 +720,12 @@ def run_scenario(sc: Scenario, target=None, seed: int = 1, ec2: str = "moto",
             sc.fn(ctx)
             # Late effects (a route withdrawn, a probe timing out) still count.
             ctx.run_for(observe)
+        except Liveness as e:
+            liveness.append(e.record())
+            history.info(SCENARIO, "liveness", {"subject": e.subject, "what": e.what})
+        except Precondition as e:
+            result.precondition = str(e)
+            history.info(SCENARIO, "precondition", {"what": str(e)})
         except ScenarioFailed as e:
             result.error = str(e)
         except Exception as e:  # noqa: BLE001 - a broken part is reported, then torn down
@@ -485,6 +737,8 @@ def run_scenario(sc: Scenario, target=None, seed: int = 1, ec2: str = "moto",
             history.info(SCENARIO, "schedule", {"seed": seed, "operations": ctx.schedule})
         history.info(SCENARIO, "end", {"error": result.error})
         _collect(result, ctx, cluster)
+    except Liveness as e:  # the build's daemons never became ready: nothing else ran
+        liveness.append(e.record())
     finally:
         if sampler is not None:
             sampler.stop()
@@ -492,46 +746,95 @@ def run_scenario(sc: Scenario, target=None, seed: int = 1, ec2: str = "moto",
             watch.stop()
         say(f"{sc.name} [{profile}]: tearing down")
         cluster.close()
-    inv = watch.invariants
-    pods = {}
-    for e in history.entries():
-        if e["process"] == CLIENT and e["type"] == "ok" and e["f"] == "pod-add":
-            pods[e["value"]["pod"]] = e["value"]
-    result.violations = [_describe(v.to_json(), pods) for v in inv.violations()]
-    result.warnings = [v.to_json() for v in inv.warnings()]
-    result.history = history.entries()
-    if result.violations:
-        result.verdict = "violation"
-    else:
-        result.verdict = "error" if result.error else "holds"
+    _judge(result, watch, history, liveness + (sampler.liveness if sampler else []))
     result.seconds = round(time.monotonic() - t0, 2)
     if report_dir is not None:
         result.report = {k: str(v) for k, v in write_report(report_dir, result).items()}
     return result
 
 
+def _start(cluster) -> None:
+    """Start the cluster; a daemon under test that never becomes ready is the build's
+    liveness violation (the kit and the machine are up by then), not an error."""
+    from cnikit.errors import DaemonNotReady
+
+    try:
+        cluster.start()
+    except DaemonNotReady as e:
+        raise Liveness("daemon", "a daemon never became ready", {"daemon": str(e)[:300]}) from None
+
+
+def _judge(result: RunResult, watch, history: History, liveness: list[dict]) -> None:
+    """The verdict: an invariant or liveness violation -> "violation"; else an unmet
+    precondition -> "inconclusive"; else a kit failure -> "error"; else "holds"."""
+    pods = {}
+    entries = history.entries()
+    for e in entries:
+        if e["process"] == CLIENT and e["type"] == "ok" and e["f"] == "pod-add":
+            pods[e["value"]["pod"]] = e["value"]
+    inv = watch.invariants if watch is not None else None
+    found = [v.to_json() for v in inv.violations()] if inv is not None else []
+    seen: set = set()
+    liveness = [r for r in liveness if not ((r["subject"], r["detail"]["what"]) in seen
+                                            or seen.add((r["subject"], r["detail"]["what"])))]
+    result.violations = [_describe(v, pods) for v in found + liveness]
+    result.warnings = [v.to_json() for v in inv.warnings()] if inv is not None else []
+    result.history = entries
+    if result.violations:
+        result.verdict = "violation"
+    elif result.precondition:
+        result.verdict = "inconclusive"
+    else:
+        result.verdict = "error" if result.error else "holds"
+    result.exercised = result.verdict in ("holds", "violation")
+
+
+def _targets(env: dict) -> str:
+    keys = ("WARM_ENI_TARGET", "WARM_IP_TARGET", "MINIMUM_IP_TARGET", "WARM_PREFIX_TARGET",
+            "ENABLE_PREFIX_DELEGATION", "MAX_ENI")
+    return ", ".join(f"{k}={env[k]}" for k in keys if k in env) or "upstream's defaults"
+
+
+IMDS_REQUESTS_KEPT = 20_000
+
+
 def _collect(result: RunResult, ctx: Ctx, cluster) -> None:
-    """Everything the report needs, read while the parts are still up."""
+    """Everything the report needs, read while the parts are still up: EC2 (the gate), the
+    IMDS's events and request log, and the build's [observe] ports when declared."""
     result.steps = ctx.steps
     result.schedule = ctx.schedule
     try:
         result.imds_events = ctx.imds.events()
     except Exception as e:  # noqa: BLE001
         result.imds_events = [{"error": str(e)}]
+    try:
+        page = ctx.imds.requests(since=0, limit=IMDS_REQUESTS_KEPT)
+        result.imds_requests = [r for r in page["requests"] if not r.get("observer")]
+    except Exception as e:  # noqa: BLE001
+        result.imds_requests = [{"error": str(e)}]
     result.audit = [_jsonable(r) for r in cluster.cloud.gate.audit.records()]
     owners = cluster.cloud.gate.owners()
+    sampler = ctx.sampler
     for n, node in enumerate(cluster.fabric.nodes):
         enis = [{"eni_id": e.eni_id, "mac": e.mac, "device_index": e.device_index,
                  "primary_ip": e.primary_ip} for e in owners.enis.values()
                 if e.instance_id == node.instance_id]
         result.nodes.append({"index": n, "name": node.name, "instance_id": node.instance_id,
                              "enis": enis})
+        if sampler is None or not sampler.introspection:
+            continue
+        from cnikit.scenarios.blackbox import introspect
+
         try:
-            st = cluster.status(n)
-            result.daemon_events[node.name] = st.pop("events", [])
-            result.daemon_views[node.name] = st
-        except Exception as e:  # noqa: BLE001
+            result.daemon_views[node.name] = sampler.view(n)
+        except (OSError, ValueError) as e:
             result.daemon_views[node.name] = {"error": str(e)}
+            continue
+        try:  # the reference daemon's decisions (an extra path of its introspection port)
+            events = introspect(node.ns.path, sampler.introspection, "/v1/events")
+            result.daemon_events[node.name] = events if isinstance(events, list) else []
+        except (OSError, ValueError):
+            pass
 
 
 def write_report(out_dir: str | Path, result: RunResult) -> dict:

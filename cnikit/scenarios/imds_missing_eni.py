@@ -9,7 +9,7 @@ IPs to new pods, while the old pods still use them.
 from __future__ import annotations
 
 from cnikit.scenarios.common import fill, peers
-from cnikit.scenarios.engine import Ctx, ScenarioFailed, scenario
+from cnikit.scenarios.engine import Ctx, Precondition, scenario
 
 NODE = 0
 
@@ -26,13 +26,14 @@ def run(ctx: Ctx) -> None:
     # WARM_ENI_TARGET=1 fills the primary ENI first; pods spill onto the warm ENI.
     fill(ctx, NODE, 9)
     for _ in range(6):
-        held = {a["eniId"] for a in ctx.status(NODE)["assignments"]}
-        secondary = [e for e in ctx.node_enis(NODE) if e.device_index and e.eni_id in held]
+        # The pods' IPs (CNI results) on EC2's secondary ENIs of the node.
+        held = ctx.pod_ips(NODE)
+        secondary = [e for e in ctx.node_enis(NODE) if e.device_index and held & set(e.ips)]
         if secondary:
             break
         fill(ctx, NODE, 1)
     else:
-        raise ScenarioFailed("no pod landed on a secondary ENI")
+        raise Precondition("a pod on a secondary ENI (the build kept every pod on the primary)")
     eni = secondary[0]
     focus = {"node": NODE, "eni": eni.eni_id, "mac": eni.mac}
     ctx.wait_within_targets(NODE)
@@ -49,7 +50,7 @@ def run(ctx: Ctx) -> None:
     ctx.wait_reconciles(NODE, 2)
     ctx.step("IMDS lists the ENI again; reconciles", **focus)
     # The pool frees surplus ENIs and IPs after its decrease interval.
-    ctx.wait_within_targets(NODE, 20)
+    ctx.wait_pool_settles(NODE, 20)
     # Pods keep coming until one gets an address of that ENI (or it is gone, or 12 pods).
     for _ in range(12):
         now = ctx.ec2_eni(eni.eni_id)

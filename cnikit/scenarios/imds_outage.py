@@ -20,7 +20,7 @@ def run(ctx: Ctx) -> None:
     outage = ctx.imds_fault("error", status=500)
     ctx.step("IMDS answers 500 to everything")
     churn(ctx, [0, 1], cycles=12, max_pods=8)
-    ctx.wait_reconciles(0, 2)
+    ctx.wait_reconciles(0, 2, attempts=True)  # IMDS fails: the passes ask and give up
     ctx.step("two reconciles during the outage")
     ctx.end_imds_fault(outage)
     churn(ctx, [0, 1], cycles=6, max_pods=8)

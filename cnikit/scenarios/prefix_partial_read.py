@@ -13,7 +13,7 @@ from __future__ import annotations
 import ipaddress
 
 from cnikit.scenarios.common import fill, peers
-from cnikit.scenarios.engine import Ctx, ScenarioFailed, scenario
+from cnikit.scenarios.engine import Ctx, Precondition, scenario
 
 NODE = 0
 
@@ -38,7 +38,7 @@ def run(ctx: Ctx) -> None:
         by_prefix[p] = sum(ipaddress.ip_address(q.ip) in net for q in pods)
     held = [p for p, n in by_prefix.items() if n]
     if len(held) < 2:
-        raise ScenarioFailed(f"pods did not spread over two prefixes: {by_prefix}")
+        raise Precondition(f"pods on two /28 prefixes (EC2 shows {by_prefix})")
     target = min(held, key=lambda p: by_prefix[p])
     ctx.step(f"pods on {len(held)} prefixes", **focus)
 
@@ -51,7 +51,7 @@ def run(ctx: Ctx) -> None:
     # Two: the first reconcile counted may have read IMDS before the fault ended.
     ctx.wait_reconciles(NODE, 2)
     ctx.step("reconciles (IMDS complete again)", **focus)
-    ctx.wait_within_targets(NODE, 20)
+    ctx.wait_pool_settles(NODE, 20)
     # Pods keep coming until the daemon hands out an address of that /28 (or 20 pods).
     net = ipaddress.ip_network(target)
     for _ in range(20):

@@ -11,7 +11,7 @@ import signal
 import time
 
 from cnikit.scenarios.common import peers
-from cnikit.scenarios.engine import Ctx, ScenarioFailed, scenario
+from cnikit.scenarios.engine import Ctx, Liveness, scenario
 
 NODES = 2
 IMDS_KINDS = ("stale", "missing", "lag", "error", "latency", "drop")
@@ -89,7 +89,8 @@ def _apply(ctx: Ctx, op: dict) -> str:
 
 
 def restart(ctx: Ctx, node: int, timeout: float = 30.0) -> None:
-    """Restart like a DaemonSet does: a daemon that cannot start (IMDS down) is retried."""
+    """Restart like a DaemonSet does: a daemon that cannot start (IMDS down) is retried.
+    Faults last at most a few seconds: a daemon still not ready after `timeout` is stuck."""
     end = time.monotonic() + timeout
     while True:
         try:
@@ -98,7 +99,8 @@ def restart(ctx: Ctx, node: int, timeout: float = 30.0) -> None:
         except Exception as e:  # noqa: BLE001 - CrashLoopBackOff, bounded
             ctx.history.info("nemesis", "daemon-start-failed", {"node": node, "error": str(e)[:200]})
             if time.monotonic() >= end:
-                raise ScenarioFailed(f"node {node}'s daemon did not start again: {e}") from None
+                raise Liveness(f"node {node}", f"the daemon did not become ready within "
+                               f"{timeout:g}s of restarts", {"last error": str(e)[:300]}) from None
             ctx.run_for(0.3)
 
 
@@ -129,7 +131,7 @@ def run(ctx: Ctx) -> None:
         if not ctx.cluster.daemons[n].alive():
             restart(ctx, n)
     ctx.step("faults cleared")
-    ctx.wait_until(lambda: all(ctx.status(n)["withinTargets"] for n in range(NODES)), 30,
-                   "pools within targets after the chaos")
+    for n in range(NODES):
+        ctx.wait_within_targets(n, 30)
     ctx.wait_reconciles(0, 1)
     ctx.step("healed: pools within targets, a reconcile done")

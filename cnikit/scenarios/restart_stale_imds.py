@@ -34,8 +34,8 @@ def run(ctx: Ctx) -> None:
 
     for pod in pods[:3]:
         ctx.delete_pod(pod)
-    ctx.wait_until(lambda: len(frozen - set(ctx.ec2_eni(eni.eni_id).ips)) >= 3, 20,
-                   "3 IPs released to EC2")
+    ctx.precondition(lambda: len(frozen - set(ctx.ec2_eni(eni.eni_id).ips)) >= 3, 20,
+                     "3 IPs released to EC2")
     gone = sorted(frozen - set(ctx.ec2_eni(eni.eni_id).ips))
     ctx.ec2_take(1, gone)
     ctx.step("IPs released; EC2 gave them to another node; IMDS still lists them", **focus)

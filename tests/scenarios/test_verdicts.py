@@ -1,0 +1,116 @@
+"""Verdicts on builds the kit did not write, observed from outside only: a build that makes no
+progress is a liveness violation (exit 1), a scenario whose precondition the build never met
+is inconclusive (exit 0, said so), and a plugin-only build that hands out addresses EC2 never
+gave is caught by the invariants (ip-not-owned, unreachable)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cnikit import scenarios
+
+pytestmark = [pytest.mark.root,
+              pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")]
+
+PLUGIN = shutil.which("cnikit-cni") or str(Path(sys.executable).parent / "cnikit-cni")
+DAEMON = [sys.executable, "-m", "cnikit.cli", "daemon", "--state-dir", "{state_dir}"]
+CNI_DIR = Path("/usr/lib/cni")
+
+
+def _toml(value) -> str:
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return json.dumps(value)  # strings and numbers: JSON's forms are TOML's here
+
+
+def write_target(path: Path, command: list[str], env: dict | None = None,
+                 ready: dict | None = None, binaries: list[str] | None = None,
+                 conflist: dict | None = None) -> Path:
+    ready = ready if ready is not None else {"socket": "{state_dir}/ipamd.sock", "timeout": 60}
+    lines = [f'name = "{path.stem}"', 'version = "0.0.1"', "", "[daemon]",
+             f"command = {_toml(command)}"]
+    if env:
+        lines.append(f"env = {_toml(env)}")
+    if ready:
+        lines.append(f"ready = {_toml(ready)}")
+    conflist = conflist or {"cniVersion": "1.0.0", "name": "aws-cni", "plugins": [
+        {"type": "cnikit-cni", "daemonSocket": "{state_dir}/ipamd.sock"}]}
+    lines += ["", "[plugin]", f"binaries = {_toml(binaries or [PLUGIN])}",
+              f"conflist = {_toml(conflist)}"]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def run(name: str, target: Path, tmp_path: Path):
+    r = scenarios.run(name, target=str(target), seed=1, report_dir=tmp_path / "report")
+    print(f"{name} [{r.target}]: {r.verdict} in {r.seconds:.1f}s; error {r.error}; "
+          f"precondition {r.precondition}")
+    for line in r.evidence():
+        print("  " + line)
+    return r
+
+
+def test_a_daemon_that_never_becomes_ready_is_a_liveness_violation(tmp_path):
+    target = write_target(tmp_path / "never-ready.toml", ["sleep", "600"],
+                          ready={"socket": "{state_dir}/ipamd.sock", "timeout": 3})
+    r = run("imds-outage", target, tmp_path)
+    assert r.verdict == "violation", r.error
+    [v] = r.violations
+    assert v["kind"] == "liveness" and "never became ready" in v["what"]
+    assert "not ready after 3s" in v["what"]  # the evidence: what the readiness check saw
+    assert r.exercised and r.error is None
+
+
+def test_a_daemon_that_exits_by_itself_is_a_liveness_violation(tmp_path):
+    # The reference daemon, killed from inside its own process group 8 s after it starts:
+    # from the kit's side, a daemon that dies on its own mid-scenario.
+    target = write_target(tmp_path / "dies.toml", ["timeout", "-s", "KILL", "8", *DAEMON])
+    r = run("imds-outage", target, tmp_path)
+    assert r.verdict == "violation", r.error
+    live = [v for v in r.violations if v["kind"] == "liveness"]
+    assert live and "exited by itself" in live[0]["what"], r.violations
+    assert "exit code" in live[0]["what"]
+    # The scenario stops once the build is caught stuck, rather than waiting out every bound.
+    assert r.seconds < 60
+
+
+def test_a_precondition_the_build_never_meets_is_inconclusive(tmp_path):
+    """The reference daemon with a warm pool of 10 IPs (its own setting, over the scenario's
+    WARM_IP_TARGET=1) is correct but never releases the IPs the scenario waits to see go
+    back to EC2."""
+    target = write_target(tmp_path / "big-pool.toml", DAEMON,
+                          env={"CNIKIT_PROFILE": "hardened", "WARM_IP_TARGET": "10"})
+    r = run("restart-stale-imds", target, tmp_path)
+    assert r.verdict == "inconclusive", (r.error, r.violations)
+    assert "released to EC2" in r.precondition and not r.exercised
+    p = subprocess.run([sys.executable, "-m", "cnikit.cli", "run", "restart-stale-imds",
+                        "--target", str(target), "--report", str(tmp_path / "cli")],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "INCONCLUSIVE" in p.stdout and "precondition not met" in p.stdout, p.stdout
+
+
+@pytest.mark.skipif(not (CNI_DIR / "ptp").exists(), reason="containernetworking-plugins missing")
+def test_a_plugin_only_build_is_caught_and_its_warm_pool_never_comes(tmp_path):
+    """ptp + host-local hand out addresses of the subnet that EC2 never assigned: the
+    invariants catch it (a violation wins over the unmet warm-pool precondition)."""
+    conflist = {"cniVersion": "1.0.0", "name": "ptp", "plugins": [{
+        "type": "ptp", "ipMasq": False,
+        "ipam": {"type": "host-local", "ranges": [[{"subnet": "{subnet_cidr}"}]],
+                 "dataDir": "{state_dir}/host-local"}}]}
+    target = write_target(tmp_path / "ptp.toml", ["sleep", "infinity"], ready={},
+                          binaries=[str(CNI_DIR / "ptp"), str(CNI_DIR / "host-local")],
+                          conflist=conflist)
+    r = run("imds-stale-equal-length", target, tmp_path)
+    assert r.verdict == "violation"
+    assert "ip-not-owned" in {v["kind"] for v in r.violations}
+    assert r.precondition and "warm pool" in r.precondition
