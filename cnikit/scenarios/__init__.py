@@ -5,13 +5,15 @@ daemon kills and restarts) driven against a live CniCluster while the checkers w
     result = run("imds-stale-equal-length", "vpc-cni-1.18.3", seed=1)
     result.verdict          # "holds" | "violation" | "inconclusive" | "error"
 
-A scenario is one module with one function decorated by `@scenario(...)`; it never judges
+A scenario is one module of this package with one function decorated by `@scenario(...)`
+(found by importing the package's modules: there is no list to add it to); it never judges
 itself: the verdict comes from the checkers over the history (cnikit.check).
 """
 
 from __future__ import annotations
 
 import importlib
+import pkgutil
 
 from cnikit.errors import UsageError
 from cnikit.scenarios.engine import REGISTRY as _REGISTRY
@@ -24,34 +26,24 @@ from cnikit.scenarios.engine import (  # noqa: F401 - the package's public API
     scenario,
 )
 
-# One module per scenario, in the order `cnikit scenarios` lists them.
-MODULES = (
-    "imds_stale_equal_length",
-    "imds_missing_eni",
-    "restart_stale_imds",
-    "prefix_partial_read",
-    "ip_reuse_cooldown",
-    "ec2_throttle_storm",
-    "imds_outage",
-    "daemon_crash_churn",
-    "random_chaos",
-)
-
 _loaded = False
 
 
 def _load() -> None:
+    """Import every module of this package: a scenario registers itself by being defined
+    (`@scenario`), so a new scenario is one new module and nothing else to list."""
     global _loaded
     if not _loaded:
-        for m in MODULES:
-            importlib.import_module(f"cnikit.scenarios.{m}")
+        for info in pkgutil.iter_modules(__path__):
+            if not info.name.startswith("_"):
+                importlib.import_module(f"{__name__}.{info.name}")
         _loaded = True
 
 
 def names() -> list[str]:
+    """Every scenario, in the order `cnikit scenarios` lists them (by name)."""
     _load()
-    order = {f"cnikit.scenarios.{m}": i for i, m in enumerate(MODULES)}
-    return sorted(_REGISTRY, key=lambda n: order.get(_REGISTRY[n].fn.__module__, len(order)))
+    return sorted(_REGISTRY)
 
 
 def get(name: str) -> Scenario:
