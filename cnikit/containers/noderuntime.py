@@ -4,9 +4,10 @@
               (cnikit.daemon.process.DaemonProcess)
     podman    the daemon image in a podman container joined to the node namespace with
               `--network ns:/run/netns/<node>`
-    docker    the same with Docker, which cannot join a namespace by path: the container
-              starts with `--network none` and its entrypoint enters the node namespace
-              (setns) before it runs the daemon
+    docker    the same image through the Docker Engine API (the `docker` package, at
+              DOCKER_HOST: a Docker engine, or podman's API service). Docker cannot join a
+              namespace by path: the container starts with network `none` and its
+              entrypoint enters the node namespace (setns) before it runs the daemon
 
 All three have one interface: start(wait), wait_ready(timeout), alive(), kill(sig),
 stop(), restart(wait), pid, socket_path, state_dir, on_start, tail(). The container shares
@@ -18,11 +19,12 @@ and see /run/netns with slave propagation, so pod namespaces made later appear i
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
-import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from cnikit import runtime as kit_runtime
@@ -32,6 +34,7 @@ from cnikit.errors import DaemonNotReady, EnvironmentProblem, UsageError
 
 RUNTIMES = ("process", "podman", "docker")
 DEFAULT_RUNTIME = "process"
+PYTHON = "/usr/local/bin/python3"  # the image's interpreter (cnikit.containers.image)
 
 # What upstream's aws-node DaemonSet (v1.18.x manifest) sets, minus the kubelet-only ones;
 # every value here is also the daemon's default, so the runtimes behave the same.
@@ -76,22 +79,36 @@ def make_daemon(runtime: str, state_dir: str | os.PathLike, env: dict[str, str],
 
 
 class Docker:
-    """The docker CLI with the same small interface as Podman (run/out/image_exists)."""
+    """The Docker Engine API through the `docker` package, found as the docker CLI finds it
+    (DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH): a real Docker engine, or podman
+    serving the same API (`podman system service`, cnikit.containers.podman.ApiService).
 
-    binary = "docker"
+    Speaks in containers, not command lines: ContainerDaemon hands it a ContainerSpec.
+    """
+
+    TIMEOUT = 120
+
+    def __init__(self) -> None:
+        self._client = None
 
     @staticmethod
-    def available() -> str | None:
-        if shutil.which("docker") is None:
-            return "docker is not installed"
+    def host() -> str:
+        return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+
+    @classmethod
+    def available(cls) -> str | None:
+        """None when an engine answers at DOCKER_HOST, else the one-line reason why not."""
+        import docker
+        import requests
+
         try:
-            p = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"],
-                               capture_output=True, text=True, timeout=10)
-        except subprocess.TimeoutExpired:
-            return "docker: the engine did not answer within 10s"
-        if p.returncode != 0 or not p.stdout.strip():
-            host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-            return f"docker: no engine reachable at {host} (only the client is installed?)"
+            client = docker.from_env(timeout=10)
+            try:
+                client.ping()
+            finally:
+                client.close()
+        except (docker.errors.DockerException, requests.RequestException, OSError):
+            return f"docker: no engine reachable at {cls.host()} (is DOCKER_HOST right?)"
         return None
 
     def require(self) -> Docker:
@@ -100,18 +117,225 @@ class Docker:
             raise EnvironmentProblem(reason)
         return self
 
-    def run(self, *args: str, check: bool = True, timeout: float = 120.0, input=None):
-        p = subprocess.run(["docker", *args], capture_output=True, timeout=timeout, input=input)
-        if check and p.returncode != 0:
-            err = p.stderr.decode(errors="replace").strip().splitlines()
-            raise EnvironmentProblem(f"docker {' '.join(args[:2])}: {err[-1] if err else p.returncode}")
-        return p
+    @property
+    def client(self):
+        if self._client is None:
+            import docker
 
-    def out(self, *args: str, **kw) -> str:
-        return self.run(*args, **kw).stdout.decode().strip()
+            self._client = docker.from_env(timeout=self.TIMEOUT)
+        return self._client
+
+    def _api(self, what: str, call, *args, missing=None, **kw):
+        """One Engine API call; an error is an EnvironmentProblem with the engine's reason,
+        except `missing` (returned) when the object is not there."""
+        import docker
+        import requests
+
+        try:
+            return call(*args, **kw)
+        except docker.errors.NotFound:
+            if missing is _RAISE:
+                raise EnvironmentProblem(f"docker {what}: not found") from None
+            return missing
+        except docker.errors.APIError as e:
+            raise EnvironmentProblem(f"docker {what}: {e.explanation or e}") from None
+        except (docker.errors.DockerException, requests.RequestException, OSError) as e:
+            raise EnvironmentProblem(f"docker {what}: {e}") from None
+
+    # ---- containers -------------------------------------------------------------------
+
+    def run_container(self, daemon: ContainerDaemon) -> tuple[str, int | None]:
+        """Create and start daemon's container; (its id, its main process's pid here)."""
+        spec, api = daemon.spec(), self.client.api
+        host_config = api.create_host_config(
+            privileged=True, network_mode=spec.network,
+            binds=[f"{src}:{dst}:{mode}" if mode else f"{src}:{dst}" for src, dst, mode in spec.binds])
+        created = self._api("create", api.create_container, spec.image, command=spec.command,
+                            entrypoint=spec.entrypoint, name=spec.name, labels=spec.labels,
+                            environment=spec.env, host_config=host_config, missing=_RAISE)
+        cid = created["Id"]
+        self._api("start", api.start, cid, missing=_RAISE)
+        state = self._api("inspect", api.inspect_container, cid, missing={}).get("State", {})
+        pid = state.get("Pid") or None
+        return cid, pid
+
+    def inspect(self, name: str) -> dict | None:
+        return self._api("inspect", self.client.api.inspect_container, name)
+
+    def kill(self, name: str, sig: int) -> None:
+        try:
+            self._api("kill", self.client.api.kill, name, signal=int(sig))
+        except EnvironmentProblem:
+            pass  # not running (any more): what a kill wants
+
+    def exit_code(self, name: str) -> int | None:
+        info = self.inspect(name)
+        return info["State"].get("ExitCode") if info else None
+
+    def remove(self, name: str, attempts: int = 5) -> None:
+        for attempt in range(attempts):
+            try:
+                self._api("rm", self.client.api.remove_container, name, force=True)
+                return
+            except EnvironmentProblem:
+                if attempt == attempts - 1:
+                    raise
+            # podman refuses a forced rm while a container whose process has just exited is
+            # still "stopped" (its cleanup running): wait for that to end, then again.
+            with contextlib.suppress(Exception):
+                self.client.api.wait(name, timeout=5)
+            time.sleep(0.05 * (attempt + 1))
+
+    def logs(self, daemon: ContainerDaemon, lines: int) -> str:
+        out = self._api("logs", self.client.api.logs, daemon.name, tail=lines, missing=b"")
+        return out.decode(errors="replace")
+
+    def kit_containers(self) -> list[tuple[str, str]]:
+        """(name, run id) of every container with the kit's label."""
+        rows = self._api("ps", self.client.api.containers, all=True,
+                         filters={"label": LABEL_KIT}, missing=[])
+        return [(c["Names"][0].lstrip("/"), (c.get("Labels") or {}).get(LABEL_RUN, ""))
+                for c in rows if c.get("Names")]
+
+    def remove_dead_containers(self) -> list[str]:
+        """Remove the kit's containers whose run is dead (cleanup's rule); their names."""
+        dead = [n for n, rid in self.kit_containers() if rid not in kit_runtime.live_run_ids()]
+        for name in dead:
+            self.remove(name)
+        return dead
+
+    # ---- the daemon image -------------------------------------------------------------
 
     def image_exists(self, ref: str) -> bool:
-        return self.run("image", "inspect", ref, check=False).returncode == 0
+        return self._api("image inspect", self.client.api.inspect_image, ref) is not None
+
+    def ensure_image(self, log=None) -> str:
+        """The kit's daemon image (cnikit.containers.image), imported through the API when
+        the engine lacks this version: no registry, no Dockerfile build."""
+        import fcntl
+        import tarfile
+
+        from cnikit.containers import image
+        from cnikit.containers.podman import CONF_ROOT
+
+        ref = image.image_ref()
+        if self.image_exists(ref):
+            return ref
+        CONF_ROOT.mkdir(parents=True, exist_ok=True)
+        with open(CONF_ROOT / "image.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if self.image_exists(ref):
+                return ref
+            t0 = time.monotonic()
+            work = image.build_dir()
+            shutil.rmtree(work, ignore_errors=True)
+            rootfs = image.build_rootfs(work / "rootfs")
+            tar = work / "rootfs.tar"
+            with tarfile.open(tar, "w") as tf:
+                for entry in sorted(os.listdir(rootfs)):
+                    tf.add(rootfs / entry, arcname=entry)
+            repo, _, tag = ref.rpartition(":")
+            out = self._api("import", self.client.api.import_image, src=str(tar),
+                            repository=repo, tag=tag, changes=_import_changes(image),
+                            missing=_RAISE)
+            shutil.rmtree(work, ignore_errors=True)
+            if not self.image_exists(ref):  # podman 4.3's import tags `latest`, whatever asked
+                image_id = _imported_id(out)
+                if image_id:
+                    self._api("tag", self.client.api.tag, image_id, repo, tag)
+            if not self.image_exists(ref):
+                raise EnvironmentProblem(f"docker import: {ref} is not there after the import")
+            self._drop_old_images(repo, keep=ref)
+            if log:
+                log(f"built {ref} in {time.monotonic() - t0:.1f}s")
+        return ref
+
+    def _drop_old_images(self, repo: str, keep: str) -> None:
+        """The kit's earlier daemon images (an image in use stays: the engine refuses)."""
+        rows = self._api("images", self.client.api.images, name=repo, missing=[])
+        for tag in {t for row in rows for t in row.get("RepoTags") or []} - {keep}:
+            with contextlib.suppress(EnvironmentProblem):
+                self._api("rmi", self.client.api.remove_image, tag)
+
+
+def _imported_id(answer) -> str | None:
+    """The image id in an import's answer: JSON lines, the id in "status" (Docker) or "id"."""
+    import json
+
+    found = None
+    for line in str(answer or "").splitlines():
+        with contextlib.suppress(ValueError, AttributeError):
+            msg = json.loads(line)
+            for key in ("id", "status"):
+                if str(msg.get(key, "")).startswith("sha256:"):
+                    found = msg[key]
+    return found
+
+
+_RAISE = object()  # Docker._api(missing=_RAISE): a missing object is an error too
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """One daemon container, as the Engine API takes it (ContainerDaemon.command() renders
+    the same for the podman CLI)."""
+
+    name: str
+    image: str
+    env: dict[str, str]
+    labels: dict[str, str]
+    binds: list[tuple[str, str, str]]  # (host path, container path, mode or "")
+    network: str  # "none", or podman's "ns:PATH"
+    entrypoint: list[str] | None
+    command: list[str]
+
+
+def _import_changes(image) -> list[str]:
+    """The image settings image.ensure_image gives its podman import, for the API's import."""
+    return [f"ENTRYPOINT {image.ENTRYPOINT}", 'CMD ["daemon"]', "ENV PYTHONUNBUFFERED=1",
+            "ENV PYTHONDONTWRITEBYTECODE=1", f"ENV PYTHONPATH=/{image.SITE}",
+            f"LABEL {LABEL_KIT}=daemon"]
+
+
+class PodmanCli:
+    """Docker's container operations as podman commands: podman runs with the kit's own
+    configuration and storage, and writes the daemon's log where tail() reads it."""
+
+    def __init__(self, podman: Podman):
+        self.podman = podman
+
+    def run_container(self, daemon: ContainerDaemon) -> tuple[str, int | None]:
+        cid = self.podman.out(*daemon.command())
+        info = self.podman.out("inspect", "--format", "{{.State.Pid}}", cid)
+        return cid, int(info) if info.isdigit() and int(info) > 0 else None
+
+    def kill(self, name: str, sig: int) -> None:
+        self.podman.run("kill", "--signal", str(int(sig)), name, check=False)
+
+    def exit_code(self, name: str) -> int | None:
+        code = self.podman.out("inspect", "--format", "{{.State.ExitCode}}", name, check=False)
+        return int(code) if code.lstrip("-").isdigit() else None
+
+    def remove(self, name: str) -> None:
+        self.podman.run("rm", "-f", "--time", "0", name, check=False)
+
+    def logs(self, daemon: ContainerDaemon, lines: int) -> str:
+        try:
+            text = daemon.log_path.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        # k8s-file lines: "<time> stdout F <text>"
+        return "\n".join(line.split(" ", 3)[-1] for line in text[-lines:])
+
+    def ensure_image(self) -> str:
+        from cnikit.containers.image import ensure_image
+
+        return ensure_image(self.podman)
+
+    def remove_dead_containers(self) -> list[str]:
+        from cnikit.containers.cleanup import remove_dead_containers
+
+        return remove_dead_containers(self.podman)
 
 
 _swept: set[str] = set()
@@ -140,6 +364,8 @@ class ContainerDaemon(StateDir):
         self.join = join or ("ns" if isinstance(engine, Podman) else "enter")
         if self.join not in ("ns", "enter"):
             raise UsageError(f"join must be ns or enter, not {self.join!r}")
+        # What the engine is asked: Docker speaks the Engine API itself, podman its CLI.
+        self._ops = engine if isinstance(engine, Docker) else PodmanCli(engine)
         self.starts = 0
         self.on_start = None
         self._pid: int | None = None
@@ -165,49 +391,54 @@ class ContainerDaemon(StateDir):
             return False
         return state != "Z"
 
-    def command(self) -> list[str]:
-        """The `run` arguments (after the engine's binary)."""
+    def spec(self) -> ContainerSpec:
+        """The container, whatever the engine (command() renders it for the podman CLI)."""
         image = self.image or self._ensure_image()
         env = {**DAEMONSET_ENV, "MY_NODE_NAME": Path(self.netns).name, "MY_POD_NAME": self.name,
                **self.env, "CNIKIT_STATE_DIR": str(self.state_dir), "PYTHONUNBUFFERED": "1"}
-        args = ["run", "-d", "--name", self.name, "--privileged",
-                "--label", f"{LABEL_KIT}=daemon",
-                "--log-opt", f"path={self.log_path}",
-                "-v", f"{self.state_dir}:{self.state_dir}",
-                "-v", "/run/netns:/run/netns:rslave"]
-        if self.run_id:
-            args += ["--label", f"{LABEL_RUN}={self.run_id}"]
-        for k, v in sorted(env.items()):
-            args += ["--env", f"{k}={v}"]
+        labels = {LABEL_KIT: "daemon", **({LABEL_RUN: self.run_id} if self.run_id else {})}
+        binds = [(str(self.state_dir), str(self.state_dir), ""),
+                 ("/run/netns", "/run/netns", "rslave")]
         daemon = ["daemon", "--state-dir", str(self.state_dir)] if self.args is None else self.args
         if self.join == "ns":
-            args += ["--network", f"ns:{self.netns}", image, *daemon]
-        else:
-            # Docker joins no namespace by path: enter it from inside, then exec the daemon.
-            args += ["--network", "none", "--entrypoint", "/usr/local/bin/python3", image,
-                     "-m", "cnikit.containers.enter", self.netns, "--",
-                     "/usr/local/bin/python3", "-m", "cnikit.cli", *daemon]
-        return args
+            return ContainerSpec(self.name, image, env, labels, binds, f"ns:{self.netns}", None,
+                                 daemon)
+        # Docker joins no namespace by path: enter it from inside, then exec the daemon.
+        return ContainerSpec(self.name, image, env, labels, binds, "none", [PYTHON],
+                             ["-m", "cnikit.containers.enter", self.netns, "--",
+                              PYTHON, "-m", "cnikit.cli", *daemon])
+
+    def command(self) -> list[str]:
+        """spec() as the `run` arguments of the podman (or docker) CLI, after the binary."""
+        s = self.spec()
+        args = ["run", "-d", "--name", s.name, "--privileged",
+                "--log-opt", f"path={self.log_path}"]
+        for k, v in s.labels.items():
+            args += ["--label", f"{k}={v}"]
+        for src, dst, mode in s.binds:
+            args += ["-v", f"{src}:{dst}:{mode}" if mode else f"{src}:{dst}"]
+        for k, v in sorted(s.env.items()):
+            args += ["--env", f"{k}={v}"]
+        args += ["--network", s.network]
+        if s.entrypoint:
+            args += ["--entrypoint", s.entrypoint[0]]
+        return args + [s.image, *s.command]
 
     def _ensure_image(self) -> str:
-        from cnikit.containers.image import ensure_image
-
-        self.image = ensure_image(self.engine)
+        self.image = self._ops.ensure_image()
         return self.image
 
     def start(self, wait: float = 30.0) -> ContainerDaemon:
         if self.alive():
             return self
         self.engine.require()
-        _sweep(self.engine)
+        _sweep(self._ops)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         (self.state_dir / "ready").unlink(missing_ok=True)
-        args = self.command()
+        self.image = self.image or self._ensure_image()
         self._remove()
-        cid = self.engine.out(*args)
+        _, self._pid = self._ops.run_container(self)
         self._exists = True
-        info = self.engine.out("inspect", "--format", "{{.State.Pid}}", cid)
-        self._pid = int(info) if info.isdigit() and int(info) > 0 else None
         self._pid_start = kit_runtime.process_start_time(self._pid) if self._pid else None
         self.starts += 1
         if self._pid and self.on_start is not None:
@@ -227,26 +458,21 @@ class ContainerDaemon(StateDir):
         raise DaemonNotReady(f"daemon container {self.name} not ready after {timeout:.0f}s: {self.tail()}")
 
     def tail(self, lines: int = 3) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace").strip().splitlines()
-        except OSError:
-            return "(no log)"
-        # k8s-file lines: "<time> stdout F <text>"
-        return " | ".join(line.split(" ", 3)[-1] for line in text[-lines:])
+        text = self._ops.logs(self, lines).strip()
+        return " | ".join(text.splitlines()[-lines:]) if text else "(no log)"
 
     def kill(self, sig: int = signal.SIGKILL, wait: float = 10.0) -> int | None:
         """Send sig to the daemon in the container; for SIGKILL/SIGTERM/SIGINT wait for its exit."""
         if not self.alive():
             return None
-        self.engine.run("kill", "--signal", str(int(sig)), self.name, check=False)
+        self._ops.kill(self.name, sig)
         if sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT):
             deadline = time.monotonic() + wait
             while self.alive() and time.monotonic() < deadline:
                 time.sleep(0.02)
             if self.alive():
-                self.engine.run("kill", "--signal", "KILL", self.name, check=False)
-            code = self.engine.out("inspect", "--format", "{{.State.ExitCode}}", self.name, check=False)
-            self.exit_code = int(code) if code.lstrip("-").isdigit() else None
+                self._ops.kill(self.name, signal.SIGKILL)
+            self.exit_code = self._ops.exit_code(self.name)
             return self.exit_code
         return None
 
@@ -264,8 +490,7 @@ class ContainerDaemon(StateDir):
 
     def _remove(self) -> None:
         if self._exists or self.starts == 0:
-            extra = ("--time", "0") if isinstance(self.engine, Podman) else ()
-            self.engine.run("rm", "-f", *extra, self.name, check=False)
+            self._ops.remove(self.name)
             self._exists = False
 
 
@@ -275,12 +500,10 @@ def _run_id_of(ns_name: str) -> str | None:
     return run_id_of(ns_name)
 
 
-def _sweep(engine) -> None:
+def _sweep(ops) -> None:
     """Once per process and engine: remove the containers of runs that are gone."""
-    key = type(engine).__name__
+    key = type(ops).__name__
     if key in _swept:
         return
     _swept.add(key)
-    from cnikit.containers.cleanup import remove_dead_containers
-
-    remove_dead_containers(engine)
+    ops.remove_dead_containers()

@@ -9,10 +9,13 @@ cgroup v1 setup), cgroupfs, and lowered ulimits (raising or `host` fails).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import socket
 import subprocess
+import time
 from pathlib import Path
 
 from cnikit.errors import EnvironmentProblem
@@ -143,3 +146,66 @@ class Podman:
             return None
         data = json.loads(p.stdout or b"[]")
         return data[0] if data else None
+
+
+class ApiService:
+    """podman serving the Docker Engine API on a unix socket (`podman system service`), with
+    the kit's configuration and storage: the Docker runtime (the `docker` package) then runs
+    here without a Docker engine. Point DOCKER_HOST at `url`.
+
+        with ApiService() as api:
+            os.environ["DOCKER_HOST"] = api.url
+    """
+
+    def __init__(self, socket_path: str | os.PathLike | None = None):
+        self.podman = Podman()
+        self.socket_path = Path(socket_path or CONF_ROOT / f"docker-api-{os.getpid()}.sock")
+        self.url = f"unix://{self.socket_path}"
+        self.log_path = self.socket_path.with_suffix(".log")
+        self._proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 30.0) -> ApiService:
+        self.podman.require()
+        self.socket_path.parent.mkdir(parents=True, exist_ok=True)
+        self.socket_path.unlink(missing_ok=True)
+        with open(self.log_path, "wb") as log:
+            # --time=0: serve until stopped, however long the API stays idle.
+            self._proc = subprocess.Popen(
+                self.podman.command("system", "service", "--time=0", self.url),
+                env=self.podman.env(), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while not self._answers():
+            if self._proc.poll() is not None or time.monotonic() > deadline:
+                tail = self.log_path.read_text(errors="replace").strip().splitlines()[-1:]
+                self.stop()
+                raise EnvironmentProblem(f"podman system service did not serve {self.url}: "
+                                         f"{tail[0] if tail else 'no output'}")
+            time.sleep(0.02)
+        return self
+
+    def _answers(self) -> bool:
+        """A GET /_ping on the socket answers OK."""
+        with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as s:
+            s.settimeout(2)
+            s.connect(str(self.socket_path))
+            s.sendall(b"GET /_ping HTTP/1.1\r\nHost: podman\r\nConnection: close\r\n\r\n")
+            return s.recv(64).startswith(b"HTTP/1.1 200")
+        return False
+
+    def stop(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait(10)
+        self._proc = None
+        self.socket_path.unlink(missing_ok=True)
+
+    def __enter__(self) -> ApiService:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

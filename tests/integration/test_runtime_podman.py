@@ -4,6 +4,7 @@ namespace, the DaemonSet's environment) and the removal of dead runs' containers
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -176,3 +177,129 @@ def test_dockers_way_into_the_namespace_works_in_a_real_container(cluster):
     finally:
         d.stop()
         base.start(wait=60)
+
+
+# ---- the Docker runtime, through the Docker Engine API that podman serves here ------------
+
+@contextlib.contextmanager
+def docker_host(url: str):
+    """DOCKER_HOST=url for the body, as a user of a real engine would export it."""
+    kept = os.environ.get("DOCKER_HOST")
+    os.environ["DOCKER_HOST"] = url
+    try:
+        yield
+    finally:
+        if kept is None:
+            os.environ.pop("DOCKER_HOST", None)
+        else:
+            os.environ["DOCKER_HOST"] = kept
+
+
+@pytest.fixture(scope="module")
+def docker_api():
+    """podman's Docker Engine API service on a socket of its own, for this module only."""
+    from cnikit.containers.podman import ApiService
+
+    with ApiService() as api:
+        yield api.url
+
+
+@pytest.fixture(scope="module")
+def docker_cluster(docker_api):
+    from cnikit.daemon.cluster import CniCluster
+
+    with docker_host(docker_api), CniCluster(nodes=1, profile="hardened", scale=0.05,
+                                             runtime="docker") as c:
+        yield c
+
+
+@pytest.fixture
+def docker_env(docker_api):
+    with docker_host(docker_api):
+        yield docker_api
+
+
+def test_docker_runtime_runs_the_daemon_through_the_engine_api(docker_cluster, docker_env):
+    from cnikit.containers.noderuntime import ContainerDaemon, Docker
+
+    d = docker_cluster.daemons[0]
+    assert isinstance(d, ContainerDaemon) and isinstance(d.engine, Docker) and d.alive()
+    # The engine API (not a CLI) knows the container; it entered the node's namespace
+    # from inside (network none + setns), as on a Docker engine.
+    info = d.engine.client.api.inspect_container(d.name)
+    assert info["State"]["Pid"] == d.pid
+    assert info["HostConfig"]["NetworkMode"] == "none" and info["HostConfig"]["Privileged"]
+    assert "cnikit.containers.enter" in info["Args"]
+    assert os.stat(f"/proc/{d.pid}/ns/net").st_ino == \
+        os.stat(docker_cluster.fabric.nodes[0].ns.path).st_ino
+    env = dict(e.split("=", 1) for e in info["Config"]["Env"])
+    assert env["WARM_ENI_TARGET"] == "1" and env["CNIKIT_PROFILE"] == "hardened"
+    assert info["Config"]["Labels"][LABEL_RUN] == docker_cluster.fabric.rid
+    assert "ready" in d.tail(20), "the daemon's log, read through the API"
+
+
+def test_docker_kill_restart_keeps_the_state_and_stop_removes(docker_cluster, docker_env):
+    d = docker_cluster.daemons[0]
+    pod = docker_cluster.add_pod(0, "keep")
+    first_pid = d.pid
+    assert d.kill(signal.SIGKILL) == 137
+    assert not d.alive()
+    docker_cluster.restart_daemon(0)
+    assert d.alive() and d.pid != first_pid
+    assert pod.ip in {a["ip"] for a in docker_cluster.status(0)["assignments"]}
+    d.stop()
+    assert not d.alive()
+    assert d.engine.inspect(d.name) is None, "stop() left the container"
+    d.start(wait=60)
+    assert pod.ip in {a["ip"] for a in docker_cluster.status(0)["assignments"]}
+    docker_cluster.delete_pod(pod)
+
+
+def test_docker_sweep_removes_dead_runs_containers_only(docker_env):
+    from cnikit.containers.noderuntime import Docker
+    from cnikit.runtime import Run
+
+    docker = Docker().require()
+    image = docker.ensure_image()
+    live = Run.claim()
+    dead_rid = "zz" + live.run_id[2:] if not live.run_id.startswith("zz") else "yy" + live.run_id[2:]
+    names = {"dead": f"ck-{dead_rid}-dleftover", "live": f"ck-{live.run_id}-dlive"}
+    try:
+        for rid, name in ((dead_rid, names["dead"]), (live.run_id, names["live"])):
+            docker.client.api.create_container(image, name=name, labels={
+                LABEL_KIT: "daemon", LABEL_RUN: rid})
+        removed = docker.remove_dead_containers()
+        assert names["dead"] in removed and names["live"] not in removed
+        assert docker.inspect(names["dead"]) is None and docker.inspect(names["live"]) is not None
+    finally:
+        for name in names.values():
+            docker.remove(name)
+        live.close()
+
+
+@pytest.mark.parametrize("profile,code,verdict", [("vpc-cni-1.18.3", 1, "VIOLATION"),
+                                                  ("hardened", 0, "HOLDS")])
+def test_3019_replay_with_the_daemon_in_docker(docker_api, profile, code, verdict, tmp_path):
+    import time
+
+    from cnikit.containers.noderuntime import Docker
+
+    since = int(time.time()) - 1
+    env = {**os.environ, "DOCKER_HOST": docker_api}
+    r = subprocess.run(CNIKIT + ["run", "imds-stale-equal-length", "--runtime", "docker",
+                                 "--profile", profile, "--report", str(tmp_path)],
+                       capture_output=True, text=True, timeout=240, env=env)
+    assert r.returncode == code, r.stdout + r.stderr
+    assert verdict in r.stdout
+    report = json.loads((tmp_path / "report.json").read_text())
+    rid = re.search(r"ck-([0-9a-z]{5})-n\d", r.stdout + json.dumps(report["nodes"]))
+    assert rid, "no run id in the output"
+    with docker_host(docker_api):
+        docker = Docker()
+        # The daemons really ran as containers the Engine API started, and none is left.
+        events = docker.client.api.events(since=since, until=int(time.time()) + 1, decode=True,
+                                          filters={"event": "start"})
+        started = {e.get("Actor", {}).get("Attributes", {}).get("name", "") for e in events}
+        left = [n for n, run in docker.kit_containers() if run == rid.group(1)]
+    assert len({n for n in started if n.startswith(f"ck-{rid.group(1)}-n")}) >= 2, started
+    assert left == [], f"containers left behind: {left}"
