@@ -31,15 +31,29 @@ class Violation:
         return asdict(self)
 
 
+# kind -> checker class, in definition order (a checker may read one defined before it).
+CHECKERS: dict[str, type[Checker]] = {}
+
+
 class Checker:
+    """A fold over the history. A subclass with a `kind` registers itself by being defined:
+    every run then uses it. `step(entry, run)` sees each entry in order; `run` has the live
+    pods (`run.pods`, `run.by_ip`) and the other checkers (`run.checker(kind)`)."""
+
     kind = ""
     severity = VIOLATION
 
-    def __init__(self) -> None:
+    def __init_subclass__(cls, **kw) -> None:
+        super().__init_subclass__(**kw)
+        if cls.kind:
+            CHECKERS[cls.kind] = cls
+
+    def __init__(self, options: dict | None = None) -> None:
+        self.options = options or {}
         self.open: dict[str, Violation] = {}
         self.closed: list[Violation] = []
 
-    def step(self, entry: dict, state: PodState) -> None:
+    def step(self, entry: dict, run) -> None:
         raise NotImplementedError
 
     def _open(self, subject: str, at: float, **detail) -> None:
@@ -87,11 +101,11 @@ class Reachability(Checker):
 
     kind = "unreachable"
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, options: dict | None = None) -> None:
+        super().__init__(options)
         self.failing: set[tuple[str, str]] = set()
 
-    def step(self, e: dict, state: PodState) -> None:
+    def step(self, e: dict, state) -> None:
         f, v, at = e["f"], e["value"] or {}, e["time"]
         if e["process"] == "prober" and f in ("fail", "recover"):
             key = (v["src"], v["dst"])
@@ -141,11 +155,11 @@ class SharedIp(Checker):
 
     kind = "shared-ip"
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, options: dict | None = None) -> None:
+        super().__init__(options)
         self.wrong: dict[str, set[tuple[str, str, str]]] = {}  # ip -> {(src, dst, by)}
 
-    def step(self, e: dict, state: PodState) -> None:
+    def step(self, e: dict, state) -> None:
         f, v, at = e["f"], e["value"] or {}, e["time"]
         touched: set[str] = set()
         if e["process"] == "prober" and f in ("wrong", "right"):
@@ -185,8 +199,8 @@ class Ownership(Checker):
 
     kind = "ip-not-owned"
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, options: dict | None = None) -> None:
+        super().__init__(options)
         self.ips: dict[str, list] = {}
         self.prefixes: dict[str, list] = {}
         self.known = False
@@ -201,7 +215,7 @@ class Ownership(Checker):
                 return p[0]
         return None
 
-    def step(self, e: dict, state: PodState) -> None:
+    def step(self, e: dict, state) -> None:
         f, v, at = e["f"], e["value"] or {}, e["time"]
         if e["process"] == "monitor" and f == "ownership":
             if v.get("full"):
@@ -239,13 +253,14 @@ class Leaks(Checker):
     kind = "leak"
     severity = WARNING
 
-    def __init__(self, grace: float) -> None:
-        super().__init__()
-        self.grace = grace
+    def __init__(self, options: dict | None = None) -> None:
+        super().__init__(options)
+        self.grace = float(self.options.get("leak_grace", 60.0))
         self.daemon: dict[str, set[str]] = {}  # instance -> ips the daemon knows
         self.unknown_since: dict[str, float] = {}
 
-    def step(self, e: dict, state: PodState, ownership: Ownership | None = None) -> None:
+    def step(self, e: dict, state) -> None:
+        ownership = state.checker(Ownership.kind)
         f, v, at = e["f"], e["value"] or {}, e["time"]
         if e["process"] == "monitor" and f == "daemon-view":
             self.daemon[v["instance_id"]] = set(v.get("ips", []))
@@ -278,7 +293,7 @@ class Unprobed(Checker):
     kind = "unprobed"
     severity = WARNING
 
-    def step(self, e: dict, state: PodState) -> None:
+    def step(self, e: dict, state) -> None:
         if e["process"] != "prober" or e["f"] != "stats":
             return
         stale = set((e["value"] or {}).get("stale", []))

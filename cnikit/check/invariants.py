@@ -9,45 +9,65 @@
 from __future__ import annotations
 
 import threading
+import traceback
 
 from cnikit.check.checkers import (
+    CHECKERS,
     VIOLATION,
     WARNING,
-    Leaks,
-    Ownership,
     PodState,
-    Reachability,
-    SharedIp,
-    Unprobed,
     Violation,
 )
 
+CHECKER_ERROR = "checker-error"
+
 
 class Invariants:
+    """Every registered checker (cnikit.check.checkers.CHECKERS) over one history."""
+
     def __init__(self, leak_grace: float = 60.0):
         self.state = PodState()
-        self.reachability = Reachability()
-        self.shared_ip = SharedIp()
-        self.ownership = Ownership()
-        self.leaks = Leaks(leak_grace)
-        self.unprobed = Unprobed()
-        self.checkers = [self.reachability, self.shared_ip, self.ownership, self.leaks,
-                         self.unprobed]
+        options = {"leak_grace": leak_grace}
+        self.checkers = {kind: cls(options) for kind, cls in CHECKERS.items()}
+        # A checker that raised: recorded once as a violation of its own and no longer fed.
+        # The history is appended from the prober's and the scenario's threads: a checker's
+        # bug must fail the run visibly, never raise in those threads.
+        self.errors: list[Violation] = []
+        self._broken: set[str] = set()
         self._lock = threading.RLock()
+
+    # What a checker's step sees as `run`.
+    @property
+    def pods(self) -> dict[str, dict]:
+        return self.state.pods
+
+    @property
+    def by_ip(self) -> dict[str, set[str]]:
+        return self.state.by_ip
+
+    def checker(self, kind: str):
+        return self.checkers.get(kind)
 
     def step(self, entry: dict) -> None:
         with self._lock:
             self.state.step(entry)
-            self.reachability.step(entry, self.state)
-            self.shared_ip.step(entry, self.state)
-            self.ownership.step(entry, self.state)
-            self.leaks.step(entry, self.state, self.ownership)
-            self.unprobed.step(entry, self.state)
+            for kind, c in self.checkers.items():
+                if kind in self._broken:
+                    continue
+                try:
+                    c.step(entry, self)
+                except Exception as e:  # noqa: BLE001 - see self.errors
+                    self._broken.add(kind)
+                    self.errors.append(Violation(
+                        CHECKER_ERROR, kind, entry.get("time", 0.0), None, VIOLATION,
+                        {"error": f"{type(e).__name__}: {e}", "entry": entry.get("index"),
+                         "traceback": traceback.format_exc(limit=6)[-2000:]}))
 
     def _collect(self, severity: str | None, kind: str | None, active_only: bool) -> list[Violation]:
         with self._lock:
-            out = []
-            for c in self.checkers:
+            out = [v for v in self.errors if severity in (None, VIOLATION)
+                   and kind in (None, CHECKER_ERROR)]
+            for c in self.checkers.values():
                 items = list(c.open.values()) if active_only else c.all()
                 out += [v for v in items if (severity is None or v.severity == severity)
                         and (kind is None or v.kind == kind)]
@@ -66,7 +86,7 @@ class Invariants:
 
     def failing_pods(self) -> set[str]:
         with self._lock:
-            return set(self.reachability.open)
+            return set(self.checkers["unreachable"].open)
 
     def ok(self) -> bool:
         return not self.violations()

@@ -45,3 +45,24 @@ def test_a_new_module_runs_end_to_end(throwaway, tmp_path):
     assert r.verdict == "holds", (r.error, r.evidence())
     assert r.expected == "holds"  # a scenario no profile lists must hold everywhere
     assert (tmp_path / "report" / "report.html").is_file()
+
+
+@pytest.mark.root
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
+def test_a_new_checker_class_judges_a_live_run(throwaway, tmp_path):
+    from cnikit.check.checkers import CHECKERS, Checker
+
+    class EveryPodIsSuspect(Checker):
+        kind = "throwaway-suspect"
+
+        def step(self, e, run):
+            if e["process"] == "client" and e["f"] == "pod-add":
+                self._open(e["value"]["pod"], e["time"], ip=e["value"]["ip"])
+
+    try:
+        r = scenarios.run(throwaway, "hardened", seed=3)
+    finally:
+        CHECKERS.pop("throwaway-suspect", None)
+    assert r.verdict == "violation"
+    assert {v["kind"] for v in r.violations} == {"throwaway-suspect"}
+    assert len(r.violations) == 2
