@@ -1,18 +1,17 @@
 """Cloud: an upstream EC2 (embedded moto, or an external LocalStack) with the gate in front.
 
-The upstream for `ec2="localstack"` follows localstack-client's conventions: an explicit
-endpoint, else `AWS_ENDPOINT_URL`, else `http://$LOCALSTACK_HOST:4566` (default
-`localhost.localstack.cloud` resolves to 127.0.0.1; we use 127.0.0.1 directly).
+The upstream for `ec2="localstack"` is an explicit endpoint, else where localstack-client
+says LocalStack is (`AWS_ENDPOINT_URL`, else `LOCALSTACK_HOST`, default localhost:4566).
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 import boto3
 import botocore.config
 
+from cnikit.cloud import localstack
 from cnikit.cloud.gate import Gate, check_region
 from cnikit.cloud.localstack import LocalStackProcess, localstack_python
 from cnikit.cloud.moto_server import MotoServer, wait_http
@@ -51,13 +50,6 @@ def _reach(upstream: str, probe: str, deadline_s: float) -> None:
         raise UsageError(f"the EC2 upstream does not answer at {upstream}: {e}") from None
 
 
-def localstack_endpoint() -> str:
-    if os.environ.get("AWS_ENDPOINT_URL"):
-        return os.environ["AWS_ENDPOINT_URL"]
-    host = os.environ.get("LOCALSTACK_HOST", "127.0.0.1:4566")
-    return f"http://{host}" if ":" in host else f"http://{host}:4566"
-
-
 class Cloud:
     def __init__(self, gate: Gate, upstream_url: str, owned, region: str):
         self.gate = gate
@@ -87,7 +79,7 @@ class Cloud:
                 owned = MotoServer().start()
                 upstream = owned.url
         elif ec2 == "localstack":
-            upstream = endpoint or localstack_endpoint()
+            upstream = endpoint or localstack.endpoint()
             try:
                 _reach(upstream, upstream + "/_localstack/health", 10 if endpoint else 2)
             except UsageError:

@@ -1,8 +1,13 @@
-"""LocalStack as an EC2 upstream, run from its own venv (`make localstack`; pins in FACTS.md).
+"""LocalStack as an EC2 upstream: where it is, and one of our own when none runs.
 
-LocalStack's pins clash with the kit's, so it never lives in `.venv`: this module only starts
-`.venv-localstack/bin/python -m localstack.runtime.main` as a child process (no Docker) on a
-loopback port, waits for its health endpoint, and stops it (SIGTERM, then SIGKILL).
+Where a LocalStack runs is localstack-client's business (`AWS_ENDPOINT_URL`, else
+`LOCALSTACK_HOST`, default localhost:4566, `USE_SSL`): `endpoint()` asks it, so the kit
+follows the same conventions as every other LocalStack user's tooling.
+
+LocalStack's own pins clash with the kit's, so it never lives in `.venv`: LocalStackProcess
+starts `.venv-localstack/bin/python -m localstack.runtime.main` (`make localstack`) as a
+child process (no Docker) on a loopback port, waits for its health endpoint, and stops it
+(SIGTERM, then SIGKILL).
 """
 
 from __future__ import annotations
@@ -19,6 +24,14 @@ from cnikit.errors import EnvironmentProblem
 
 REPO = Path(__file__).resolve().parents[2]
 VENV = REPO / ".venv-localstack"
+
+
+def endpoint(localstack_host: str | None = None) -> str:
+    """LocalStack's EC2 endpoint by localstack-client's rules (`localstack_host` is
+    "host[:port]"; AWS_ENDPOINT_URL, when set, wins as it does for localstack-client)."""
+    from localstack_client.config import get_service_endpoint
+
+    return get_service_endpoint("ec2", localstack_host=localstack_host).rstrip("/")
 
 
 def localstack_python() -> Path | None:
