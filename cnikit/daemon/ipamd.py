@@ -341,15 +341,23 @@ class IpamD:
             else:
                 self.ec2.unassign_ips(eni_id, wire)
         except ApiError as e:
+            # Left out of the pool, as upstream does: EC2 may have refused because the
+            # addresses are no longer on the ENI (then they may be another node's), and
+            # nothing else tells which. The reconcile takes back what EC2 still shows.
             self.metrics.inc("awscni_ipamd_error_count", fn="decreaseIPPool")
-            log.warning("release %s on %s failed: %s; keeping them", wire, eni_id, e)
-            for c in cidrs:
-                self.ds.add_cidr(eni_id, c, pd)
+            log.warning("release %s on %s failed: %s; the reconcile will check them", wire,
+                        eni_id, e)
+            self._cool(wire)
+            self._event("release-failed", eni=eni_id, addresses=wire, error=e.code)
             return
-        now = self.clock.now()
-        for w in wire:
-            self.recently_freed[w] = now
+        self._cool(wire)
         self._event("release", eni=eni_id, addresses=wire)
+
+    def _cool(self, addresses: list[str]) -> None:
+        """Into the reconcile cooldown: a lagging Describe still shows them for a while."""
+        now = self.clock.now()
+        for a in addresses:
+            self.recently_freed[a] = now
 
     def _free_one_eni(self, need_check: bool) -> None:
         for eni_id in self.ds.deletable_enis(self.cfg.min_eni_lifetime):
