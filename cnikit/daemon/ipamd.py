@@ -115,6 +115,7 @@ class IpamD:
         for row in dropped:
             self.metrics.inc("awscni_ipamd_error_count", fn="restoreDropped")
             self._event("restore-dropped", ip=row.get("ipv4"), container=row.get("containerID"))
+        self.cfg.strategy.confirm_startup(self)
         log.info("start: %d ENIs, %d allocations recovered, %d dropped", len(self.ds.enis),
                  len(rows) - len(dropped), len(dropped))
         self.last_reconcile = self.clock.now()

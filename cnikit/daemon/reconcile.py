@@ -12,8 +12,8 @@ vpc-cni-1.18.4  the same with contents compared (upstream's IPsSimilar / PrefixS
 hardened        IMDS is only a hint. Whenever it disagrees with the datastore (and every
                 few reconciles anyway) EC2 is asked, and only EC2 can remove an address or
                 ENI; an address a pod holds is never removed while the pod exists. An
-                address or ENI is added only when EC2 and IMDS both show it (EC2's
-                Describe may lag behind this node's own releases).
+                address or ENI is added, at start-up too, only when EC2 and IMDS both
+                show it (EC2's Describe may lag behind this node's own releases).
 """
 
 from __future__ import annotations
@@ -45,6 +45,9 @@ class ReconcileStrategy(Protocol):
     def restore_dropped(self, d: IpamD, rows: list[dict]) -> list[dict]:
         """Start-up: checkpointed pods the start-up view did not show; returns those dropped."""
 
+    def confirm_startup(self, d: IpamD) -> None:
+        """Start-up, once the checkpoint is restored: what the start-up view alone showed."""
+
 
 class UpstreamReconcile:
     """Upstream's eniIPPoolReconcile: lengths (1.18.3) or contents (1.18.4) compared."""
@@ -60,6 +63,9 @@ class UpstreamReconcile:
     def restore_dropped(self, d: IpamD, rows: list[dict]) -> list[dict]:
         return rows
 
+    def confirm_startup(self, d: IpamD) -> None:
+        pass  # IMDS's view is taken as it is (issue 3887)
+
 
 class HardenedReconcile:
     """IMDS is a hint; only EC2 takes an address or ENI away."""
@@ -71,6 +77,9 @@ class HardenedReconcile:
 
     def restore_dropped(self, d: IpamD, rows: list[dict]) -> list[dict]:
         return hold_unconfirmed(d, rows)
+
+    def confirm_startup(self, d: IpamD) -> None:
+        drop_unconfirmed(d)
 
 
 def trusts_imds(d: IpamD) -> bool:
@@ -359,6 +368,32 @@ def hold_unconfirmed(d: IpamD, rows: list[dict]) -> list[dict]:
     for row in recovered:
         d._event("restore-held", ip=row.get("ipv4"), container=row.get("containerID"))
     return still + dropped
+
+
+def drop_unconfirmed(d: IpamD) -> None:
+    """Hardened start-up: a free address or an empty ENI that EC2's Describe shows stays
+    only when IMDS shows it too, the rule the reconcile adds by. A Describe lagging behind
+    this node's releases just before the restart (whose record died with the old process)
+    still shows what EC2 took back and may have given to another node. Addresses pods hold
+    stay (the daemon never releases those); the reconcile adds the rest once both agree."""
+    try:
+        views = d.imds.enis()
+    except ApiError:
+        views = None  # nothing confirms: out of the pool until the reconcile sees both
+    seen = {v.eni_id: set(v.prefixes) | set(v.secondary_ips) for v in views or []}
+    for eni in list(d.ds.enis.values()):
+        shown = seen.get(eni.eni_id, set())
+        for c in list(eni.cidrs.values()):
+            addr = c.cidr if c.is_prefix else c.cidr.split("/")[0]
+            if c.assigned() or addr in shown:
+                continue
+            d.ds.del_cidr(eni.eni_id, c.cidr)
+            d.metrics.inc("awscni_ipamd_error_count", fn="startupAddUnconfirmed")
+            d._event("startup-unconfirmed", eni=eni.eni_id, address=addr)
+        if views is not None and eni.eni_id not in seen and not eni.is_primary \
+                and not eni.assigned_count():
+            d.ds.remove_eni(eni.eni_id)
+            d._event("startup-unconfirmed-eni", eni=eni.eni_id)
 
 
 def _cidr(addr: str, prefixes: bool) -> str:

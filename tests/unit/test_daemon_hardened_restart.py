@@ -1,0 +1,208 @@
+"""A restart while EC2's Describe lags, and releases EC2 refuses: what the daemon may keep.
+
+Fake clock and in-memory EC2/IMDS views, like test_daemon_core. The case behind these
+(random-chaos, seed 22): the daemon releases an address, restarts while Describe still
+shows it, takes it as free, fails to release it again (EC2 no longer has it), keeps it,
+and gives it to a pod whose address EC2 assigned to no one.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from cnikit.daemon import profiles, reconcile
+from cnikit.daemon.checkpoint import JsonCheckpoint, MemoryCheckpoint
+from cnikit.daemon.clock import FakeClock
+from cnikit.daemon.config import Config
+from cnikit.daemon.datastore import IpamKey
+from cnikit.daemon.fakes import FakeEc2, FakeImds
+from cnikit.daemon.ipamd import IpamD
+
+PROFILES = profiles.names()
+
+
+def key(n: int) -> IpamKey:
+    return IpamKey("aws-cni", f"sandbox-{n}", "eth0")
+
+
+def start(profile, ec2, imds, clock, ckpt, **cfg) -> IpamD:
+    d = IpamD(Config(profile=profile, **cfg), ec2, imds, clock, ckpt)
+    d.start()
+    return d
+
+
+def settle(d, clock, seconds):
+    end = clock.now() + seconds
+    while clock.now() < end:
+        clock.advance(d.cfg.pool_interval)
+        d.tick()
+
+
+def lag_describe(ec2: FakeEc2):
+    """From now on Describe shows the ENIs as they are at this moment (until restored)."""
+    before = ec2.describe_enis(ec2.instance_id)
+    real = ec2.describe_enis
+    ec2.describe_enis = lambda instance_id: copy.deepcopy(before)
+    return real
+
+
+def pool_matches_ec2(d, ec2) -> bool:
+    """Every ENI the daemon uses holds in its datastore exactly what EC2 has on it."""
+    return all(set(eni.ips()) == set(ec2.enis[eni_id].secondary_ips)
+               for eni_id, eni in d.ds.enis.items())
+
+
+# ---- start-up under a lagging Describe (hardened) -----------------------------------------
+
+def test_restart_right_after_a_release_leaves_out_what_a_lagging_describe_still_shows(tmp_path):
+    ckpt = JsonCheckpoint(tmp_path / "ipam.json")
+    ec2, clock = FakeEc2(), FakeClock()
+    imds = FakeImds(ec2)
+    d = start("hardened", ec2, imds, clock, ckpt, warm_ip_target=1)
+    pods = {n: d.add(key(n)).ip for n in range(3)}
+    settle(d, clock, 5)
+    real = lag_describe(ec2)  # Describe keeps showing the pool as it is now
+    d.delete(key(0))
+    d.delete(key(1))
+    settle(d, clock, 35)  # out of the IP cooldown and over WARM_IP_TARGET: released
+    released = {pods[0], pods[1]} - set(ec2.all_ips())
+    assert released, "the pool should have released a freed address"
+
+    d2 = start("hardened", ec2, imds, clock, ckpt, warm_ip_target=1)  # the old record is gone
+    primary = ec2.primary.eni_id
+    assert not released & set(d2.ds.enis[primary].ips()), "a released address is free again"
+    assert d2.check(key(2)).ip == pods[2]
+    fresh = {d2.add(key(n)).ip for n in range(10, 15)}
+    assert not released & fresh, "a pod got an address EC2 no longer assigns to this node"
+    assert d2.metrics.get("awscni_ipamd_error_count", fn="startupAddUnconfirmed") >= 1
+
+    ec2.describe_enis = real  # EC2 catches up: the pool and EC2 agree
+    for _ in range(reconcile.HARDENED_FULL_CHECK_EVERY):
+        clock.advance(61)
+        d2.reconcile()
+    assert pool_matches_ec2(d2, ec2)
+
+
+def test_restart_right_after_freeing_an_eni_leaves_it_out(tmp_path):
+    ckpt = JsonCheckpoint(tmp_path / "ipam.json")
+    ec2, clock = FakeEc2(), FakeClock()
+    imds = FakeImds(ec2)
+    d = start("hardened", ec2, imds, clock, ckpt)
+    for n in range(12):
+        d.add(key(n))
+    settle(d, clock, 10)
+    assert d.ds.stats().enis == 3
+    lag_describe(ec2)  # three ENIs, as Describe keeps showing them
+    for n in range(12):
+        d.delete(key(n))
+    settle(d, clock, 120)
+    assert d.ds.stats().enis == 1
+    freed = {ip for e in ec2.describe_enis(ec2.instance_id) for ip in e.ips} - set(ec2.all_ips())
+
+    d2 = start("hardened", ec2, imds, clock, ckpt)
+    assert set(d2.ds.enis) == {ec2.primary.eni_id}, "a freed ENI came back at restart"
+    assert not freed & {d2.add(key(n)).ip for n in range(20, 29)}
+
+
+def test_restart_keeps_pods_on_addresses_a_stale_imds_does_not_show(tmp_path):
+    """The other way round: IMDS behind the node's assigns, Describe current. A pod's
+    address stays the pod's; free addresses IMDS misses come back with the reconcile."""
+    ckpt = JsonCheckpoint(tmp_path / "ipam.json")
+    ec2, clock = FakeEc2(), FakeClock()
+    imds = FakeImds(ec2)
+    d = start("hardened", ec2, imds, clock, ckpt, warm_ip_target=2)
+    eni = ec2.primary.eni_id
+    imds.freeze(eni)
+    pods = {n: d.add(key(n)).ip for n in range(5)}
+    settle(d, clock, 5)
+    d2 = start("hardened", ec2, imds, clock, ckpt, warm_ip_target=2)
+    assert {n: d2.check(key(n)).ip for n in pods} == pods
+    imds.thaw()
+    for _ in range(3):
+        clock.advance(61)
+        d2.reconcile()
+        d2.pool_step()
+    assert pool_matches_ec2(d2, ec2) and d2.within_targets()
+
+
+def test_restart_with_imds_failing_hands_out_nothing_unconfirmed(tmp_path):
+    ckpt = JsonCheckpoint(tmp_path / "ipam.json")
+    ec2, clock = FakeEc2(), FakeClock()
+    imds = FakeImds(ec2)
+    d = start("hardened", ec2, imds, clock, ckpt, warm_ip_target=1)
+    pods = {n: d.add(key(n)).ip for n in range(3)}
+    settle(d, clock, 5)
+    real = lag_describe(ec2)
+    d.delete(key(0))
+    settle(d, clock, 35)
+    released = {pods[0]} - set(ec2.all_ips())
+    assert released
+    enis = imds.enis
+    calls = iter(range(3))
+
+    def flaky():
+        if next(calls, 0) == 1:  # the subnet read passes, the start-up check fails
+            raise reconcile.ApiError("IMDS unavailable", "ServiceUnavailable")
+        return enis()
+    imds.enis = flaky
+    d2 = start("hardened", ec2, imds, clock, ckpt, warm_ip_target=3)  # no release at start
+    assert not released & {d2.add(key(n)).ip for n in range(10, 14)}
+    ec2.describe_enis = real
+    imds.enis = enis
+    for _ in range(reconcile.HARDENED_FULL_CHECK_EVERY):
+        clock.advance(61)
+        d2.reconcile()
+    assert pool_matches_ec2(d2, ec2)
+
+
+# ---- a release EC2 refuses (every profile: upstream keeps no such address either) ----------
+
+def over_target(profile):
+    """Three pods, two deleted and out of the IP cooldown: the next tick releases; returns
+    the daemon and the addresses that release will ask EC2 to take."""
+    ec2, clock = FakeEc2(), FakeClock()
+    d = start(profile, ec2, FakeImds(ec2), clock, MemoryCheckpoint(), warm_ip_target=1)
+    for n in range(3):
+        d.add(key(n))
+    settle(d, clock, 5)
+    d.delete(key(0))
+    d.delete(key(1))
+    clock.advance(31)
+    victims = [c.split("/")[0] for _, c in d.ds.free_cidrs(False)[: d.decision().over]]
+    assert victims
+    return d, ec2, clock, victims
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_a_release_ec2_refuses_as_not_on_the_eni_is_not_kept_as_free(profile):
+    d, ec2, clock, victims = over_target(profile)
+    eni = ec2.primary.eni_id
+    ec2.take_back(eni, victims[0])  # EC2 no longer has it on this ENI: Unassign refuses
+    d.tick()
+    assert d.metrics.get("awscni_ipamd_error_count", fn="decreaseIPPool") == 1
+    assert victims[0] not in d.ds.enis[eni].ips(), "kept an address EC2 refused to release"
+    got = {d.add(key(n)).ip for n in range(10, 16)}
+    assert victims[0] not in got
+    for _ in range(3):  # the reconcile learns EC2's truth about the others of that call
+        clock.advance(61)
+        d.reconcile()
+    assert victims[0] not in d.ds.enis[eni].ips()
+    assert pool_matches_ec2(d, ec2)
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_a_throttled_release_is_learnt_back_from_ec2_not_assumed(profile):
+    d, ec2, clock, victims = over_target(profile)
+    eni = ec2.primary.eni_id
+    ec2.fail["unassign_ips"] = "RequestLimitExceeded"
+    d.tick()
+    assert not set(victims) & set(d.ds.enis[eni].ips())
+    del ec2.fail["unassign_ips"]
+    for _ in range(3):
+        clock.advance(61)
+        d.reconcile()
+    assert set(victims) <= set(ec2.all_ips()) and pool_matches_ec2(d, ec2), "leaked"
+    settle(d, clock, 40)  # and the pool manager releases them properly this time
+    assert pool_matches_ec2(d, ec2) and d.within_targets()
