@@ -18,6 +18,7 @@ hardened        IMDS is only a hint. Whenever it disagrees with the datastore (a
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import logging
 from typing import TYPE_CHECKING, Protocol
@@ -282,7 +283,7 @@ def _apply_truth(d: IpamD, truth: list[EniView], imds_enis: list[EniView]) -> No
     for view in truth:
         if view.eni_id not in d.ds.enis:
             if view.eni_id in seen:
-                _add_eni(d, view)
+                _add_eni(d, _also_in(view, seen[view.eni_id]))
             continue
         eni = d.ds.enis[view.eni_id]
         want = set(view.prefixes if pd else view.secondary_ips)
@@ -329,6 +330,14 @@ def _apply_truth(d: IpamD, truth: list[EniView], imds_enis: list[EniView]) -> No
         d.ds.remove_eni(eni_id)
         d.metrics.inc("awscni_reconcile_count", fn="eniReconcileDel")
         d._event("reconcile-eni-del", eni=eni_id, evicted=[])
+
+
+def _also_in(view: EniView, shown: set[str]) -> EniView:
+    """Describe's view of an ENI narrowed to the addresses IMDS shows too; the reconcile
+    adds the others once both show them."""
+    return dataclasses.replace(
+        view, ips=[a for a in view.ips if a == view.primary_ip or a in shown],
+        prefixes=[p for p in view.prefixes if p in shown])
 
 
 def hold_unconfirmed(d: IpamD, rows: list[dict]) -> list[dict]:

@@ -206,3 +206,26 @@ def test_a_throttled_release_is_learnt_back_from_ec2_not_assumed(profile):
     assert set(victims) <= set(ec2.all_ips()) and pool_matches_ec2(d, ec2), "leaked"
     settle(d, clock, 40)  # and the pool manager releases them properly this time
     assert pool_matches_ec2(d, ec2) and d.within_targets()
+
+
+def test_an_eni_the_reconcile_takes_back_brings_only_what_imds_shows_too(tmp_path):
+    """IMDS hid an ENI at restart (so it was left out); when IMDS shows it again, a
+    lagging Describe still lists an address released from it before the restart."""
+    ckpt = JsonCheckpoint(tmp_path / "ipam.json")
+    ec2, clock = FakeEc2(), FakeClock()
+    imds = FakeImds(ec2)
+    d = start("hardened", ec2, imds, clock, ckpt)
+    for n in range(12):
+        d.add(key(n))
+    settle(d, clock, 10)
+    spare = next(e for e in d.ds.enis.values() if e.device_number and not e.assigned_count())
+    lag_describe(ec2)
+    gone = spare.ips()[0]
+    ec2.take_back(spare.eni_id, gone)  # released just before the restart
+    imds.hide(spare.eni_id)
+    d2 = start("hardened", ec2, imds, clock, ckpt)
+    assert spare.eni_id not in d2.ds.enis
+    imds.thaw()
+    clock.advance(61)
+    d2.reconcile()
+    assert spare.eni_id in d2.ds.enis and gone not in d2.ds.enis[spare.eni_id].ips()
