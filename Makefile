@@ -8,7 +8,7 @@ STAMP := $(VENV)/.setup-stamp
 # Lines pip prints for this machine's optional local indexes; not ours to fix.
 PIP_NOISE := is ignored: it is neither\|BuildBackendWarning\|^ *!!\|^ *\*\*\*\|^ *$$
 
-.PHONY: setup test unit lint demo bench localstack clean compose-up compose-down compose-podman
+.PHONY: setup test unit lint demo bench mutants localstack clean compose-up compose-down compose-podman
 
 setup: $(STAMP)
 
@@ -33,6 +33,11 @@ demo: setup
 
 bench: setup
 	$(BIN)/python bench/run_all.py --out bench/results/latest.json
+
+# The kit's detection power: bugs planted in copies of the daemon, each certified (needs
+# root; about 3 minutes per mutant on 2 cores). MUTANTS_ARGS=--quick for a short run.
+mutants: setup
+	$(BIN)/python bench/bench_detection.py $(MUTANTS_ARGS)
 
 # LocalStack lives in its own venv: its pins clash with the kit's (FACTS.md).
 # Installed once (stamp); `make test` needs it for the LocalStack replay (~65 s here).

@@ -1,0 +1,215 @@
+"""Bugs a CNI's users fear, planted one at a time in a copy of the reference daemon.
+
+Each Mutant is one text replacement in one file of the hardened profile's code path: `find`
+must occur exactly once in the tree (tests/unit/test_mutants.py checks it, so a refactor that
+moves the code breaks CI instead of silently dropping the mutant). bench/bench_detection.py
+certifies each mutant and reports which the scenario suite catches.
+
+Keep the list growing: a new mutant is one more entry below, nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CATEGORIES = ("checkpointing", "imds-trust", "ec2-trust", "cooldown", "allocation", "release",
+              "eni-lifecycle", "restart-restore")
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    file: str  # relative to the repository root
+    find: str
+    replace: str
+    why: str  # what a user of the CNI would see go wrong
+    category: str
+
+    def apply(self, text: str) -> str:
+        """text with the bug planted; ValueError unless `find` occurs exactly once."""
+        n = text.count(self.find)
+        if n != 1:
+            raise ValueError(f"mutant {self.name}: its text occurs {n} times in {self.file}, "
+                             "not once (the code moved: update bench/mutants.py)")
+        return text.replace(self.find, self.replace)
+
+
+R = "cnikit/daemon/reconcile.py"
+DS = "cnikit/daemon/datastore.py"
+IPAMD = "cnikit/daemon/ipamd.py"
+CKPT = "cnikit/daemon/checkpoint.py"
+
+MUTANTS: list[Mutant] = [
+    # ---- checkpointing ------------------------------------------------------------------
+    Mutant(
+        "checkpoint-skipped-on-add", DS,
+        "        self._by_key[key] = (eni.eni_id, cidr.cidr, addr.ip)\n        try:\n"
+        "            self._persist()\n",
+        "        self._by_key[key] = (eni.eni_id, cidr.cidr, addr.ip)\n        try:\n"
+        "            pass  # checkpointed with the next DEL\n",
+        "ADD answers before the allocation is checkpointed: a crash forgets the pod and its "
+        "IP goes to the next pod",
+        "checkpointing"),
+    Mutant(
+        "checkpoint-skips-prefix-pods", DS,
+        "                    if a.assigned:\n                        rows.append({",
+        "                    if a.assigned and not c.is_prefix:\n                        rows.append({",
+        "pods on /28 prefixes are left out of ipam.json: after a restart their addresses are "
+        "handed out again",
+        "checkpointing"),
+    Mutant(
+        "checkpoint-skipped-on-del", DS,
+        "        del self._by_key[key]\n        try:\n            self._persist()\n",
+        "        del self._by_key[key]\n        try:\n            pass  # checkpointed with the next ADD\n",
+        "DEL is not checkpointed: after a crash deleted pods come back and hold their IPs "
+        "(leaked in EC2)",
+        "checkpointing"),
+    Mutant(
+        "checkpoint-not-atomic", CKPT,
+        'tmp = self.path.with_name(f"{self.path.name}.tmp{os.getpid()}")',
+        "tmp = self.path",
+        "ipam.json is rewritten in place (no temp file + rename): a kill mid-write leaves a "
+        "torn checkpoint and the daemon cannot start",
+        "checkpointing"),
+    # ---- what the daemon trusts of IMDS -------------------------------------------------
+    Mutant(
+        "startup-from-imds", R,
+        "    trusts_imds = False\n",
+        "    trusts_imds = True\n",
+        "start-up and new ENIs take IMDS at face value (as upstream does): a stale IMDS "
+        "brings back IPs EC2 already gave to another node (upstream 3887, 3824)",
+        "imds-trust"),
+    Mutant(
+        "reconcile-walks-imds", R,
+        "    for view in truth:\n",
+        "    for view in imds_enis:\n",
+        "the reconcile takes each ENI's addresses from IMDS, not from EC2's Describe: a stale "
+        "IMDS re-adds IPs the node released (upstream 3019)",
+        "imds-trust"),
+    Mutant(
+        "imds-agrees-by-length", R,
+        "        elif set(v.secondary_ips) != set(eni.ips()):",
+        "        elif len(v.secondary_ips) != len(eni.ips()):",
+        "IMDS 'agrees' when the counts match (upstream 3019's length compare): EC2 is asked "
+        "only every few reconciles",
+        "imds-trust"),
+    Mutant(
+        "ec2-asked-only-on-disagreement", R,
+        "    if not _imds_agrees(d, imds_enis) or d.reconcile_runs % HARDENED_FULL_CHECK_EVERY == 0:",
+        "    if not _imds_agrees(d, imds_enis):",
+        "EC2 is asked only when IMDS disagrees: a stale IMDS that matches the datastore hides "
+        "an address EC2 took back, and the daemon hands it out",
+        "imds-trust"),
+    # ---- what the daemon trusts of EC2 --------------------------------------------------
+    Mutant(
+        "add-on-describe-alone", R,
+        "            if addr not in seen.get(view.eni_id, ()):",
+        "            if view.eni_id not in seen:",
+        "an address only a lagging Describe still shows is re-added as free once IMDS lists "
+        "its ENI: a released IP goes to a pod after EC2 gave it elsewhere",
+        "ec2-trust"),
+    Mutant(
+        "lost-address-reused", DS,
+        "                if c.cidr in self.quarantined:\n                    continue\n",
+        "",
+        "an address EC2 took back while a pod held it is handed to the next pod once the "
+        "holder is gone",
+        "ec2-trust"),
+    Mutant(
+        "eni-lost-in-describe-swept", R,
+        "        if eni.assigned_count():\n"
+        '            d.metrics.inc("awscni_ipamd_error_count", fn="eniLostInEC2")\n'
+        "            continue\n"
+        "        d.ds.remove_eni(eni_id)\n",
+        "        d.ds.remove_eni(eni_id, force=True)\n",
+        "an ENI a lagging Describe does not list yet is dropped with its pods; its IPs come "
+        "back free (upstream 1967 with EC2 as the witness)",
+        "eni-lifecycle"),
+    # ---- cooldowns ----------------------------------------------------------------------
+    Mutant(
+        "ip-cooldown-not-started", DS,
+        "        addr.unassigned_at = self.clock.now()\n",
+        "",
+        "DEL frees the IP without starting its cooldown: the next pod gets it while peers "
+        "still hold conntrack and ARP entries for the old one (upstream 1091)",
+        "cooldown"),
+    Mutant(
+        "reconcile-cooldown-dropped", R,
+        "            if d.recently_freed_state(addr)[1]:\n"
+        "                continue  # EC2 may still be catching up with our own release\n",
+        "",
+        "the reconcile re-adds an address the node released seconds ago while Describe and "
+        "IMDS still list it",
+        "cooldown"),
+    Mutant(
+        "release-while-cooling", DS,
+        "        return all(not a.assigned and not self.cooling(a) for a in c.addresses.values())",
+        "        return all(not a.assigned for a in c.addresses.values())",
+        "the pool releases an IP to EC2 during its cooldown: another node gets it while "
+        "peers still send to the deleted pod",
+        "release"),
+    # ---- allocation ---------------------------------------------------------------------
+    Mutant(
+        "prefix-pick-ignores-holder", DS,
+        "                            return eni, c, Address(ip)\n"
+        "                        if not a.assigned and not self.cooling(a):",
+        "                            return eni, c, Address(ip)\n"
+        "                        if not self.cooling(a):",
+        "inside a /28 prefix an address is chosen by its cooldown alone: one a pod holds is "
+        "given to a second pod",
+        "allocation"),
+    Mutant(
+        "repeated-add-new-ip", DS,
+        "        existing = self.find(key)\n        if existing is not None:\n"
+        "            return existing\n",
+        "",
+        "a retried ADD of the same sandbox gets a second IP; the first stays allocated "
+        "(leaked) and a repeated DEL frees only one",
+        "allocation"),
+    Mutant(
+        "capacity-counts-primary", IPAMD,
+        "Capacity(max_enis, self.limits.ipv4_per_eni - 1)",
+        "Capacity(max_enis, self.limits.ipv4_per_eni)",
+        "the ENI's primary IP is counted as a pod slot: the daemon asks EC2 for one IP more "
+        "than the ENI holds and the pool stops growing",
+        "allocation"),
+    # ---- ENI lifecycle ------------------------------------------------------------------
+    Mutant(
+        "eni-freed-while-cooling", DS,
+        "            if any(a.assigned or self.cooling(a) for a in eni.addresses()):",
+        "            if any(a.assigned for a in eni.addresses()):",
+        "an ENI whose IPs are still cooling down is detached and deleted: its IPs return to "
+        "the subnet before peers forget them",
+        "eni-lifecycle"),
+    Mutant(
+        "eni-min-lifetime-ignored", DS,
+        "            if eni.is_primary or now - eni.created_at < min_lifetime:",
+        "            if eni.is_primary:",
+        "a freshly attached ENI may be freed at once: ENIs churn (attach, delete) under a "
+        "warm target",
+        "eni-lifecycle"),
+    # ---- restart / restore --------------------------------------------------------------
+    Mutant(
+        "restore-drops-unconfirmed", R,
+        "        return hold_unconfirmed(d, rows)\n",
+        "        return rows\n",
+        "after a restart, checkpointed pods a lagging Describe does not show yet are "
+        "dropped: their IPs become free for the next pod",
+        "restart-restore"),
+    Mutant(
+        "restore-matches-host-routes-only", DS,
+        "                    if target in ipaddress.ip_network(c.cidr, strict=False):",
+        '                    if c.cidr == f"{ip}/32":',
+        "restore matches a checkpointed IP against /32 entries only: pods on /28 prefixes "
+        "are dropped at restart and their addresses reused",
+        "restart-restore"),
+]
+
+BY_NAME = {m.name: m for m in MUTANTS}
+
+# --quick: one bug each that the replays below should catch, and one they should not.
+QUICK = ("startup-from-imds", "prefix-pick-ignores-holder", "ip-cooldown-not-started")
+QUICK_SCENARIOS = ("restart-stale-imds", "prefix-partial-read")

@@ -1,0 +1,51 @@
+"""The planted bugs of bench/bench_detection.py still apply to today's daemon: each mutant's
+text occurs exactly once in its file, so a refactor that moves the code fails here instead of
+silently dropping the mutant from the detection benchmark."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load_mutants():
+    spec = importlib.util.spec_from_file_location("bench_mutants", ROOT / "bench" / "mutants.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses resolve annotations through sys.modules
+    spec.loader.exec_module(mod)
+    return mod
+
+
+mutants = _load_mutants()
+
+
+def test_at_least_fifteen_mutants_with_unique_names_in_known_categories():
+    names = [m.name for m in mutants.MUTANTS]
+    assert len(names) >= 15
+    assert len(set(names)) == len(names)
+    assert {m.category for m in mutants.MUTANTS} <= set(mutants.CATEGORIES)
+    assert all(m.why.strip() and "\n" not in m.why for m in mutants.MUTANTS)
+    assert set(mutants.QUICK) <= set(names)
+
+
+@pytest.mark.parametrize("m", mutants.MUTANTS, ids=lambda m: m.name)
+def test_mutant_text_occurs_exactly_once_and_the_result_compiles(m):
+    text = (ROOT / m.file).read_text()
+    assert text.count(m.find) == 1, (
+        f"{m.name}: {m.file} holds its text {text.count(m.find)} times; update bench/mutants.py")
+    mutated = m.apply(text)
+    assert mutated != text
+    compile(mutated, m.file, "exec")
+
+
+def test_apply_refuses_text_that_is_not_there_once():
+    m = mutants.Mutant("x", "f.py", "a = 1\n", "a = 2\n", "why", "allocation")
+    assert m.apply("a = 1\n") == "a = 2\n"
+    for text in ("", "a = 1\na = 1\n"):
+        with pytest.raises(ValueError, match="not once"):
+            m.apply(text)
