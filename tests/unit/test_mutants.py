@@ -49,3 +49,48 @@ def test_apply_refuses_text_that_is_not_there_once():
     for text in ("", "a = 1\na = 1\n"):
         with pytest.raises(ValueError, match="not once"):
             m.apply(text)
+
+
+def _load_bench():
+    spec = importlib.util.spec_from_file_location("bench_detection",
+                                                  ROOT / "bench" / "bench_detection.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory):
+    mod = _load_bench()
+    return mod, mod.snapshot(tmp_path_factory.mktemp("pristine"))
+
+
+def test_the_daemon_a_mutant_target_starts_imports_the_planted_copy(bench, tmp_path):
+    from cnikit.targets import load_target
+
+    mod, pristine = bench
+    m = mutants.BY_NAME["startup-from-imds"]
+    mod.make_copy(pristine, tmp_path, m)
+    assert m.replace in (tmp_path / m.file).read_text()
+    assert m.find not in (tmp_path / m.file).read_text()
+    assert m.find in (pristine / m.file).read_text()  # the snapshot stays unmodified
+    assert mod.copy_is_imported(tmp_path, m) is None
+    t = load_target(mod.write_target(tmp_path, "mutant-x"))
+    assert t.daemon.env["PYTHONPATH"] == str(tmp_path)
+    assert t.daemon.command[1:4] == ("-P", "-m", "cnikit.cli")  # no cwd ahead of the copy
+
+
+def test_a_copy_that_does_not_import_is_an_error_not_a_catch(bench, tmp_path):
+    mod, pristine = bench
+    broken = mutants.Mutant("broken", "cnikit/daemon/pool.py", "PREFIX_SIZE = 16",
+                            "PREFIX_SIZE = (", "why", "allocation")
+    mod.make_copy(pristine, tmp_path, broken)
+    assert "does not import" in mod.copy_is_imported(tmp_path, broken)
+    assert mod.judge({"runs": [{"scenario": "a", "verdict": "error"},
+                               {"scenario": "b", "verdict": "holds"}], "fatal": None}) == ("error", [])
+    assert mod.judge({"runs": [{"scenario": "a", "verdict": "inconclusive"}],
+                      "fatal": None}) == ("escaped", [])
+    assert mod.judge({"runs": [{"scenario": "a", "verdict": "error"},
+                               {"scenario": "b", "verdict": "violation"}],
+                      "fatal": None}) == ("caught", ["b"])
