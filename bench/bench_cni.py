@@ -62,7 +62,7 @@ def main() -> int:
         print(json.dumps({"bench": "cni", "error": f"{PTP_DIR}/ptp missing", "goal_met": False}))
         return 0
 
-    from cnikit.daemon.cluster import CniCluster
+    from cnikit.cluster import CniCluster
     from cnikit.fabric import netns
 
     env = {"MINIMUM_IP_TARGET": str(n + 10), "WARM_IP_TARGET": "5"}

@@ -52,7 +52,7 @@ def main() -> int:
 
     from cnikit.containers import image
     from cnikit.containers.noderuntime import make_daemon
-    from cnikit.daemon.cluster import CniCluster
+    from cnikit.cluster import CniCluster
 
     t = time.monotonic()
     built = not Podman().image_exists(image.image_ref())

@@ -21,7 +21,7 @@ from faultcore.cli import run_cli
 COMMANDS: dict[str, str] = {
     "ec2": "cnikit.cloud.cli:ec2",
     "daemon": "cnikit.daemon.main:daemon",
-    "cleanup": "cnikit.fabric.cli:cleanup",
+    "cleanup": "cnikit.cluster.cleanup_cli:cleanup",
     "demo": "cnikit.scenarios.cli:demo_cmd",
     "scenarios": "cnikit.scenarios.cli:scenarios_cmd",
     "run": "cnikit.scenarios.cli:run_cmd",

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cnikit.daemon.cluster import CniCluster
+from cnikit.cluster import CniCluster
 
 # 10.<n>.0.0/16 per cluster; shared by every kit of this process.
 _vpc_numbers = itertools.count()

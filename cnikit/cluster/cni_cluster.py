@@ -83,8 +83,7 @@ class CniCluster:
             places = self._places(node)
             self.places.append(places)
             self.conflists.append(install_plugin(self.target, places))
-            node.daemon = self._daemon(node, places)
-            self.daemons.append(node.daemon)
+            self.daemons.append(self._daemon(node, places))
         self.bin_dir = self.places[0].cni_bin_dir
         for d in self.daemons:
             d.start(wait=0)
@@ -160,10 +159,15 @@ class CniCluster:
         return request(self.daemons[node].socket_path, {"cmd": "status"})
 
     def kill_daemon(self, node: int, sig: int = signal.SIGKILL) -> None:
-        self.fabric.nodes[node].kill_daemon(sig)
+        """Send sig to the node's daemon (SIGKILL by default) and reap it."""
+        self.daemons[node].kill(sig)
 
-    def restart_daemon(self, node: int) -> None:
-        self.fabric.nodes[node].restart_daemon()
+    def restart_daemon(self, node: int, wait: float = 60.0) -> None:
+        """Stop (if running) and start the node's daemon; its state dir is kept."""
+        d = self.daemons[node]
+        if d.alive():
+            d.stop()
+        d.start(wait=wait)
 
     def close(self) -> None:
         self._stop_daemons()

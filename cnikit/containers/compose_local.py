@@ -36,9 +36,9 @@ PROJECT = "cnikit"
 
 def expected_exit(profile: str, scenario: str) -> int | None:
     """`cnikit run`'s exit code the profile expects for the scenario (None: not asserted)."""
-    from cnikit.targets import resolve_target
+    from cnikit.daemon import profiles
 
-    verdict = resolve_target(profile).expected(scenario)
+    verdict = profiles.get(profile).expected_verdict(scenario)
     return None if verdict is None else (0 if verdict == "holds" else 1)
 
 

@@ -13,5 +13,6 @@
     server.py      the process: unix socket for the plugin, metrics, introspection
     podnet.py      the pod data plane for a request, over cnikit.fabric.wiring
     process.py     DaemonProcess: run / kill / restart `cnikit daemon` in a namespace
-    cluster.py     CniCluster: EC2 + IMDS + fabric + a target (cnikit.targets) on every node
+
+The cluster that runs a daemon on every node is above this package (cnikit.cluster).
 """

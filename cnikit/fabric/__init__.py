@@ -6,7 +6,7 @@
     topology    Fabric: vpc router, nodes, ENI links following EC2, pods
     routes      the model: which links and routes one EC2 ownership snapshot asks for
     cni         executing CNI plugins as a runtime does
-    cleanup     removing dead runs' leftovers; `cnikit cleanup` (cli.py)
+    cleanup     removing dead runs' leftovers (`cnikit cleanup` is cnikit.cluster's)
     names       names and fixed addresses (IMDS 169.254.169.254, EC2 gate 169.254.169.250)
 
 Nothing is imported here: a CNI plugin imports `cnikit.fabric.wiring` once per pod.

@@ -72,21 +72,10 @@ class Node:
     links: dict[int, EniLink] = field(default_factory=dict)  # device index -> link
     next_pod: int = 0
     tables: set[int] = field(default_factory=set)
-    daemon: object | None = None  # cnikit.daemon.process.DaemonProcess, when one runs here
 
     @property
     def name(self) -> str:
         return self.ns.name
-
-    def restart_daemon(self, wait: float = 60.0) -> None:
-        """Stop (if running) and start this node's CNI daemon; its state dir is kept."""
-        if self.daemon.alive():
-            self.daemon.stop()
-        self.daemon.start(wait=wait)
-
-    def kill_daemon(self, sig: int = 9) -> None:
-        """Send sig to this node's CNI daemon (SIGKILL by default) and reap it."""
-        self.daemon.kill(sig)
 
     @property
     def primary_ip(self) -> str | None:

@@ -184,7 +184,7 @@ def make_cluster(nodes: int, target, scale: float, env: dict, seed: int, ec2: st
                  ec2_endpoint: str | None, instance_type: str = "m5.large",
                  runtime: str | None = None):
     """A CniCluster (not started) running `target` (a Target, built-in name or file)."""
-    from cnikit.daemon.cluster import CniCluster
+    from cnikit.cluster import CniCluster
 
     return CniCluster(nodes=nodes, target=target, instance_type=instance_type, scale=scale,
                       env={**BASE_ENV, **env}, imds_seed=seed, ec2=ec2, ec2_endpoint=ec2_endpoint,

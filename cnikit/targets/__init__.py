@@ -6,7 +6,7 @@ TOML file or built in (the reference daemon's profiles).
     t = resolve_target("path/to/target.toml")  # a file; UsageError (one line) when bad
     t.expected("imds-stale-equal-length")      # "holds" | "violation" | None (not asserted)
 
-cnikit.targets.node runs a target on a cluster's nodes (cnikit.daemon.cluster.CniCluster).
+cnikit.targets.node runs a target on a cluster's nodes (cnikit.cluster.CniCluster).
 """
 
 from __future__ import annotations

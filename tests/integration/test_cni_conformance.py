@@ -62,7 +62,7 @@ ERROR_SCHEMA = {
 
 @pytest.fixture(scope="module")
 def cluster():
-    from cnikit.daemon.cluster import CniCluster
+    from cnikit.cluster import CniCluster
 
     with CniCluster(nodes=1, profile="hardened", scale=0.05) as c:
         yield c

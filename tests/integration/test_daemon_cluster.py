@@ -22,7 +22,7 @@ SEED = int(os.environ.get("CNIKIT_SEED", "4242"))
 
 @pytest.fixture(scope="module")
 def cluster():
-    from cnikit.daemon.cluster import CniCluster
+    from cnikit.cluster import CniCluster
 
     with CniCluster(nodes=3, profile="hardened", scale=0.05) as c:
         yield c
@@ -84,7 +84,7 @@ class Pods:
             assert held == mine, f"node {n}: daemon holds {held}, pods are {mine}"
 
     def check_owned_by_ec2(self):
-        from cnikit.daemon.cluster import ec2_ips_of
+        from cnikit.cluster import ec2_ips_of
 
         snap = self.c.cloud.gate.owners()
         for p in self.live.values():
@@ -141,7 +141,7 @@ def test_200_delete_and_readd_cycles_leak_nothing(cluster, prober):
         assert {a["containerID"] for a in ckpt["allocations"]} == {
             p.name for p in pods.live.values() if p.node.index == n}
     # Nothing leaked into EC2 beyond what the pools hold.
-    from cnikit.daemon.cluster import ec2_ips_of
+    from cnikit.cluster import ec2_ips_of
 
     snap = cluster.cloud.gate.owners()
     for n in range(3):

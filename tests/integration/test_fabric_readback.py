@@ -284,7 +284,7 @@ def direct():
 def cluster():
     """Pods wired by cnikit-cni through the reference daemon (hardened), enough on node 0
     that some land on a secondary ENI (m5.large: 9 secondary IPs per ENI)."""
-    from cnikit.daemon.cluster import CniCluster
+    from cnikit.cluster import CniCluster
     from cnikit.fabric.cni import CniError
 
     with CniCluster(nodes=2, profile="hardened", scale=0.05) as c:

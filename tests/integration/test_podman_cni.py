@@ -26,7 +26,7 @@ pytestmark = [
 
 @pytest.fixture(scope="module", params=["process", "podman"])
 def cluster(request):
-    from cnikit.daemon.cluster import CniCluster
+    from cnikit.cluster import CniCluster
 
     with CniCluster(nodes=2, profile="hardened", scale=0.05, runtime=request.param) as c:
         c.peer = c.add_pod(1, "peer")

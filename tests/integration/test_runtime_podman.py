@@ -53,7 +53,7 @@ def test_3019_replay_with_the_daemon_in_podman(profile, code, verdict, tmp_path)
 
 @pytest.fixture(scope="module")
 def cluster():
-    from cnikit.daemon.cluster import CniCluster
+    from cnikit.cluster import CniCluster
 
     with CniCluster(nodes=1, profile="hardened", scale=0.05, runtime="podman") as c:
         yield c
@@ -206,7 +206,7 @@ def docker_api():
 
 @pytest.fixture(scope="module")
 def docker_cluster(docker_api):
-    from cnikit.daemon.cluster import CniCluster
+    from cnikit.cluster import CniCluster
 
     with docker_host(docker_api), CniCluster(nodes=1, profile="hardened", scale=0.05,
                                              runtime="docker") as c:

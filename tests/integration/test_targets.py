@@ -58,7 +58,7 @@ def netns_inode(pid: int) -> int:
 
 @pytest.fixture(scope="module")
 def external(tmp_path_factory):
-    from cnikit.daemon.cluster import CniCluster
+    from cnikit.cluster import CniCluster
 
     path = reference_target(tmp_path_factory.mktemp("target") / "reference.toml",
                             f'command = ["{sys.executable}", "-m", "cnikit.cli", "daemon", '
@@ -120,7 +120,7 @@ def test_kill_and_restart_keep_the_state(external):
                     reason="containernetworking-plugins is not installed (apt-get install "
                            "containernetworking-plugins)")
 def test_ptp_host_local_chain_gives_pods_ips_ec2_never_assigned(tmp_path):
-    from cnikit.daemon.cluster import CniCluster
+    from cnikit.cluster import CniCluster
 
     path = tmp_path / "ptp.toml"
     # The daemon forks a child: a kill must reach the whole process group.
@@ -182,7 +182,7 @@ def test_the_reference_daemon_image_as_a_target_in_podman(tmp_path):
     from cnikit.containers.image import ensure_image
     from cnikit.containers.noderuntime import ContainerDaemon
     from cnikit.containers.podman import LABEL_RUN, Podman
-    from cnikit.daemon.cluster import CniCluster
+    from cnikit.cluster import CniCluster
 
     if Podman.available() is not None:
         pytest.skip(Podman.available())

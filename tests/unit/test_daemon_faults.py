@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from cnikit.daemon.cluster import ec2_ips_of
+from cnikit.cluster import ec2_ips_of
 from cnikit.daemon.process import DaemonProcess
 from cnikit.daemon.server import request
 

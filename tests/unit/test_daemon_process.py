@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 
-from cnikit.daemon.cluster import ec2_ips_of
+from cnikit.cluster import ec2_ips_of
 from cnikit.daemon.process import DaemonProcess
 from cnikit.daemon.server import request
 from tests.waiting import wait_for

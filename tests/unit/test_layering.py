@@ -6,7 +6,8 @@ unimportable and read an IMDS path from it.
     fault_imds         faultcore only (it runs and ships without cnikit)
     cnikit.cloud       never fault_imds (the IMDS is above EC2; the header both use is
                        faultcore.caller's)
-    cnikit.<package>   no import cycles between cnikit's subpackages
+    cnikit.<package>   imports only its own layer or below (LAYERS: base, ec2, fabric,
+                       nodes, checkers, orchestration); no import cycles between packages
 
 Every import counts, the ones inside functions too: a lazy import is still a dependency.
 """
@@ -34,23 +35,18 @@ FORBIDDEN = [
     ("cnikit.cloud", "fault_imds", "EC2 is below the IMDS: the gate knows nothing of it"),
 ]
 
-# Package cycles between cnikit's subpackages that exist today and are being removed
-# (daemon/cluster.py orchestrating from inside the daemon package, fabric.cli cleaning
-# containers up, the plugin using daemon.podnet, targets <-> containers). Each entry is one
-# elementary cycle, from its smallest member. A cycle not listed fails the test; a listed
-# one that is gone is printed so its line can be deleted. Empty this set; never grow it.
-CYCLES_BEING_REMOVED: set[tuple[str, ...]] = {
-    ("cnikit.containers", "cnikit.daemon", "cnikit.fabric"),
-    ("cnikit.containers", "cnikit.daemon", "cnikit.targets"),
-    ("cnikit.containers", "cnikit.daemon", "cnikit.targets", "cnikit.fabric"),
-    ("cnikit.containers", "cnikit.fabric"),
-    ("cnikit.containers", "cnikit.targets"),
-    ("cnikit.containers", "cnikit.targets", "cnikit.daemon", "cnikit.fabric"),
-    ("cnikit.containers", "cnikit.targets", "cnikit.fabric"),
-    ("cnikit.containers", "cnikit.targets", "cnikit.plugin", "cnikit.daemon", "cnikit.fabric"),
-    ("cnikit.daemon", "cnikit.targets"),
-    ("cnikit.daemon", "cnikit.targets", "cnikit.plugin"),
-}
+# cnikit's packages from the bottom up (docs/architecture.md, "Layers"). A package imports
+# only from its own layer or below; within a layer, no cycles. A new package fails the test
+# until it is placed here.
+LAYERS: list[tuple[str, set[str]]] = [
+    ("base", {"cnikit.errors", "cnikit.__version__", "cnikit.runtime"}),
+    ("ec2", {"cnikit.cloud"}),
+    ("fabric", {"cnikit.fabric"}),
+    ("nodes", {"cnikit.daemon", "cnikit.plugin", "cnikit.containers", "cnikit.targets"}),
+    ("checkers", {"cnikit.check", "cnikit.report"}),
+    ("orchestration", {"cnikit.cluster", "cnikit.scenarios", "cnikit.testkit",
+                       "cnikit.certify", "cnikit.pytest_plugin", "cnikit.cli"}),
+]
 
 
 def _module_name(path: Path) -> str:
@@ -211,18 +207,49 @@ def test_relative_imports_are_resolved(tmp_path, monkeypatch):
     assert {"fault_imds.faults.base", "fault_imds.tree", "fault_imds.tree.MACS"} <= names
 
 
-def test_no_new_package_cycles_in_cnikit():
+def test_no_package_cycles_in_cnikit():
     graph = import_graph()
-    cycles = package_cycles(graph)
-    new = sorted(cycles - CYCLES_BEING_REMOVED)
-    gone = sorted(CYCLES_BEING_REMOVED - cycles)
-    if gone:
-        print(f"cycles removed, delete their allowance in CYCLES_BEING_REMOVED: {gone}")
     message = []
-    for cycle in new:
+    for cycle in sorted(package_cycles(graph)):
         message.append(" -> ".join((*cycle, cycle[0])) + ":")
         message += [f"    {e}" for e in cycle_evidence(graph, cycle)]
-    assert not new, "package cycles between cnikit's subpackages:\n" + "\n".join(message)
+    assert not message, "package cycles between cnikit's subpackages:\n" + "\n".join(message)
+
+
+def layer_of(package: str) -> int | None:
+    return next((i for i, (_, members) in enumerate(LAYERS) if package in members), None)
+
+
+def upward(graph) -> list[str]:
+    """One line per import from a lower layer into a higher one (and per unplaced package)."""
+    bad = set()
+    for src, dsts in package_edges(graph).items():
+        if layer_of(src) is None:
+            bad.add(f"{src} is in no layer: place it in LAYERS (and docs/architecture.md)")
+            continue
+        for dst in dsts:
+            if layer_of(dst) is not None and layer_of(dst) > layer_of(src):
+                bad.add(f"{src} ({LAYERS[layer_of(src)][0]}) imports {dst} "
+                        f"({LAYERS[layer_of(dst)][0]}): "
+                        + "; ".join(e for e in cycle_evidence(graph, (src, dst))
+                                    if e.startswith(src)))
+    return sorted(bad)
+
+
+def test_cnikit_layers_point_down():
+    bad = upward(import_graph())
+    assert not bad, "imports that point up the layers:\n" + "\n".join(bad)
+
+
+def test_the_layer_rule_fires():
+    graph = {"cnikit.fabric.topology": [("cnikit.daemon.process", 7)],
+             "cnikit.daemon.podnet": [("cnikit.fabric.wiring", 3)],
+             "cnikit.newpkg": [("cnikit.errors", 1)]}
+    assert upward(graph) == [
+        "cnikit.fabric (fabric) imports cnikit.daemon (nodes): "
+        "cnikit.fabric.topology:7 -> cnikit.daemon.process",
+        "cnikit.newpkg is in no layer: place it in LAYERS (and docs/architecture.md)",
+    ]
 
 
 # -- fault-imds without cnikit ---------------------------------------------------------------
