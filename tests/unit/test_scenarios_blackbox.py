@@ -172,3 +172,19 @@ def test_judge_orders_violation_inconclusive_error_holds(error, precondition, li
     assert (r.verdict, r.exercised) == (verdict, exercised)
     if liveness:
         assert r.violations[0]["kind"] == "liveness" and "never ready" in r.evidence()[0]
+
+
+def test_no_view_of_the_pool_no_leak_warning():
+    """A warm address cannot be told from a leak without the build's own view ([observe]):
+    addresses EC2 gives a node nobody holds are leak warnings only where the kit sees it."""
+    from cnikit.check.invariants import Invariants
+
+    h, inv = History(), Invariants(leak_grace=5)
+    h.subscribe(inv.step)
+    t0 = 1000.0
+    h.info("monitor", "ownership", {"full": True, "set": {"10.0.1.9": ["i-1", "eni", False],
+                                                          "10.0.2.9": ["i-2", "eni", False]}},
+           at=t0)
+    h.info("monitor", "daemon-view", {"instance_id": "i-2", "ips": []}, at=t0 + 1)
+    h.info("prober", "stats", {"stale": []}, at=t0 + 10)
+    assert [w.subject for w in inv.warnings("leak")] == ["10.0.2.9"]
