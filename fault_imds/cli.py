@@ -174,10 +174,15 @@ def events(since, control_url) -> None:
 @cli.command()
 @control_option
 def kinds(control_url) -> None:
-    """Fault kinds the server knows."""
-    for name, info in _client(control_url).kinds().items():
+    """Fault kinds the server knows, in the order they apply (content, then request)."""
+    known = _client(control_url).kinds()
+    stages = {"content": 0, "request": 1}
+    for name, info in sorted(
+        known.items(), key=lambda kv: (stages.get(kv[1].get("stage"), 2), kv[1].get("order", 0))
+    ):
         click.echo(
-            f"{name:8} {info['description']} (attributes: {', '.join(info['attributes']) or '-'})"
+            f"{name:8} {info.get('stage', '?'):7} {info['description']} "
+            f"(attributes: {', '.join(info['attributes']) or '-'})"
         )
 
 
