@@ -297,6 +297,8 @@ class Datastore:
         total = assigned = cooldown = prefixes = 0
         for eni in self.enis.values():
             for c in eni.cidrs.values():
+                if c.cidr in self.quarantined and not c.assigned():
+                    continue  # not to hand out: the pool must not count on it
                 total += c.size
                 prefixes += c.is_prefix
                 for a in c.addresses.values():

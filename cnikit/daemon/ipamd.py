@@ -342,19 +342,17 @@ class IpamD:
             else:
                 self.ec2.unassign_ips(eni_id, wire)
         except ApiError as e:
-            # Left out of the pool, as upstream does: EC2 may have refused because the
-            # addresses are no longer on the ENI (then they may be another node's), and
-            # nothing else tells which. The reconcile takes back what EC2 still shows.
             self.metrics.inc("awscni_ipamd_error_count", fn="decreaseIPPool")
-            log.warning("release %s on %s failed: %s; the reconcile will check them", wire,
-                        eni_id, e)
-            self._cool(wire)
+            log.warning("release %s on %s failed: %s", wire, eni_id, e)
             self._event("release-failed", eni=eni_id, addresses=wire, error=e.code)
+            # Never back into the pool as free: EC2 may have refused because they are no
+            # longer on the ENI (then they may be another node's). The profile decides.
+            self.cfg.strategy.release_failed(self, eni_id, cidrs)
             return
-        self._cool(wire)
+        self.cool(wire)
         self._event("release", eni=eni_id, addresses=wire)
 
-    def _cool(self, addresses: list[str]) -> None:
+    def cool(self, addresses: list[str]) -> None:
         """Into the reconcile cooldown: a lagging Describe still shows them for a while."""
         now = self.clock.now()
         for a in addresses:

@@ -49,6 +49,9 @@ class ReconcileStrategy(Protocol):
     def confirm_startup(self, d: IpamD) -> None:
         """Start-up, once the checkpoint is restored: what the start-up view alone showed."""
 
+    def release_failed(self, d: IpamD, eni_id: str, cidrs: list[str]) -> None:
+        """EC2 refused to release these (datastore keys, already out of the pool)."""
+
 
 class UpstreamReconcile:
     """Upstream's eniIPPoolReconcile: lengths (1.18.3) or contents (1.18.4) compared."""
@@ -67,6 +70,11 @@ class UpstreamReconcile:
     def confirm_startup(self, d: IpamD) -> None:
         pass  # IMDS's view is taken as it is (issue 3887)
 
+    def release_failed(self, d: IpamD, eni_id: str, cidrs: list[str]) -> None:
+        # Upstream's DeallocCidrs: out of the datastore, into the reconcile cooldown; the
+        # reconcile takes back what EC2 still shows once the cooldown is over.
+        d.cool([_address(c) for c in cidrs])
+
 
 class HardenedReconcile:
     """IMDS is a hint; only EC2 takes an address or ENI away."""
@@ -81,6 +89,9 @@ class HardenedReconcile:
 
     def confirm_startup(self, d: IpamD) -> None:
         drop_unconfirmed(d)
+
+    def release_failed(self, d: IpamD, eni_id: str, cidrs: list[str]) -> None:
+        hold_failed_release(d, eni_id, cidrs)
 
 
 def trusts_imds(d: IpamD) -> bool:
@@ -249,7 +260,8 @@ def _sweep(d: IpamD, eni_id: str, gone: list[str], prefixes: bool) -> None:
 # ---- hardened ---------------------------------------------------------------------------
 
 def _hardened(d: IpamD, imds_enis: list[EniView]) -> None:
-    if not _imds_agrees(d, imds_enis) or d.reconcile_runs % HARDENED_FULL_CHECK_EVERY == 0:
+    if (not _imds_agrees(d, imds_enis) or d.ds.quarantined
+            or d.reconcile_runs % HARDENED_FULL_CHECK_EVERY == 0):
         try:
             truth = d.ec2.describe_enis(d.instance.instance_id)
         except ApiError as e:
@@ -403,6 +415,24 @@ def drop_unconfirmed(d: IpamD) -> None:
                 and not eni.assigned_count():
             d.ds.remove_eni(eni.eni_id)
             d._event("startup-unconfirmed-eni", eni=eni.eni_id)
+
+
+def hold_failed_release(d: IpamD, eni_id: str, cidrs: list[str]) -> None:
+    """Hardened: addresses whose release EC2 refused stay known but quarantined (neither
+    handed out nor counted in the pool) until the reconcile sees EC2 and IMDS both show
+    them (free again, released on a later pass) or EC2 not show them (gone). Known, so one
+    still on the ENI is no leak; quarantined, so one EC2 no longer has goes to no pod."""
+    for c in cidrs:
+        try:
+            d.ds.add_cidr(eni_id, c, d.cfg.prefix_delegation)
+        except DatastoreError:
+            continue
+        d.ds.quarantined.add(c)
+
+
+def _address(cidr: str) -> str:
+    """The wire form of a datastore key: an IP without its /32, a prefix as is."""
+    return cidr.removesuffix("/32")
 
 
 def _cidr(addr: str, prefixes: bool) -> str:
