@@ -260,8 +260,7 @@ def _sweep(d: IpamD, eni_id: str, gone: list[str], prefixes: bool) -> None:
 # ---- hardened ---------------------------------------------------------------------------
 
 def _hardened(d: IpamD, imds_enis: list[EniView]) -> None:
-    if (not _imds_agrees(d, imds_enis) or d.ds.quarantined
-            or d.reconcile_runs % HARDENED_FULL_CHECK_EVERY == 0):
+    if not _imds_agrees(d, imds_enis) or d.reconcile_runs % HARDENED_FULL_CHECK_EVERY == 0:
         try:
             truth = d.ec2.describe_enis(d.instance.instance_id)
         except ApiError as e:
@@ -272,6 +271,8 @@ def _hardened(d: IpamD, imds_enis: list[EniView]) -> None:
 
 
 def _imds_agrees(d: IpamD, imds_enis: list[EniView]) -> bool:
+    if d.ds.quarantined:
+        return False  # only EC2 settles a quarantined address
     if {v.eni_id for v in imds_enis} != set(d.ds.enis):
         return False
     for v in imds_enis:
