@@ -185,3 +185,39 @@ def test_caller_identity_by_ip_and_prefix():
     assert e.owner_of("10.0.1.5") == "i-1"
     assert e.owner_of("10.0.1.20") == "i-1"
     assert e.owner_of("10.0.1.99") is None
+
+
+def test_a_kinds_declared_order_places_it_in_the_composition():
+    """A kind declares its stage and order in its own class; the engine needs nothing else.
+    A throwaway content kind adding an address, ordered between `stale` (20) and `missing`
+    (30), runs there whatever the creation order."""
+    from fault_imds.faults import KINDS, ImdsFault
+
+    class AddOne(ImdsFault):
+        kind = "test_add_one"
+        stage = "content"
+        order = 25
+
+        def apply(self, view):
+            from dataclasses import replace
+
+            for iid, m in list(view.models.items()):
+                view.models[iid] = m.with_enis(
+                    replace(x, local_ipv4s=(*x.local_ipv4s, "10.0.1.99")) for x in m.enis)
+
+    try:
+        e = Engine(clock=Clock())
+        e.set_state(state(0, [eni("eni-0", MAC0, "i-1", 0, ["10.0.1.4", "10.0.1.5"])]))
+        added = e.add({"kind": "test_add_one"})
+        assert served_ips(e) == ["10.0.1.4", "10.0.1.5", "10.0.1.99"]  # it fires
+        e.remove(added.id)
+        e.add({"kind": "missing", "target": {"ips": ["10.0.1.99"]}})  # created first
+        e.add({"kind": "test_add_one"})
+        assert served_ips(e) == ["10.0.1.4", "10.0.1.5"]  # missing ran after it
+        e.clear()
+        for kind, target in (("missing", {"ips": ["10.0.1.99"]}), ("test_add_one", {}),
+                             ("stale", {"mac": MAC0})):  # created in reverse order
+            e.add({"kind": kind, "target": target})
+        assert [f.kind for f in e.content_faults] == ["stale", "test_add_one", "missing"]
+    finally:
+        KINDS.remove("test_add_one")
