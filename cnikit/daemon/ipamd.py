@@ -120,7 +120,10 @@ class IpamD:
                  len(rows) - len(dropped), len(dropped))
         self.last_reconcile = self.clock.now()
         self.cleanup_leaked_enis()
-        self.pool_step()
+        # Grow only: upstream's pool manager makes its first pass (the first that can shrink
+        # the pool) half an interval after start-up, while the CNI server already answers
+        # the pods that waited for it (upstream 3887 goes through that window).
+        self.pool_step(shrink=False)
 
     def _subnet_cidr(self) -> str:
         """For the plugin's per-ENI route tables (the subnet router is its first host)."""
@@ -215,11 +218,11 @@ class IpamD:
             except ApiError:
                 self.metrics.inc("awscni_ipamd_error_count", fn="cleanUpLeakedENIs")
 
-    def pool_step(self) -> None:
+    def pool_step(self, shrink: bool = True) -> None:
         d = self.decision()
         if d.short > 0:
             self._increase(d.short)
-        elif (d.over > 0 or d.free_enis) and (
+        elif shrink and (d.over > 0 or d.free_enis) and (
                 self.clock.now() - self.last_decrease >= self.cfg.decrease_interval):
             self._decrease(d)
 
