@@ -1,6 +1,12 @@
-"""Every scenario against every profile, asserting the verdict the issue's matrix expects.
+"""Every scenario against every built-in profile, asserting the verdict its profile expects.
 
-Test ids name the scenario, the profile and the seed, e.g.
+Each profile runs as a build the kit did not write would: from a target file (the one
+`cnikit certify --init` writes, with the profile's name in its environment), its daemon's
+command line only, observed from outside (the private status API is off in every run).
+With `--cnikit-target FILE` the same scenarios run against that build instead, each
+expected to hold.
+
+Test ids name the scenario, the build and the seed, e.g.
 `test_matrix[imds-stale-equal-length-vpc-cni-1.18.3-seed1]`. The verdict comes from the
 checkers watching the live cluster; a wrong verdict fails with the run's evidence and report.
 """
@@ -12,25 +18,45 @@ import os
 import pytest
 
 from cnikit import scenarios
-from cnikit.targets import builtin_names
+from cnikit.targets import builtin, builtin_names
 
 pytestmark = [pytest.mark.root,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")]
 
-CELLS = [(name, profile) for name in scenarios.names() for profile in builtin_names()
-         if scenarios.get(name).expected.get(profile) is not None]
+
+def _cells(config) -> list[tuple[str, str]]:
+    target = getattr(config, "_cnikit_target", None)
+    if target is not None:
+        return [(name, target.name) for name in scenarios.names()]
+    return [(name, profile) for name in scenarios.names() for profile in builtin_names()
+            if builtin(profile).expected(name) is not None]
 
 
 def pytest_generate_tests(metafunc) -> None:
     if "cell" in metafunc.fixturenames:
         seeds = range(1, metafunc.config.getoption("--scenario-seeds") + 1)
-        cells = [(n, p, s) for n, p in CELLS for s in seeds]
+        cells = [(n, p, s) for n, p in _cells(metafunc.config) for s in seeds]
         metafunc.parametrize("cell", cells, ids=[f"{n}-{p}-seed{s}" for n, p, s in cells])
 
 
+@pytest.fixture(scope="module")
+def target_files(tmp_path_factory, pytestconfig) -> dict:
+    """build name -> (what to run, expected verdict per scenario)."""
+    from cnikit.certify import template
+
+    target = getattr(pytestconfig, "_cnikit_target", None)
+    if target is not None:
+        return {target.name: (target, target.expected)}
+    d = tmp_path_factory.mktemp("targets")
+    return {p: (str(template.write(d / f"{p}.toml", profile=p)), builtin(p).expected)
+            for p in builtin_names()}
+
+
 def _explain(r) -> str:
-    lines = [f"{r.scenario} [{r.profile}] seed {r.seed}: {r.verdict}, expected {r.expected} "
+    lines = [f"{r.scenario} [{r.profile}] seed {r.seed}: {r.verdict} "
              f"({r.seconds:.1f}s)"]
+    if r.precondition:
+        lines.append(f"precondition not met: {r.precondition}")
     if r.error:
         lines.append(f"scenario error: {r.error}")
     lines += r.evidence()
@@ -39,11 +65,12 @@ def _explain(r) -> str:
 
 
 @pytest.mark.timeout(180)
-def test_matrix(cell, tmp_path):
-    name, profile, seed = cell
-    print(f"scenario {name} profile {profile} seed {seed}")
-    r = scenarios.run(name, profile=profile, seed=seed, report_dir=tmp_path / "report")
-    assert r.verdict == r.expected, _explain(r)
+def test_matrix(cell, target_files, tmp_path):
+    name, build, seed = cell
+    target, expected = target_files[build]
+    print(f"scenario {name} build {build} ({target}) seed {seed}")
+    r = scenarios.run(name, target, seed=seed, report_dir=tmp_path / "report")
+    assert r.verdict == expected(name), _explain(r)
 
 
 @pytest.mark.chaos_long
