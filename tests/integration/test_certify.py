@@ -90,3 +90,25 @@ def test_reference_daemon_target_file_1_18_3_fails_the_3019_replay(tmp_path):
                  str(tmp_path / "out"))
     assert p.returncode == 1, p.stdout + p.stderr
     assert "imds-stale-equal-length seed 1: violation" in p.stdout
+
+
+@pytest.mark.timeout(600)
+def test_reference_daemon_image_certifies_in_podman(tmp_path):
+    """The reference daemon's image as a vendor's image target, each node's daemon in a
+    podman container joined to the node: certified, with the image's digest on record."""
+    from cnikit.containers.image import ensure_image
+    from cnikit.containers.podman import Podman
+    from tests.integration.test_targets import reference_target
+
+    if Podman.available() is not None:
+        pytest.skip(Podman.available())
+    image = ensure_image(Podman())
+    target = reference_target(tmp_path / "image.toml", f'image = "{image}"')
+    out = tmp_path / "out"
+    p = _certify(str(target), "--runtime", "podman", "--scenario", "imds-stale-equal-length",
+                 "--scenario", "daemon-crash-churn", "--report", str(out))
+    assert p.returncode == 0, p.stdout + p.stderr
+    cert = json.loads((out / "certificate.json").read_text())
+    assert cert["runtime"] == "podman" and cert["summary"]["holds"] == 2
+    assert cert["target"]["image"] == image
+    assert (cert["target"]["image_digest"] or "").startswith("sha256:")
