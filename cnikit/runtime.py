@@ -130,7 +130,7 @@ COMMAND_TOOLS: dict[str, tuple[str, ...]] = {
 # ... plus the daemon runtime's own, when CNIKIT_RUNTIME (`--runtime`) chooses one (ldd
 # finds the libraries the daemon image needs).
 RUNTIME_TOOLS: dict[str, tuple[str, ...]] = {"podman": ("podman", "runc", "ldd"),
-                                             "docker": ("docker", "ldd")}
+                                             "docker": ("ldd",)}  # the Engine API, no CLI
 
 
 def require_tool(name: str) -> str:

@@ -79,11 +79,14 @@ class PodNet:
             self._cond.wait_for(lambda: not any(k in self._pending for k in keys), timeout)
 
     def _wait_eni_link(self, device_index: int) -> None:
-        # The fabric (or a real kernel) shows a just-attached ENI as eth<N> a moment later.
+        # The fabric (or a real kernel) shows a just-attached ENI as eth<N> a moment later,
+        # and up a moment after that: a route via a link still down fails "network is down",
+        # so an ADD racing an attach waits for both, then asks the runtime to try again.
         deadline = time.monotonic() + self.eni_link_wait
-        while self.node.link_index(f"eth{device_index}") is None:
+        while not ((link := self.node.link(f"eth{device_index}")) is not None and link.up):
             if time.monotonic() > deadline:
-                raise PodNetError(f"eth{device_index} (ENI device {device_index}) never appeared", 11)
+                state = "never appeared" if link is None else "never came up"
+                raise PodNetError(f"eth{device_index} (ENI device {device_index}) {state}", 11)
             time.sleep(0.01)
 
     def add(self, netns_path: str, ip: str, host_veth: str, ifname: str, device_index: int,

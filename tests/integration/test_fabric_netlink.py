@@ -195,3 +195,20 @@ def test_batch_sends_once_and_raises_the_first_refusal(ns_pair):
             a.route_replace("10.8.2.0/24", gateway="10.99.0.1")  # unreachable gateway
             a.route_replace("10.8.3.0/24", oif=lo)  # still applied: the kernel goes on
     assert any(r.dst == "10.8.3.0/24" for r in a.routes())
+
+
+def test_an_add_racing_an_eni_attach_asks_to_try_again(ns_pair):
+    """eth1 is there but still down (an ENI just attached): the ADD must answer CNI code 11
+    (try again later), not fail the pod with "network is down"."""
+    from cnikit.daemon.podnet import PodNet, PodNetError
+
+    (node_name, node_fd, node_nl), (pod_name, _pod_fd, _pod_nl) = ns_pair
+    node_nl.veth_add("eth1", "eth1-peer")  # both ends stay down
+    assert not node_nl.link("eth1").up
+    with netns.entered(node_fd):
+        net = PodNet(eni_link_wait=0.3)
+        with pytest.raises(PodNetError) as e:
+            net.add(f"/run/netns/{pod_name}", "10.0.1.20", "eni0123456789a", "eth0",
+                    device_index=1, router="10.0.1.1")
+    assert e.value.code == 11, e.value
+    assert "never came up" in str(e.value)
