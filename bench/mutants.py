@@ -151,6 +151,13 @@ MUTANTS: list[Mutant] = [
         "the pool releases an IP to EC2 during its cooldown: another node gets it while "
         "peers still send to the deleted pod",
         "release"),
+    Mutant(
+        "failed-release-back-in-pool", R,
+        "            continue\n        d.ds.quarantined.add(c)\n",
+        "            continue\n",
+        "an address whose release EC2 refused goes back into the pool as free: EC2 may have "
+        "given it to another node, and a new pod gets it",
+        "release"),
     # ---- allocation ---------------------------------------------------------------------
     Mutant(
         "prefix-pick-ignores-holder", DS,
@@ -198,6 +205,13 @@ MUTANTS: list[Mutant] = [
         "        return rows\n",
         "after a restart, checkpointed pods a lagging Describe does not show yet are "
         "dropped: their IPs become free for the next pod",
+        "restart-restore"),
+    Mutant(
+        "startup-trusts-lagging-describe", R,
+        "        drop_unconfirmed(d)\n",
+        "        pass  # Describe is EC2's word\n",
+        "start-up keeps every free address EC2's Describe shows, also one a lagging Describe "
+        "still lists after the node released it just before the restart",
         "restart-restore"),
     Mutant(
         "restore-matches-host-routes-only", DS,
