@@ -13,6 +13,7 @@ import copy
 import pytest
 
 from cnikit.daemon import profiles, reconcile
+from cnikit.daemon.apis import ApiError
 from cnikit.daemon.checkpoint import JsonCheckpoint, MemoryCheckpoint
 from cnikit.daemon.clock import FakeClock
 from cnikit.daemon.config import Config
@@ -144,7 +145,7 @@ def test_restart_with_imds_failing_hands_out_nothing_unconfirmed(tmp_path):
 
     def flaky():
         if next(calls, 0) == 1:  # the subnet read passes, the start-up check fails
-            raise reconcile.ApiError("IMDS unavailable", "ServiceUnavailable")
+            raise ApiError("IMDS unavailable", "ServiceUnavailable")
         return enis()
     imds.enis = flaky
     d2 = start("hardened", ec2, imds, clock, ckpt, warm_ip_target=3)  # no release at start
