@@ -7,8 +7,11 @@ it a report is written only when an invariant breaks, under pytest's temp direct
 
 Fixtures (see docs/pytest.md):
   cloud       the embedded EC2 (one per session; EC2 faults cleared after each test):
-              .ec2 (boto3 client on the gate), .faults (gate faults), .gate, .endpoint
+              .ec2 (boto3 client on the gate), .faults (gate faults), .gate, .endpoint,
+              .nemesis (the test's nemesis: cnikit.cluster.nemesis)
   imds        FaultClient of a fault IMDS following that cloud (one per test; .server, .url)
+  Every fault added through .faults or imds, and every daemon kill or restart of a cluster,
+  is a nemesis operation in each cluster's history (the report draws it).
   cluster     factory: cluster(nodes=2, pods=0, profile=None) -> a VPC with the daemon on
               every node; .add_pod/.delete_pod/.kill_daemon/.restart_daemon/.unassign/.status
   invariants  the checkers on every cluster of the test; when the test body returns, any
@@ -91,12 +94,14 @@ def pytest_report_header(config) -> str:
 
 
 class CloudFixture:
-    """The session's Cloud with the two things tests reach for: the EC2 client and faults."""
+    """The session's Cloud with the two things tests reach for: the EC2 client and faults
+    (the gate's, added and removed through the test's nemesis, so each is recorded)."""
 
-    def __init__(self, cloud):
+    def __init__(self, cloud, nemesis):
         self.cloud = cloud
         self.gate = cloud.gate
-        self.faults = cloud.gate.faults
+        self.nemesis = nemesis
+        self.faults = nemesis.ec2
         self.endpoint = cloud.endpoint
         self.ec2 = cloud.client()
 
@@ -127,9 +132,9 @@ def _cnikit_cloud(cnikit_options):
 
 
 @pytest.fixture
-def cloud(_cnikit_cloud):
+def cloud(_cnikit_cloud, _cnikit_kit):
     """EC2 (moto or LocalStack behind the gate), shared by the session; faults cleared after."""
-    yield CloudFixture(_cnikit_cloud)
+    yield CloudFixture(_cnikit_cloud, _cnikit_kit.nemesis)
     _cnikit_cloud.gate.faults.clear()
 
 
@@ -143,21 +148,20 @@ def _cnikit_imds(_cnikit_cloud):
 
 
 @pytest.fixture
-def imds(_cnikit_imds):
-    """FaultClient of this test's fault IMDS (it follows the cloud; clusters use it)."""
-    from fault_imds.client import FaultClient
-
-    client = FaultClient(_cnikit_imds.control_url)
+def imds(_cnikit_imds, _cnikit_kit):
+    """FaultClient of this test's fault IMDS (it follows the cloud; clusters use it); its
+    faults are the test's nemesis operations."""
+    client = _cnikit_kit.nemesis.imds
     client.server = _cnikit_imds
     client.imds_url = _cnikit_imds.url
     return client
 
 
 @pytest.fixture
-def _cnikit_kit(request, cloud, _cnikit_imds, cnikit_options):
+def _cnikit_kit(request, _cnikit_cloud, _cnikit_imds, cnikit_options):
     from cnikit.testkit import Kit
 
-    kit = Kit(cloud.cloud, _cnikit_imds, profile=cnikit_options["profile"],
+    kit = Kit(_cnikit_cloud, _cnikit_imds, profile=cnikit_options["profile"],
               target=cnikit_options["target"])
     request.node._cnikit_kit = kit
     yield kit

@@ -3,7 +3,8 @@
     kit = Kit(cloud, imds_server, profile="hardened")
     c = kit.cluster(nodes=2, pods=4)        # a VPC of its own on the shared cloud, daemons up
     inv = kit.watch()                       # checkers on every cluster made, now and later
-    pod = c.add_pod(0); c.unassign(pod)     # ... break something
+    pod = c.add_pod(0); c.unassign(pod)     # ... break something (c.nemesis: the cluster's)
+    kit.nemesis.imds.stale(mac=mac)         # IMDS and EC2 faults: every cluster's history
     inv.finish(report_dir)                  # -> Verdict(ok, statement, report paths)
     kit.close()
 
@@ -15,13 +16,13 @@ from __future__ import annotations
 
 import itertools
 import os
-import signal
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cnikit.cluster import CniCluster
+from cnikit.cluster.nemesis import Nemesis
 
 # 10.<n>.0.0/16 per cluster; shared by every kit of this process.
 _vpc_numbers = itertools.count()
@@ -84,26 +85,10 @@ class Cluster(CniCluster):
         self.k8s_names[pod.name] = name
         return pod
 
-    def delete_pod(self, pod) -> None:
-        super().delete_pod(pod)
-
-    def kill_daemon(self, node: int, sig: int = signal.SIGKILL) -> None:
-        super().kill_daemon(node, sig)
-
-    def restart_daemon(self, node: int) -> None:
-        super().restart_daemon(node)
-
-    def instance_id(self, node: int) -> str:
-        return self.fabric.nodes[node].instance_id
-
     def unassign(self, pod) -> None:
         """Take the pod's IP away from its ENI in EC2 (through the gate), as a buggy daemon
-        or an operator would: the pod should go dark."""
-        owner = self.cloud.gate.owners().ips.get(pod.ip)
-        if owner is None:
-            raise ValueError(f"EC2 holds no ENI with {pod.ip}")
-        self.cloud.client().unassign_private_ip_addresses(
-            NetworkInterfaceId=owner.eni_id, PrivateIpAddresses=[pod.ip])
+        or an operator would: the pod should go dark. A nemesis operation."""
+        self.nemesis.unassign(pod.ip)
 
     def daemon_ips(self, instance_id: str) -> set[str] | None:
         """The daemon's datastore of that node: every IP and prefix on its ENIs (the monitor's
@@ -145,7 +130,8 @@ class Invariants:
 
         if id(cluster) in self.watches:
             return
-        w = Watch(cluster.fabric, leak_grace=self.leak_grace, daemon_view=cluster.daemon_ips)
+        w = Watch(cluster.fabric, cluster.history, leak_grace=self.leak_grace,
+                  daemon_view=cluster.daemon_ips)
         w.monitor.daemon_interval = DAEMON_VIEW_INTERVAL
         w.start()
         w.sync_ownership()
@@ -262,11 +248,14 @@ class Kit:
     def __init__(self, cloud, imds_server, profile: str | None = None, scale: float = 0.1,
                  target=None):
         from cnikit.targets import default_name, resolve_target
-        from fault_imds.client import FaultClient
 
         self.cloud = cloud
         self.imds_server = imds_server
-        self.fault_client = FaultClient(imds_server.control_url)
+        # The shared cloud's and IMDS's faults, recorded in every cluster's history (each
+        # cluster's own nemesis does its daemons).
+        self.nemesis = Nemesis(lambda: [c.history for c in self.clusters],
+                               imds_control=imds_server.control_url, cloud=cloud)
+        self.fault_client = self.nemesis.imds
         # The build under test (a Target, a built-in name or a target file); profile= is an alias.
         self.target = resolve_target(target or profile or default_name())
         self.profile = self.target.name
@@ -284,6 +273,7 @@ class Kit:
         c = Cluster(self.cloud, self.imds_server, nodes=nodes,
                     target=target or profile or self.target, instance_type=instance_type,
                     scale=self.scale if scale is None else scale, env=env).start()
+        self.nemesis.attach(c.history)  # the shared faults already in effect
         self.clusters.append(c)
         try:
             if self.invariants is not None:
@@ -310,10 +300,12 @@ class Kit:
             self.clusters.remove(c)
 
     def close(self) -> None:
+        from fault_imds.client import FaultClient
+
         for c in list(self.clusters):
             self._close_cluster(c)
         self.cloud.gate.faults.clear()
         try:
-            self.fault_client.clear()
+            FaultClient(self.imds_server.control_url).clear()  # teardown, not a fault
         except Exception:  # noqa: BLE001 - a stopped IMDS has no faults left
             pass

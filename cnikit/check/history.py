@@ -2,7 +2,8 @@
 
 Entry: {"index", "time" (epoch s), "mono" (monotonic s), "process", "type", "f", "value"}
   process  "client" (pods made and deleted), "nemesis" (faults), "prober", "monitor"
-  type     "invoke" / "ok" / "fail" for operations, "info" for faults and observations
+  type     "invoke" / "ok" / "fail" for operations, "info" for observations; the nemesis's
+           "start" / "end" / "info" / "fail" (one shape for every fault: cnikit.cluster.nemesis)
 Checkers judge the history (cnikit.check.checkers); nothing in it is ever changed.
 """
 

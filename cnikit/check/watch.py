@@ -1,7 +1,7 @@
 """Watching a fabric: the prober (client), the monitor, the history and the invariants.
 
-    with Watch(fabric) as watch:          # tracks every pod the fabric makes or deletes
-        watch.nemesis("unassign", {"ip": ip})
+    with Watch(fabric, cluster.history) as watch:   # tracks every pod the fabric makes or deletes
+        cluster.nemesis.unassign(ip)                # faults: cnikit.cluster.nemesis
         watch.wait_for(lambda inv: pod.name in inv.failing_pods(), timeout=1)
     watch.invariants.violations(); watch.history.dump(path)
 """
@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from cnikit.check.history import CLIENT, NEMESIS, PROBER, History
+from cnikit.check.history import CLIENT, PROBER, History
 from cnikit.check.invariants import Invariants
 from cnikit.check.monitor import Monitor
 from cnikit.check.prober import ANCHOR_PREFIX, Prober, ProbeTarget
@@ -92,10 +92,6 @@ class Watch:
         elif event == "delete":
             self.prober.remove([pod.name])
             self.history.append(CLIENT, "ok", "pod-delete", {"pod": pod.name, "ip": pod.ip})
-
-    def nemesis(self, f: str, value=None) -> dict:
-        """Record a fault (done by the caller) in the history."""
-        return self.history.info(NEMESIS, f, value)
 
     # -- results -------------------------------------------------------------------------
 

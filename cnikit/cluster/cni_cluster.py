@@ -3,7 +3,8 @@ CNI plugin.
 
     with CniCluster(nodes=3, target="hardened") as c:     # or target="my-cni.toml"
         pod = c.add_pod(0, "web-1")
-        c.kill_daemon(0, signal.SIGKILL); c.restart_daemon(0)
+        c.kill_daemon(0, signal.SIGKILL); c.restart_daemon(0)   # through c.nemesis
+        c.nemesis.imds_fault("stale", target={"mac": mac})     # every fault: c.history
         c.status(0)          # the reference daemon's own status API (built-ins only)
 
 Real parts only: moto behind the EC2 gate, the fault IMDS answering inside the VPC, the
@@ -21,6 +22,8 @@ import signal
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from cnikit.check.history import History
+from cnikit.cluster.nemesis import Nemesis
 from cnikit.daemon.server import request
 
 # Dummy credentials: botocore wants some; the gate does not check them.
@@ -53,10 +56,15 @@ class CniCluster:
         self.conflists: list[dict] = []  # per node: the rendered conflist
         self.bin_dir: Path | None = None  # node 0's CNI bin dir (every node's holds the same)
         self.state_root: Path | None = None
+        # The run's history: the nemesis records every fault here, a Watch adds the rest.
+        self.history = History()
+        self.nemesis: Nemesis | None = None
 
     def start(self) -> CniCluster:
         try:
             self._start_cloud()
+            self.nemesis = Nemesis(self.history, imds_control=self.imds.control_url,
+                                   cloud=self.cloud, daemons=self)
             self._start_nodes()
         except BaseException:
             self.close()
@@ -158,12 +166,21 @@ class CniCluster:
         """The reference daemon's private status API (a foreign build has none)."""
         return request(self.daemons[node].socket_path, {"cmd": "status"})
 
+    def instance_id(self, node: int) -> str:
+        return self.fabric.nodes[node].instance_id
+
     def kill_daemon(self, node: int, sig: int = signal.SIGKILL) -> None:
-        """Send sig to the node's daemon (SIGKILL by default) and reap it."""
-        self.daemons[node].kill(sig)
+        """Send sig to the node's daemon (SIGKILL by default): a nemesis operation."""
+        self.nemesis.kill_daemon(node, sig)
 
     def restart_daemon(self, node: int, wait: float = 60.0) -> None:
-        """Stop (if running) and start the node's daemon; its state dir is kept."""
+        """Restart the node's daemon (its state dir kept): a nemesis operation."""
+        self.nemesis.restart_daemon(node, wait)
+
+    def _kill_daemon(self, node: int, sig: int) -> None:
+        self.daemons[node].kill(sig)
+
+    def _restart_daemon(self, node: int, wait: float) -> None:
         d = self.daemons[node]
         if d.alive():
             d.stop()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, replace
 
-from cnikit.report.timeline import Span, Timeline, sorted_ips
+from cnikit.report.timeline import Span, Timeline, nemesis_fields, sorted_ips
 
 # An EC2 change this long after the symptom's first sight still counts as its cause: the
 # monitor records ownership asynchronously, the prober fails a pod within milliseconds.
@@ -268,9 +268,7 @@ def _fault_link(tl: Timeline, f: Span) -> dict:
 def _nemesis_text(e: dict) -> str:
     v = e.get("value") if isinstance(e.get("value"), dict) else {}
     parts = []
-    for k, x in v.items():
-        if x in (None, [], {}, "") or k in ("id", "duration"):
-            continue
+    for k, x in nemesis_fields(v).items():
         if isinstance(x, list):
             x = shorts(x) if all(isinstance(i, str) and i[:1].isdigit() for i in x) else ", ".join(map(str, x))
         parts.append(f"{k} {x}")
@@ -280,7 +278,7 @@ def _nemesis_text(e: dict) -> str:
 def _mentions(e: dict, ips: set[str], enis: set[str]) -> set[str]:
     v = e.get("value") if isinstance(e.get("value"), dict) else {}
     named: set[str] = set()
-    for x in v.values():
+    for x in nemesis_fields(v).values():
         for i in x if isinstance(x, list) else [x]:
             if isinstance(i, str):
                 named.add(i)
@@ -292,7 +290,7 @@ def _nemesis_actor(tl: Timeline, c: Change) -> dict | None:
     if c.call is None:
         return None
     for e in tl.nemesis:
-        if abs(e["time"] - c.call["time"]) <= NEMESIS_NEAR and c.ip in _mentions(e, {c.ip}, set()):
+        if e.get("type") in ("start", "info") and abs(e["time"] - c.call["time"]) <= NEMESIS_NEAR and c.ip in _mentions(e, {c.ip}, set()):
             return e
     return None
 
@@ -303,7 +301,7 @@ def _nemesis_on(tl: Timeline, read: dict, c: Change) -> list[dict]:
     stale = read.get("stale") or set()
     out = []
     for e in tl.nemesis:
-        if e["time"] <= read["time"] and not e.get("f", "").endswith("-end") and stale \
+        if e["time"] <= read["time"] and e.get("type") in ("start", "info") and stale \
                 and _mentions(e, stale, set()):
             out.append(e)
     return out[-2:]

@@ -368,6 +368,16 @@ def fmt(v) -> str:
     return str(v)
 
 
+def nemesis_fields(value: dict) -> dict:
+    """A nemesis entry's value as a person reads it: what it hit, then its parameters."""
+    target = value.get("target") if isinstance(value.get("target"), dict) else {}
+    fields = {k: x for k, x in target.items() if x not in (None, [], {}, "")}
+    fields.update((k, x) for k, x in value.items()
+                  if k not in ("op", "id", "target", "duration", "by") and k not in fields
+                  and x not in (None, [], {}, ""))
+    return fields
+
+
 def _fault_label(fault: dict) -> str:
     target = fault.get("target") or {}
     what = ", ".join(f"{k}={fmt(v)}" for k, v in target.items())
@@ -399,32 +409,29 @@ def _faults(history, imds_events, instances, mac_eni, eni_instance, t0, t1) -> l
             open_.pop(fault["id"]).end = ev["time"]
     imds_ids = {str((ev.get("fault") or {}).get("id")) for ev in imds_events
                 if ev.get("type") == "fault_added"}
+    # The nemesis (cnikit.cluster.nemesis): "start" lasts until the "end" with its id (or
+    # its duration, whichever is first), "info" is an instant, "fail" injected nothing.
     nemesis = [e for e in history if e.get("process") == "nemesis"]
-    # A fault with an id ends at its "<f>-end" entry (the scenario engine's convention).
-    ends: dict[tuple[str, str], float] = {}
+    ends: dict[str, float] = {}
     for e in nemesis:
-        v = e.get("value")
-        if e.get("f", "").endswith("-end") and isinstance(v, dict) and "id" in v:
-            ends.setdefault((e["f"][:-4], str(v["id"])), e["time"])
+        v = e.get("value") if isinstance(e.get("value"), dict) else {}
+        if e.get("type") == "end" and v.get("id") is not None:
+            ends.setdefault(str(v["id"]), e["time"])
     for e in nemesis:
-        f, v = e.get("f", "fault"), e.get("value")
-        v = v if isinstance(v, dict) else {}
-        fid = str(v["id"]) if "id" in v else None
-        if f.endswith("-end") or (f == "imds-fault" and fid in imds_ids):
+        if e.get("type") not in ("start", "info"):
+            continue
+        f, v = e.get("f", "fault"), e.get("value") if isinstance(e.get("value"), dict) else {}
+        fid = str(v["id"]) if v.get("id") is not None else None
+        if f == "imds-fault" and fid in imds_ids:
             continue  # drawn from the IMDS's own record
+        fields = nemesis_fields(v)
+        label = f + "".join(f" {k}={fmt(x)}" for k, x in list(fields.items())[:3])
         dur = v.get("duration")
-        label = f
-        shown = [k for k in v if k not in ("duration", "id") and v[k] not in (None, {}, [])][:3]
-        if shown:
-            label += " " + " ".join(f"{k}={fmt(v[k])}" for k in shown)
-        if fid is not None and (f, fid) in ends:
-            end, instant = ends[(f, fid)], False
-        elif isinstance(dur, (int, float)):
-            end, instant = e["time"] + dur, False
-        elif fid is not None:
-            end, instant = t1, False  # never ended: lasted the run
-        else:
+        if e.get("type") == "info":
             end, instant = e["time"], True
+        else:
+            end = min(ends.get(fid, t1), e["time"] + dur if isinstance(dur, (int, float)) else t1)
+            instant = False
         spans.append(Span(e["time"], end, label, "nemesis", v, instant=instant))
     return [s for s in spans if s.end >= t0 and s.start <= t1]
 

@@ -396,6 +396,20 @@ def up_urls(ec2: str, imds: str, control: str) -> dict[str, str]:
 def export_line(urls: dict[str, str]) -> str:
     return "export " + " ".join(f"{k}={v}" for k, v in urls.items())
 
+
+def log_nemesis(history, path: Path) -> None:
+    """Append every nemesis entry of the history to path as a JSON line, as it happens."""
+    from cnikit.check.history import NEMESIS
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    out = path.open("a", buffering=1)
+
+    def write(entry: dict) -> None:
+        if entry["process"] == NEMESIS:
+            out.write(json.dumps(entry, default=str) + "\n")
+
+    history.subscribe(write)
+
 @click.command("up")
 @runtime_option
 @click.option("--nodes", default=2, show_default=True, type=click.IntRange(1, 20))
@@ -403,7 +417,8 @@ def export_line(urls: dict[str, str]) -> str:
 @_profile_option()
 @_ec2_options
 def up_cmd(nodes, pods, profile, ec2, ec2_endpoint) -> None:
-    """A live VPC (nodes, daemons, pods) kept until Ctrl-C."""
+    """A live VPC (nodes, daemons, pods) kept until Ctrl-C. Every fault added over the
+    control URLs is a nemesis operation, logged to reports/up/RUNID/nemesis.jsonl."""
     from cnikit.runtime import require_root
     from cnikit.scenarios.engine import DEFAULT_SCALE, make_cluster
 
@@ -411,6 +426,7 @@ def up_cmd(nodes, pods, profile, ec2, ec2_endpoint) -> None:
     require_root("cnikit up")
     with _sigterm_as_interrupt():
         cluster = make_cluster(nodes, profile, DEFAULT_SCALE, {}, 1, ec2, ec2_endpoint)
+        follower = None
         try:
             with _progress("bringing the VPC up") as say:
                 say(f"starting {nodes} node(s)")
@@ -420,6 +436,9 @@ def up_cmd(nodes, pods, profile, ec2, ec2_endpoint) -> None:
                     cluster.add_pod(i % nodes, f"pod-{i + 1}")
             f = cluster.fabric
             urls = up_urls(cluster.cloud.endpoint, cluster.imds.url, cluster.imds.control_url)
+            nemesis_log = Path("reports") / "up" / f.rid / "nemesis.jsonl"
+            log_nemesis(cluster.history, nemesis_log)
+            follower = cluster.nemesis.follow()
             click.echo(f"run id   {f.rid}")
             click.echo(f"EC2      {urls['EC2']}   (EC2 API; its faults: $GATE/faults)")
             click.echo(f"GATE     {urls['GATE']}")
@@ -431,6 +450,7 @@ def up_cmd(nodes, pods, profile, ec2, ec2_endpoint) -> None:
                            f"daemon socket {cluster.daemons[n].socket_path}")
             for p in f.pods.values():
                 click.echo(f"  pod {p.name}  {p.ip}  on node {p.node.index}")
+            click.echo(f"NEMESIS  {nemesis_log}   (every fault added over these URLs)")
             click.echo(export_line(urls))
             click.echo("Ctrl-C tears everything down.")
             sys.stdout.flush()
@@ -439,6 +459,8 @@ def up_cmd(nodes, pods, profile, ec2, ec2_endpoint) -> None:
         except KeyboardInterrupt:
             click.echo("tearing down", err=True)
         finally:
+            if follower is not None:
+                follower.stop()
             cluster.close()
 
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cnikit.check.history import CLIENT, MONITOR, NEMESIS, History
+from cnikit.check.history import CLIENT, MONITOR, History
 from cnikit.errors import UsageError
 
 SCENARIO = "scenario"  # history process of the scenario's own step markers
@@ -72,7 +72,6 @@ class Scenario:
     nodes: int = 2
     env: dict[str, str] = field(default_factory=dict)
     duration: float | None = None  # default --duration (seconds of chaos), if it takes one
-    instance_type: str = "m5.large"
 
     @property
     def expected(self) -> dict[str, str | None]:
@@ -284,13 +283,14 @@ class Ctx:
     def __init__(self, cluster, watch, seed: int, profile: str, scale: float,
                  duration: float | None, on_step: Callable | None = None,
                  sampler: DaemonSampler | None = None, env: dict | None = None):
-        from fault_imds.client import FaultClient
-
         self.cluster = cluster
         self.fabric = cluster.fabric
         self.cloud = cluster.cloud
         self.gate = cluster.cloud.gate
-        self.imds = FaultClient(cluster.imds.control_url)
+        # Every fault goes through the cluster's nemesis (cnikit.cluster.nemesis): one
+        # operation and one history shape each. ctx.imds is its fault client (adds recorded).
+        self.nemesis = cluster.nemesis
+        self.imds = cluster.nemesis.imds
         self.imds_url = cluster.imds.url
         self.watch = watch
         self.history: History = watch.history
@@ -361,9 +361,6 @@ class Ctx:
         except ScenarioFailed as e:
             raise Precondition(str(e).replace("timed out", "not met", 1)) from None
 
-    def violated(self) -> bool:
-        return bool(self.watch.invariants.violations())
-
     # -- narration -------------------------------------------------------------------------
 
     def step(self, title: str, **focus) -> None:
@@ -420,33 +417,29 @@ class Ctx:
     def pods_on(self, node: int) -> list:
         return [p for p in self.pods.values() if p.node.index == node]
 
-    # -- nemesis ---------------------------------------------------------------------------
+    # -- nemesis (cnikit.cluster.nemesis: one operation, one history shape each) -------------
 
     def imds_fault(self, kind: str, target: dict | None = None, duration: float | None = None,
                    **attrs):
-        h = self.imds.add(kind, target=target, duration=duration, **attrs)
-        self.history.info(NEMESIS, "imds-fault", {"id": str(h), "kind": kind, "target": target,
-                                                   "duration": duration, **attrs})
-        return h
+        return self.nemesis.imds_fault(kind, target=target, duration=duration, **attrs)
 
     def end_imds_fault(self, handle) -> None:
-        handle.remove()
-        self.history.info(NEMESIS, "imds-fault-end", {"id": str(handle)})
+        self.nemesis.end(handle)
 
     def ec2_fault(self, kind: str, **kw) -> str:
-        fid = self.gate.faults.add(kind, **kw)
-        self.history.info(NEMESIS, "ec2-fault", {"id": fid, "kind": kind, **kw})
-        return fid
+        return self.nemesis.ec2_fault(kind, **kw)
 
     def end_ec2_fault(self, fid: str) -> None:
-        self.gate.faults.remove(fid)
-        self.history.info(NEMESIS, "ec2-fault-end", {"id": fid})
+        self.nemesis.end(fid)
+
+    def heal(self) -> None:
+        """Every IMDS and EC2 fault removed."""
+        self.nemesis.heal()
 
     def kill_daemon(self, node: int, sig: int = signal.SIGKILL) -> None:
         if self.sampler is not None:
             self.sampler.kit_down.add(node)
-        self.history.info(NEMESIS, "daemon-kill", {"node": node, "signal": int(sig)})
-        self.cluster.kill_daemon(node, sig)
+        self.nemesis.kill_daemon(node, sig)
 
     def restart_daemon(self, node: int) -> None:
         """Restart the node's daemon and wait until it is ready. Not ready in time: a
@@ -455,9 +448,8 @@ class Ctx:
 
         if self.sampler is not None:
             self.sampler.kit_down.add(node)
-        self.history.info(NEMESIS, "daemon-restart", {"node": node})
         try:
-            self.cluster.restart_daemon(node)
+            self.nemesis.restart_daemon(node)
         except DaemonNotReady as e:
             raise Liveness(f"node {node}", "the daemon did not become ready after a restart",
                            {"daemon": str(e)[:300]}) from None
@@ -466,10 +458,7 @@ class Ctx:
 
     def ec2_take(self, node: int, ips: list[str]) -> None:
         """Another tenant of the subnet takes these IPs (on `node`'s primary ENI)."""
-        eni = self.fabric.topo.instances[node].primary_eni_id
-        self.cloud.client().assign_private_ip_addresses(NetworkInterfaceId=eni,
-                                                        PrivateIpAddresses=list(ips))
-        self.history.info(NEMESIS, "ec2-assign-elsewhere", {"eni": eni, "ips": list(ips)})
+        self.nemesis.take_ips(self.fabric.topo.instances[node].primary_eni_id, list(ips))
 
     # -- the build, seen from outside, and EC2 ----------------------------------------------
 
@@ -701,15 +690,14 @@ def run_scenario(sc: Scenario, target=None, seed: int = 1, ec2: str = "moto",
                        versions=_versions())
     say(f"{sc.name} [{profile}] seed {seed}: starting {sc.nodes} node(s)")
     cluster = make_cluster(sc.nodes, tgt, scale, sc.env, seed, ec2, ec2_endpoint,
-                           sc.instance_type, runtime=runtime)
-    history = History()
+                           runtime=runtime)
+    # The cluster's history: its nemesis records every fault there, the watch the rest.
+    history = cluster.history
     watch = sampler = ctx = None
     liveness: list[dict] = []
     try:
         _start(cluster)
-        watch = Watch(cluster.fabric, leak_grace=max(5.0, 60 * scale)).start()
-        # The watch's own history (an empty History is falsy: Watch would not take ours).
-        history = watch.history
+        watch = Watch(cluster.fabric, history, leak_grace=max(5.0, 60 * scale)).start()
         sampler = DaemonSampler(cluster, history, observe=tgt.observe).start()
         ctx = Ctx(cluster, watch, seed, profile, scale, duration, on_step, sampler=sampler,
                   env=sc.env)
@@ -838,15 +826,7 @@ def _collect(result: RunResult, ctx: Ctx, cluster) -> None:
 
 
 def write_report(out_dir: str | Path, result: RunResult) -> dict:
-    """cnikit.report.write_report when it is there; report.json alone otherwise."""
-    try:
-        from cnikit.report import write_report as full
-    except ImportError:
-        full = None
-    if full is not None:
-        return full(out_dir, result)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "report.json"
-    path.write_text(json.dumps(result.to_json(), default=str, indent=1))
-    return {"json": path}
+    """report.json and report.html (cnikit.report) into out_dir."""
+    from cnikit.report import write_report as write
+
+    return write(out_dir, result)

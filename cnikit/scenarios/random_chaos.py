@@ -96,8 +96,8 @@ def restart(ctx: Ctx, node: int, timeout: float = 30.0) -> None:
         try:
             ctx.restart_daemon(node)
             return
-        except Exception as e:  # noqa: BLE001 - CrashLoopBackOff, bounded
-            ctx.history.info("nemesis", "daemon-start-failed", {"node": node, "error": str(e)[:200]})
+        except Exception as e:  # noqa: BLE001 - CrashLoopBackOff, bounded (the nemesis
+            # recorded the failed restart)
             if time.monotonic() >= end:
                 raise Liveness(f"node {node}", f"the daemon did not become ready within "
                                f"{timeout:g}s of restarts", {"last error": str(e)[:300]}) from None
@@ -124,9 +124,7 @@ def run(ctx: Ctx) -> None:
         ctx.run_for(start + op["at"] - time.monotonic())
         op["result"] = _apply(ctx, op)
         op["done_at"] = round(time.monotonic() - start, 3)
-    ctx.imds.clear()
-    ctx.gate.faults.clear()
-    ctx.history.info("nemesis", "heal", {})
+    ctx.heal()
     for n in range(NODES):
         if not ctx.cluster.daemons[n].alive():
             restart(ctx, n)

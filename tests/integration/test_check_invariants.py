@@ -12,8 +12,8 @@ import json
 import pytest
 
 from cnikit.check.invariants import judge
-from cnikit.check.nemesis import Ec2Nemesis
 from cnikit.check.watch import Watch
+from cnikit.cluster.nemesis import Nemesis
 from cnikit.fabric import ec2ops
 from tests.integration.conftest import needs_root, wait_until
 
@@ -55,7 +55,7 @@ def test_lost_ip_then_shared_ip_then_restored(mesh, fab_cloud, tmp_path):
     eni0 = fabric.topo.instances[0].primary_eni_id
     eni1 = fabric.topo.instances[1].primary_eni_id
 
-    nemesis = Ec2Nemesis(fab_cloud, watch.history)
+    nemesis = Nemesis(watch.history, cloud=fab_cloud)
 
     # 1. EC2 takes the IP back: exactly that pod fails, within a second.
     assert nemesis.unassign(victim.ip) == eni0
@@ -89,8 +89,10 @@ def test_lost_ip_then_shared_ip_then_restored(mesh, fab_cloud, tmp_path):
     # The run is judged a failure, with the evidence kept, and a replay agrees.
     faults = [e for e in watch.history.entries() if e["process"] == "nemesis"]
     assert [(e["type"], e["f"]) for e in faults] == [
-        ("invoke", "unassign"), ("ok", "unassign"), ("invoke", "assign"), ("ok", "assign"),
-        ("invoke", "assign"), ("ok", "assign")]
+        ("info", "ec2-unassign"), ("info", "ec2-assign"), ("info", "ec2-assign")]
+    assert [e["value"]["target"] for e in faults] == [
+        {"eni": eni0, "ips": [victim.ip]}, {"eni": eni1, "ips": [victim.ip], "from": None},
+        {"eni": eni0, "ips": [victim.ip], "from": eni1}]
     kinds = {v.kind for v in watch.invariants.violations()}
     assert kinds == {"unreachable", "ip-not-owned", "shared-ip"}
     assert {v.subject for v in watch.invariants.violations("unreachable")} == {victim.name}
@@ -137,7 +139,7 @@ def test_a_node_losing_all_its_pods_blames_them_not_the_fewer_healthy_ones(make_
         fabric.add_pod(1, ip, dev)
     with Watch(fabric) as watch:
         healthy_for(watch, 1)
-        nemesis = Ec2Nemesis(fab_cloud, watch.history)
+        nemesis = Nemesis(watch.history, cloud=fab_cloud)
         for pod in lost:
             nemesis.unassign(pod.ip)
         want = {p.name for p in lost}

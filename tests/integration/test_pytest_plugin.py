@@ -66,6 +66,10 @@ def test_a_clean_test_passes_and_writes_its_report(outcome):
     doc = json.loads((d / "report.json").read_text())
     assert doc["verdict"] == "holds" and doc["profile"] == "vpc-cni-1.18.4"
     assert (d / "report.html").read_text().count("IMDS served") >= 2
+    # The fixture's IMDS fault is one nemesis operation (cnikit.cluster.nemesis), start to end.
+    nemesis = [e for e in doc["history"] if e["process"] == "nemesis"]
+    assert [(e["type"], e["f"]) for e in nemesis] == [("start", "imds-fault"), ("end", "imds-fault")]
+    assert nemesis[0]["value"]["kind"] == "stale" and "mac" in nemesis[0]["value"]["target"]
 
 
 def test_a_broken_pod_fails_the_test_with_the_statement_and_report(outcome):
@@ -78,6 +82,11 @@ def test_a_broken_pod_fails_the_test_with_the_statement_and_report(outcome):
     assert "cnikit invariants violated:" in out
     statement = next(line for line in out.splitlines() if line.startswith(f"  - pod {name} ("))
     assert f"pod {name} ({ip}) lost connectivity at t=+" in statement
+    [d] = [p for p in reports.iterdir() if p.name.endswith("test_breaks")]
+    doc = json.loads((d / "report.json").read_text())
+    taken = [e for e in doc["history"] if e["process"] == "nemesis"]
+    assert [(e["type"], e["f"], e["value"]["target"]["ips"]) for e in taken] == [
+        ("info", "ec2-unassign", [ip])]
     assert f"because IP {ip} was released by ENI eni-" in statement
     assert "UnassignPrivateIpAddresses" in statement
     path = next(line.split("report: ", 1)[1] for line in out.splitlines() if "report: " in line)

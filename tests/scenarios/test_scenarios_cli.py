@@ -163,6 +163,23 @@ def test_up_prints_base_urls_and_an_export_line_that_work(tmp_path):
         r = subprocess.run(fault_imds, capture_output=True, text=True, timeout=30,
                            env={**os.environ, **env})
         assert r.returncode == 0, r.stderr
+        # A fault added over $CONTROL is a nemesis operation in the log `cnikit up` names.
+        from tests.waiting import wait_for
+
+        (log_line,) = [ln for ln in lines if ln.startswith("NEMESIS ")]
+        log = tmp_path / log_line.split()[1]
+        req = urllib.request.Request(env["CONTROL"] + "/faults", method="POST",
+                                     data=json.dumps({"kind": "error", "status": 503}).encode())
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            fid = json.loads(resp.read())["id"]
+
+        def logged():
+            text = log.read_text() if log.exists() else ""
+            return [json.loads(x) for x in text.splitlines() if x.strip()]
+
+        (entry,) = wait_for(logged, 10, "the fault in the nemesis log")
+        assert (entry["type"], entry["f"], entry["value"]["id"]) == ("start", "imds-fault", fid)
+        assert entry["value"]["via"] == "control-api" and entry["value"]["kind"] == "error"
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)

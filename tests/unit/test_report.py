@@ -37,7 +37,10 @@ def story() -> dict:
     at(0.7, "client", "ok", "pod-add", {"pod": "p2", "node": 0, "instance_id": I1, "ip": "10.0.1.13"})
     at(1, "monitor", "info", "daemon-view", {"instance_id": I1, "ips": ["10.0.1.11", "10.0.1.12",
                                                                          "10.0.1.13", "10.0.1.14"]})
-    at(2, "nemesis", "info", "imds-stale", {"eni_id": ENI, "duration": 12})
+    # The nemesis's shape (cnikit.cluster.nemesis); the IMDS's own record of it is another id.
+    at(2, "nemesis", "start", "imds-fault", {"op": "imds-fault", "id": "n1",
+                                             "target": {"eni_id": ENI}, "kind": "stale",
+                                             "duration": 12})
     at(5, "monitor", "info", "ownership", {"version": 2, "full": False,
                                            "set": {"10.0.1.15": [I1, ENI, False]}, "unset": [],
                                            "prefixes_set": {}, "prefixes_unset": []})
@@ -126,7 +129,7 @@ def test_report_html_is_self_contained_and_draws_every_lane(tmp_path):
     assert "eni-0aaa" in text and "eni-0bbb" in text
     assert text.count("IMDS served") >= 2 and text.count("daemon datastore") >= 2
     assert "p0  10.0.1.11" in text and "p1  10.0.1.12" in text
-    assert "IMDS stale (eni_id=eni-0aaa)" in text and "imds-stale" in text
+    assert "IMDS stale (eni_id=eni-0aaa)" in text and "imds-fault eni_id=eni-0aaa kind=stale" in text
     marks = [a for t, a in p.tags if t == "g" and a.get("class") == "vmark"]
     assert len(marks) == 2
     # The stale IMDS lists .12 (gone from EC2) and misses .15: drawn as a difference.
@@ -186,9 +189,12 @@ def test_a_scenario_run_result_is_reported_with_its_steps_faults_and_devices(tmp
     r = story()
     h = r["history"]
     h.append("scenario", "info", "step", {"t": 0.1, "title": "IMDS stops following"}, at=T0 + 2.1)
-    h.append("nemesis", "info", "ec2-fault", {"id": "g1", "kind": "throttle"}, at=T0 + 3)
-    h.append("nemesis", "info", "ec2-fault-end", {"id": "g1"}, at=T0 + 4)
-    h.append("nemesis", "info", "imds-fault", {"id": "f1", "kind": "stale"}, at=T0 + 2)
+    h.append("nemesis", "start", "ec2-fault", {"op": "ec2-fault", "id": "g1", "target": {},
+                                               "kind": "throttle"}, at=T0 + 3)
+    h.append("nemesis", "end", "ec2-fault", {"op": "ec2-fault", "id": "g1", "target": {}},
+             at=T0 + 4)
+    h.append("nemesis", "start", "imds-fault", {"op": "imds-fault", "id": "f1", "target": {},
+                                                "kind": "stale"}, at=T0 + 2)
     result = RunResult("imds-stale-equal-length", "upstream 3019", "vpc-cni-1.18.3", 7, "violation",
                        "violation", 16.5, T0, history=h.entries(),
                        imds_events=r["imds_events"] + [{"error": "IMDS gone"}], audit=r["audit"],

@@ -100,7 +100,9 @@ def test_the_reference_daemons_decisions_are_in_the_chain():
 
 def test_an_ec2_call_made_by_the_scenario_is_blamed_on_the_scenario():
     r = story()
-    r["history"].append("nemesis", "info", "ec2-unassign", {"eni": ENI, "ips": ["10.0.1.12"]},
+    r["history"].append("nemesis", "info", "ec2-unassign",
+                        {"op": "ec2-unassign", "id": None,
+                         "target": {"eni": ENI, "ips": ["10.0.1.12"]}},
                         at=T0 + 9.96, mono=9.96)
     doc, _ = build(r)
     links = _p1_lost(doc)["chain"]

@@ -23,7 +23,8 @@ def busy_story() -> dict:
                      (9.953, "more warm IPs"), (9.97, "release; IMDS catches up")):
         h.append("scenario", "info", "step", {"title": title}, at=T0 + t, mono=t)
     h.append("nemesis", "info", "ec2-assign-elsewhere",
-             {"eni": ENI2, "ips": ["10.0.1.16", "10.0.1.17", "10.0.1.18", "10.0.1.19"]},
+             {"op": "ec2-assign-elsewhere", "id": None,
+              "target": {"eni": ENI2, "ips": ["10.0.1.16", "10.0.1.17", "10.0.1.18", "10.0.1.19"]}},
              at=T0 + 4.5, mono=4.5)
     r["nodes"] = [{"index": 0, "name": "node-a", "instance_id": I1,
                    "enis": [{"eni_id": ENI, "device_index": 0}, {"eni_id": ENI2, "device_index": 1}]}]

@@ -1,0 +1,363 @@
+"""The nemesis (Jepsen's word): every fault the kit injects, one operation each, in one shape
+in the history, whoever asks for it (a scenario through Ctx, random-chaos, the pytest
+fixtures, `cnikit up`).
+
+    n = cluster.nemesis                             # CniCluster's; the kit's for shared parts
+    f = n.imds_fault("stale", target={"mac": mac}, duration=5)     # -> the IMDS fault's id
+    n.end(f)                                        # or f.remove(), or `with f:`
+    g = n.ec2_fault("throttle", action="AssignPrivateIpAddresses", probability=0.5); n.end(g)
+    n.kill_daemon(0); n.restart_daemon(0)           # the daemon is down from kill to restart
+    n.take_ips(eni, ips)                            # another tenant of the subnet takes addresses
+    n.unassign(ip); n.assign(ip, eni, allow_reassignment=True)    # EC2 moves a pod's address
+    n.heal()                                        # every fault ends
+
+History entries (cnikit.check.history), process "nemesis", f the operation:
+    type "start"  a fault in effect until the entry of type "end" with the same value.id,
+                  or for value.duration seconds
+    type "end"    that fault ended (removed, expired early, the daemon restarted, healed)
+    type "info"   an instant act (addresses taken or moved)
+    type "fail"   the act failed (value.error): nothing was injected
+    value         {"op": f, "id": ..., "target": {what it hits}, ...the fault's parameters}
+Operations: imds-fault, ec2-fault, daemon-kill, daemon-restart, ec2-assign-elsewhere,
+ec2-unassign, ec2-assign, heal. The checkers never read the nemesis: they judge what the
+clients and the prober observed against EC2's truth; the report draws it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+from cnikit.check.history import NEMESIS, History
+from fault_imds.client import FaultClient, FaultHandle
+
+START, END, INFO, FAIL = "start", "end", "info", "fail"
+
+
+class Nemesis:
+    """The faults one history (or several: a kit's clusters share a cloud and an IMDS) sees.
+
+    `history`: a History, or a callable returning the histories to record into now.
+    `imds_control`: the fault IMDS's control URL; `cloud`: the Cloud (its gate's faults, an
+    EC2 client); `daemons`: an object with _kill_daemon/_restart_daemon(node) and
+    instance_id(node) (CniCluster). Each part is optional: an act on a missing one raises.
+    """
+
+    def __init__(self, history: History | Callable[[], Iterable[History]], *,
+                 imds_control: str | None = None, cloud=None, daemons=None):
+        self._histories = history if callable(history) else (lambda: [history])
+        self.imds = NemesisFaultClient(self, imds_control) if imds_control else None
+        self.ec2 = Ec2Faults(self, cloud.gate.faults) if cloud is not None else None
+        self.cloud = cloud
+        self.daemons = daemons
+        self._lock = threading.Lock()
+        # id -> (its start entry's value, its times, monotonic expiry or None)
+        self._open: dict[str, tuple[dict, dict, float | None]] = {}
+        self._down: dict[int, tuple[str, str]] = {}  # node -> (op, id) of its open down time
+        self._seq = itertools.count(1)
+
+    # -- recording -----------------------------------------------------------------------
+
+    def record(self, type_: str, op: str, target: dict | None = None, *, id: str | None = None,
+               **params) -> dict:
+        """One nemesis entry in every history; a start is remembered until its end."""
+        value = {"op": op, "id": id, "target": dict(target or {}),
+                 **{k: v for k, v in params.items() if v is not None}}
+        entries = [h.info(NEMESIS, op, value) if type_ == INFO else
+                   h.append(NEMESIS, type_, op, value) for h in self._histories()]
+        with self._lock:
+            if type_ == START and id is not None:
+                now = time.monotonic()
+                e = entries[0] if entries else {"time": time.time(), "mono": now}
+                duration = params.get("duration")
+                expires = now + duration if isinstance(duration, (int, float)) else None
+                self._open[id] = (value, {"at": e["time"], "mono": e["mono"]}, expires)
+            elif type_ == END:
+                self._open.pop(id, None)
+        return value
+
+    def _live(self) -> list[tuple[dict, dict, float | None]]:
+        """The faults begun and not ended (ones whose duration passed are dropped)."""
+        now = time.monotonic()
+        with self._lock:
+            for fid in [f for f, (_, _, exp) in self._open.items() if exp is not None
+                        and exp <= now]:
+                del self._open[fid]
+            return list(self._open.values())
+
+    def attach(self, history: History) -> None:
+        """A history that starts now (a cluster made later) gets the faults in effect."""
+        for value, times, _ in self._live():
+            history.append(NEMESIS, START, value["op"], value, **times)
+
+    def in_effect(self) -> list[dict]:
+        """The start values of the faults the nemesis began and has not ended."""
+        return [v for v, _, _ in self._live()]
+
+    def _act(self, op: str, target: dict, fn: Callable, **params):
+        """Run the act; record it as failed (and re-raise) when it raises."""
+        try:
+            return fn()
+        except Exception as e:
+            self.record(FAIL, op, target, error=f"{type(e).__name__}: {e}"[:300], **params)
+            raise
+
+    # -- IMDS and EC2 faults -------------------------------------------------------------
+
+    def imds_fault(self, kind: str, target: dict | None = None, duration: float | None = None,
+                   **attrs) -> FaultHandle:
+        """A fault of the IMDS (fault_imds kinds); returns its handle (an id)."""
+        if self.imds is None:
+            raise ValueError("this nemesis has no fault IMDS")
+        return self.imds.add(kind, target=target, duration=duration, **attrs)
+
+    def ec2_fault(self, kind: str, **attrs) -> str:
+        """A fault of the EC2 API at the gate (cnikit.cloud.faults kinds); its id."""
+        if self.ec2 is None:
+            raise ValueError("this nemesis has no EC2 gate")
+        return self.ec2.add(kind, **attrs)
+
+    def end(self, fault) -> bool:
+        """End an IMDS or EC2 fault by its handle or id; False if it was already gone."""
+        fid = str(fault)
+        if self.ec2 is not None and fid.startswith("ec2f-"):
+            return self.ec2.remove(fid)
+        if self.imds is None:
+            raise ValueError(f"no fault {fid!r} to end")
+        return self.imds.remove(fid)
+
+    def heal(self) -> None:
+        """Every IMDS and EC2 fault removed (daemons are restarted by their owner)."""
+        if self.imds is not None:
+            self.imds.clear()
+        if self.ec2 is not None:
+            self.ec2.clear()
+        self.record(INFO, "heal")
+
+    # -- daemons -------------------------------------------------------------------------
+
+    def _node(self, node: int) -> dict:
+        if self.daemons is None:
+            raise ValueError("this nemesis has no daemons")
+        return {"node": node, "instance_id": self.daemons.instance_id(node)}
+
+    def kill_daemon(self, node: int, sig: int = signal.SIGKILL) -> None:
+        """Send sig to the node's daemon: it is down until restart_daemon(node)."""
+        target = self._node(node)
+        self._act("daemon-kill", target, lambda: self.daemons._kill_daemon(node, sig),
+                  signal=int(sig))
+        with self._lock:
+            if node in self._down:  # killed again while down: one down time
+                return
+            fid = f"kill-{node}-{next(self._seq)}"
+            self._down[node] = ("daemon-kill", fid)
+        self.record(START, "daemon-kill", target, id=fid, signal=int(sig))
+
+    def restart_daemon(self, node: int, wait: float = 60.0) -> None:
+        """Restart the node's daemon and wait until it is ready: the end of its kill, or for
+        a running daemon a daemon-restart from stop to ready. A restart that fails (raises)
+        leaves the daemon down until one succeeds."""
+        target = self._node(node)
+        with self._lock:
+            down = self._down.get(node)
+            if down is None:
+                down = self._down[node] = ("daemon-restart", f"restart-{node}-{next(self._seq)}")
+                fresh = True
+            else:
+                fresh = False
+        if fresh:
+            self.record(START, down[0], target, id=down[1])
+        self._act("daemon-restart", target, lambda: self.daemons._restart_daemon(node, wait))
+        with self._lock:
+            self._down.pop(node, None)
+        self.record(END, down[0], target, id=down[1], by="restart")
+
+    # -- faults others add over the control APIs ---------------------------------------------
+
+    def follow(self, interval: float = 0.25) -> Follower:
+        """Record faults added and removed over the control APIs (`$CONTROL/faults`,
+        `$GATE/faults`) as nemesis operations with via="control-api", until .stop(). For a
+        cluster whose faults come from outside (`cnikit up`)."""
+        return Follower(self, interval).start()
+
+    # -- EC2 acts (another tenant, an operator, a buggy daemon elsewhere) ------------------
+
+    def _client(self):
+        if self.cloud is None:
+            raise ValueError("this nemesis has no EC2")
+        return self.cloud.client()
+
+    def _holder(self, ip: str) -> str | None:
+        owner = self.cloud.gate.owners().ips.get(ip)
+        return owner.eni_id if owner else None
+
+    def take_ips(self, eni: str, ips: list[str]) -> None:
+        """Another tenant of the subnet takes these addresses (assigned to `eni` in EC2)."""
+        target = {"eni": eni, "ips": list(ips)}
+        self._act("ec2-assign-elsewhere", target, lambda: self._client()
+                  .assign_private_ip_addresses(NetworkInterfaceId=eni,
+                                               PrivateIpAddresses=list(ips)))
+        self.record(INFO, "ec2-assign-elsewhere", target)
+
+    def unassign(self, ip: str) -> str:
+        """UnassignPrivateIpAddresses of ip from whichever ENI holds it; returns that ENI."""
+        eni = self._holder(ip)
+        target = {"eni": eni, "ips": [ip]}
+
+        def act():
+            if eni is None:
+                raise ValueError(f"{ip} is not assigned to any ENI")
+            self._client().unassign_private_ip_addresses(NetworkInterfaceId=eni,
+                                                         PrivateIpAddresses=[ip])
+
+        self._act("ec2-unassign", target, act)
+        self.record(INFO, "ec2-unassign", target)
+        return eni
+
+    def assign(self, ip: str, eni: str, allow_reassignment: bool = False) -> None:
+        """AssignPrivateIpAddresses of ip to eni (moving it from its holder if allowed)."""
+        target = {"eni": eni, "ips": [ip], "from": self._holder(ip)}
+        self._act("ec2-assign", target, lambda: self._client().assign_private_ip_addresses(
+            NetworkInterfaceId=eni, PrivateIpAddresses=[ip],
+            AllowReassignment=allow_reassignment), allow_reassignment=allow_reassignment)
+        self.record(INFO, "ec2-assign", target, allow_reassignment=allow_reassignment)
+
+    def reassign(self, ip: str, eni: str) -> None:
+        self.assign(ip, eni, allow_reassignment=True)
+
+
+class NemesisFaultClient(FaultClient):
+    """The fault IMDS's client whose adds and removes are the nemesis's operations: what the
+    `imds` fixture and Ctx.imds hand out (every shortcut, stale() to drop(), goes through add)."""
+
+    def __init__(self, nemesis: Nemesis, control_url: str):
+        super().__init__(control_url)
+        self.nemesis = nemesis
+
+    def add(self, kind: str, target: dict | None = None, duration: float | None = None,
+            **attrs) -> FaultHandle:
+        params = {"kind": kind, "duration": duration, **attrs}
+        h = self.nemesis._act("imds-fault", dict(target or {}),
+                              lambda: super(NemesisFaultClient, self).add(
+                                  kind, target=target, duration=duration, **attrs), **params)
+        self.nemesis.record(START, "imds-fault", dict(target or {}), id=str(h), **params)
+        return h
+
+    def remove(self, fid: str) -> bool:
+        found = super().remove(fid)
+        self._ended(str(fid))
+        return found
+
+    def clear(self) -> list[str]:
+        removed = super().clear()
+        for fid in removed:
+            self._ended(str(fid))
+        return removed
+
+    def _ended(self, fid: str) -> None:
+        started = next((v for v in self.nemesis.in_effect() if v["id"] == fid), None)
+        if started is not None:
+            self.nemesis.record(END, "imds-fault", started["target"], id=fid)
+
+
+class Ec2Faults:
+    """The gate's faults (cnikit.cloud.faults.FaultSet) with adds and removes recorded: what
+    the `cloud` fixture's .faults and Ctx.ec2 hand out."""
+
+    def __init__(self, nemesis: Nemesis, faults):
+        self.nemesis, self.faults = nemesis, faults
+
+    def add(self, kind: str, **attrs) -> str:
+        target = {"action": attrs["action"]} if attrs.get("action") else {}
+        params = {k: v for k, v in attrs.items() if k != "action"}
+        fid = self.nemesis._act("ec2-fault", target, lambda: self.faults.add(kind, **attrs),
+                                kind=kind, **params)
+        self.nemesis.record(START, "ec2-fault", target, id=fid, kind=kind, **params)
+        return fid
+
+    def remove(self, fid: str) -> bool:
+        found = self.faults.remove(fid)
+        started = next((v for v in self.nemesis.in_effect() if v["id"] == fid), None)
+        if started is not None:
+            self.nemesis.record(END, "ec2-fault", started["target"], id=fid)
+        return found
+
+    def clear(self) -> None:
+        self.faults.clear()
+        for v in self.nemesis.in_effect():
+            if v["op"] == "ec2-fault":
+                self.nemesis.record(END, "ec2-fault", v["target"], id=v["id"])
+
+    def list(self) -> list[dict]:
+        return self.faults.list()
+
+
+class Follower:
+    """Turns the fault IMDS's events and the gate's fault list into nemesis entries."""
+
+    KEPT_OUT = ("id", "kind", "target", "duration", "created", "expires", "action")
+
+    def __init__(self, nemesis: Nemesis, interval: float):
+        self.n, self.interval = nemesis, interval
+        self._stop = threading.Event()
+        self._imds_seq = 0
+        self._ec2: dict[str, dict] = {}  # id -> target, the gate's faults seen
+        self._followed: set[str] = set()  # ids this follower recorded (not the nemesis's own)
+        self._thread = threading.Thread(target=self._loop, name="nemesis-follower", daemon=True)
+
+    def start(self) -> Follower:
+        if self.n.imds is not None:  # only what is added from now on
+            self._imds_seq = max((e["seq"] for e in FaultClient.events(self.n.imds, 0)),
+                                 default=0)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=self.interval + 15)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.poll()
+            except Exception:  # noqa: BLE001 - a part going down at teardown; try again
+                self._stop.wait(self.interval)
+
+    def poll(self) -> None:
+        """One round: the IMDS's events since the last (waiting up to interval for one),
+        then the gate's list."""
+        mine = {v["id"] for v in self.n.in_effect()} - self._followed
+        if self.n.imds is not None:
+            for ev in FaultClient.events(self.n.imds, self._imds_seq, wait=self.interval):
+                self._imds_seq = max(self._imds_seq, ev["seq"])
+                fault = ev.get("fault") or {}
+                fid = str(fault.get("id"))
+                if fid in mine:
+                    continue
+                if ev.get("type") == "fault_added":
+                    self._followed.add(fid)
+                    self.n.record(START, "imds-fault", fault.get("target") or {}, id=fid,
+                                  via="control-api", **self._params(fault))
+                elif ev.get("type") in ("fault_removed", "fault_expired"):
+                    self.n.record(END, "imds-fault", fault.get("target") or {}, id=fid,
+                                  by=ev["type"].removeprefix("fault_"))
+        else:
+            self._stop.wait(self.interval)
+        if self.n.ec2 is not None:
+            now = {f["id"]: f for f in self.n.ec2.faults.list() if f["id"] not in mine}
+            for fid, f in now.items():
+                if fid not in self._ec2:
+                    target = {"action": f["action"]} if f.get("action") else {}
+                    self._ec2[fid] = target
+                    self._followed.add(fid)
+                    self.n.record(START, "ec2-fault", target, id=fid, via="control-api",
+                                  **self._params(f))
+            for fid in [f for f in self._ec2 if f not in now]:
+                self.n.record(END, "ec2-fault", self._ec2.pop(fid), id=fid)
+
+    def _params(self, fault: dict) -> dict:
+        return {"kind": fault.get("kind"), "duration": fault.get("duration"),
+                **{k: v for k, v in fault.items() if k not in self.KEPT_OUT}}

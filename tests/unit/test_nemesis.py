@@ -1,0 +1,186 @@
+"""The nemesis (cnikit.cluster.nemesis): every fault the kit injects is one operation in one
+history shape, and the report draws each one. Real parts: moto behind the gate and the
+fault IMDS following it; the daemons are a stand-in that counts calls (a real daemon needs
+root and namespaces: tests/integration/test_daemon_cluster.py kills and restarts those)."""
+
+from __future__ import annotations
+
+import pytest
+
+from cnikit.check.history import History
+from cnikit.cluster.nemesis import Nemesis
+from cnikit.errors import UsageError
+from fault_imds.client import FaultClient, FaultError
+from fault_imds.server import ImdsServer
+from tests.unit.imds_support import MACS, Imds
+from tests.waiting import wait_for
+
+SHAPE = {"op", "id", "target"}
+
+
+class Daemons:
+    """Counts kills and restarts; a restart raises while `broken`."""
+
+    def __init__(self, instance_ids):
+        self.ids, self.calls, self.broken = instance_ids, [], False
+
+    def instance_id(self, node):
+        return self.ids[node]
+
+    def _kill_daemon(self, node, sig):
+        self.calls.append(("kill", node, sig))
+
+    def _restart_daemon(self, node, wait):
+        if self.broken:
+            raise OSError("the daemon did not start")
+        self.calls.append(("restart", node))
+
+
+@pytest.fixture(scope="module")
+def parts(gate_cloud):
+    imds = ImdsServer(ec2_endpoint=gate_cloud.endpoint).start()
+    yield gate_cloud, imds
+    imds.stop()
+
+
+@pytest.fixture
+def nemesis(parts, gate_new_vpc):
+    cloud, imds = parts
+    topo = gate_new_vpc(cloud, nodes=2)
+    for inst in topo.instances:  # the IMDS follows EC2 a moment later
+        wait_for(lambda i=inst: i.mac in (Imds(imds.url, i.instance_id).text(MACS) or ""),
+                 10, f"the IMDS to serve {inst.instance_id}")
+    h = History()
+    daemons = Daemons([i.instance_id for i in topo.instances])
+    n = Nemesis(h, imds_control=imds.control_url, cloud=cloud, daemons=daemons)
+    yield n, h, topo, daemons
+    n.heal()
+
+
+def ops(h: History) -> list[tuple[str, str]]:
+    return [(e["type"], e["f"]) for e in h.entries() if e["process"] == "nemesis"]
+
+
+def test_every_kind_of_fault_is_one_operation_in_one_shape(nemesis):
+    n, h, topo, daemons = nemesis
+    inst = topo.instances[0]
+    with n.imds.stale(mac=inst.mac):  # a shortcut of the fault client, removed on exit
+        pass
+    g = n.ec2_fault("throttle", action="AssignPrivateIpAddresses", probability=0.5)
+    assert any(f["id"] == g for f in n.ec2.list())
+    n.end(g)
+    n.kill_daemon(1)
+    n.restart_daemon(1)
+    n.restart_daemon(0)  # a running daemon: down from stop to ready
+    n.take_ips(inst.primary_eni_id, [f"{topo.subnet_cidr.rsplit('.', 1)[0]}.200"])
+    n.unassign(f"{topo.subnet_cidr.rsplit('.', 1)[0]}.200")
+    assert ops(h) == [
+        ("start", "imds-fault"), ("end", "imds-fault"),
+        ("start", "ec2-fault"), ("end", "ec2-fault"),
+        ("start", "daemon-kill"), ("end", "daemon-kill"),
+        ("start", "daemon-restart"), ("end", "daemon-restart"),
+        ("info", "ec2-assign-elsewhere"), ("info", "ec2-unassign")]
+    entries = [e for e in h.entries() if e["process"] == "nemesis"]
+    assert all(SHAPE <= set(e["value"]) and e["value"]["op"] == e["f"] for e in entries)
+    # A start and its end share one id; what it hit is its target.
+    assert entries[0]["value"]["id"] == entries[1]["value"]["id"]
+    assert entries[0]["value"]["target"] == {"mac": inst.mac}
+    assert entries[0]["value"]["kind"] == "stale"
+    assert entries[2]["value"]["target"] == {"action": "AssignPrivateIpAddresses"}
+    assert entries[4]["value"]["target"] == {"node": 1, "instance_id": topo.instances[1].instance_id}
+    assert entries[5]["value"]["id"] == entries[4]["value"]["id"]
+    assert entries[9]["value"]["target"]["eni"] == inst.primary_eni_id
+    assert daemons.calls == [("kill", 1, 9), ("restart", 1), ("restart", 0)]
+    assert n.in_effect() == []
+
+
+def test_a_failed_act_is_recorded_and_nothing_stays_in_effect(nemesis):
+    n, h, _, daemons = nemesis
+    with pytest.raises(FaultError, match="no-such-kind"):
+        n.imds_fault("no-such-kind")
+    with pytest.raises(UsageError, match="no-such-kind"):
+        n.ec2_fault("no-such-kind")
+    n.kill_daemon(0)
+    daemons.broken = True
+    with pytest.raises(OSError):
+        n.restart_daemon(0)
+    daemons.broken = False
+    n.restart_daemon(0)  # the kill ends only now
+    assert ops(h) == [("fail", "imds-fault"), ("fail", "ec2-fault"), ("start", "daemon-kill"),
+                      ("fail", "daemon-restart"), ("end", "daemon-kill")]
+    assert "error" in h.entries()[0]["value"] and n.in_effect() == []
+
+
+def test_heal_ends_every_fault_and_a_later_history_sees_those_in_effect(nemesis):
+    n, h, topo, _ = nemesis
+    n.imds_fault("error", target={"path": "*/ami-id"}, status=503)
+    n.ec2_fault("latency", ms=5)
+    late = History()
+    n.attach(late)
+    assert [(e["type"], e["f"]) for e in late.entries()] == [("start", "imds-fault"),
+                                                             ("start", "ec2-fault")]
+    n.heal()
+    assert ops(h)[-3:] in ([("end", "imds-fault"), ("end", "ec2-fault"), ("info", "heal")],)
+    assert n.in_effect() == [] and n.imds.list() == [] and n.ec2.list() == []
+
+
+def test_the_report_draws_every_nemesis_operation(nemesis):
+    from cnikit.report import build
+
+    n, h, topo, _ = nemesis
+    inst = topo.instances[0]
+    g = n.ec2_fault("throttle", probability=0.5)
+    n.kill_daemon(0)
+    n.take_ips(inst.primary_eni_id, [f"{topo.subnet_cidr.rsplit('.', 1)[0]}.201"])
+    n.restart_daemon(0)
+    n.end(g)
+    f = n.imds_fault("missing", target={"mac": inst.mac}, duration=30)
+    n.end(f)
+    result = {"scenario": "t", "profile": "hardened", "seed": 1, "verdict": "holds",
+              "seconds": 1.0, "violations": [], "warnings": [], "history": h.entries(),
+              "imds_events": [], "audit": []}
+    _, tl = build(result)
+    drawn = {(s.label.split()[0], s.instant) for s in tl.faults if s.source == "nemesis"}
+    assert drawn == {("ec2-fault", False), ("daemon-kill", False),
+                     ("ec2-assign-elsewhere", True), ("imds-fault", False)}
+    spans = {s.label.split()[0]: s for s in tl.faults}
+    kill = [e for e in h.entries() if e["f"] == "daemon-kill"]
+    assert spans["daemon-kill"].end == kill[1]["time"]  # ends at the restart
+    missing = [e for e in h.entries() if e["f"] == "imds-fault"]
+    assert spans["imds-fault"].end == missing[1]["time"]  # removed before its 30 s
+    assert "kind=missing" in spans["imds-fault"].label and inst.mac in spans["imds-fault"].label
+
+
+def test_faults_added_over_the_control_apis_are_followed(nemesis, parts):
+    """`cnikit up`'s case: someone else adds faults over HTTP; the follower records them."""
+    import json
+    import urllib.request
+
+    from cnikit.cloud.gate import CONTROL
+
+    n, h, _, _ = nemesis
+    cloud, imds = parts
+    follower = n.follow(interval=0.05)
+    try:
+        outside = FaultClient(imds.control_url)  # not the nemesis's client
+        fid = outside.add("latency", target={"path": "*/ami-id"}, ms=1)
+        body = json.dumps({"kind": "throttle", "action": "CreateNetworkInterface"}).encode()
+        req = urllib.request.Request(cloud.endpoint.rstrip("/") + CONTROL.rstrip("/") + "/faults",
+                                     data=body, method="POST")
+        with urllib.request.urlopen(req, timeout=5) as r:
+            gid = json.loads(r.read())["id"]
+        wait_for(lambda: len(ops(h)) == 2, 10, "both faults followed")
+        outside.remove(fid)
+        cloud.gate.faults.remove(gid)
+        wait_for(lambda: len(ops(h)) == 4, 10, "both ends followed")
+    finally:
+        follower.stop()
+    entries = [e for e in h.entries() if e["process"] == "nemesis"]
+    assert sorted((e["type"], e["f"], e["value"]["id"]) for e in entries) == sorted([
+        ("start", "imds-fault", fid), ("end", "imds-fault", fid),
+        ("start", "ec2-fault", gid), ("end", "ec2-fault", gid)])
+    started = {e["f"]: e["value"] for e in entries if e["type"] == "start"}
+    assert started["imds-fault"]["target"] == {"path": "*/ami-id"}
+    assert started["imds-fault"]["kind"] == "latency" and started["imds-fault"]["ms"] == 1
+    assert started["ec2-fault"]["target"] == {"action": "CreateNetworkInterface"}
+    assert all(v["via"] == "control-api" for v in started.values())
