@@ -9,7 +9,7 @@
 See docs/architecture.md for the contract; gate.py for how the gate works.
 """
 
-from cnikit.cloud.cloud import Cloud, InstanceInfo, Topology
+from cnikit.cloud.cloud import Cloud, Instance, Topology
 from cnikit.cloud.ownership import EniInfo, Owner, OwnershipSnapshot
 
-__all__ = ["Cloud", "EniInfo", "InstanceInfo", "Owner", "OwnershipSnapshot", "Topology"]
+__all__ = ["Cloud", "EniInfo", "Instance", "Owner", "OwnershipSnapshot", "Topology"]

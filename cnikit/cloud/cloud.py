@@ -23,7 +23,9 @@ DEFAULT_AMI = "ami-12c6146b"
 
 
 @dataclass(frozen=True)
-class InstanceInfo:
+class Instance:
+    """A node's instance as the kit launched it (the daemon reads its own view of one)."""
+
     instance_id: str
     instance_type: str
     primary_eni_id: str
@@ -40,7 +42,7 @@ class Topology:
     subnet_id: str
     subnet_cidr: str
     az: str
-    instances: list[InstanceInfo] = field(default_factory=list)
+    instances: list[Instance] = field(default_factory=list)
 
 
 def _reach(upstream: str, probe: str, deadline_s: float) -> None:
@@ -133,7 +135,7 @@ class Cloud:
                     {"Name": "attachment.instance-id", "Values": [iid]},
                     {"Name": "attachment.device-index", "Values": ["0"]},
                 ])["NetworkInterfaces"][0]
-                instances.append(InstanceInfo(iid, instance_type, eni["NetworkInterfaceId"],
+                instances.append(Instance(iid, instance_type, eni["NetworkInterfaceId"],
                                               eni["PrivateIpAddress"], eni["MacAddress"], az,
                                               subnet_id))
         return Topology(vpc_id, vpc_cidr, subnet_id, subnet_cidr, az, instances)

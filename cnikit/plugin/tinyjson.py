@@ -13,7 +13,6 @@ class _Ctx:
     object_pairs_hook = None
     parse_float = float
     parse_int = int
-    memo: dict = {}
 
     @staticmethod
     def parse_constant(name):
