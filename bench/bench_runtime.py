@@ -50,9 +50,9 @@ def main() -> int:
         print(json.dumps({**out, "skipped": reason}))
         return 0
 
+    from cnikit.cluster import CniCluster
     from cnikit.containers import image
     from cnikit.containers.noderuntime import make_daemon
-    from cnikit.cluster import CniCluster
 
     t = time.monotonic()
     built = not Podman().image_exists(image.image_ref())
@@ -82,7 +82,6 @@ def main() -> int:
                 stops[rt].append(time.monotonic() - t0)
                 log(f"round {i + 1}/{rounds} {rt}: ready in {times[rt][-1]:.3f}s, "
                     f"stopped in {stops[rt][-1]:.3f}s")
-        node.daemon = base
         base.start(wait=60)
     out["start_to_ready"] = {rt: summary(xs) for rt, xs in times.items()}
     out["stop"] = {rt: summary(xs) for rt, xs in stops.items()}

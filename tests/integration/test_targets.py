@@ -179,10 +179,10 @@ def _pgid(pid: int) -> int | None:
 # ---- the reference daemon's image in podman ----------------------------------------------
 
 def test_the_reference_daemon_image_as_a_target_in_podman(tmp_path):
+    from cnikit.cluster import CniCluster
     from cnikit.containers.image import ensure_image
     from cnikit.containers.noderuntime import ContainerDaemon
     from cnikit.containers.podman import LABEL_RUN, Podman
-    from cnikit.cluster import CniCluster
 
     if Podman.available() is not None:
         pytest.skip(Podman.available())

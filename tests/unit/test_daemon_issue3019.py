@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from cnikit.daemon import profiles
 from cnikit.cluster import ec2_ips_of
+from cnikit.daemon import profiles
 from cnikit.daemon.imds_http import HttpImds
 from cnikit.daemon.process import DaemonProcess
 from cnikit.daemon.server import request
