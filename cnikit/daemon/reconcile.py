@@ -13,7 +13,9 @@ hardened        IMDS is only a hint. Whenever it disagrees with the datastore (a
                 few reconciles anyway) EC2 is asked, and only EC2 can remove an address or
                 ENI; an address a pod holds is never removed while the pod exists. An
                 address or ENI is added, at start-up too, only when EC2 and IMDS both
-                show it (EC2's Describe may lag behind this node's own releases).
+                show it (EC2's Describe may lag behind this node's own releases), and
+                an address it released not while both still show it. A release EC2
+                refuses leaves the addresses quarantined until EC2 and IMDS settle them.
 """
 
 from __future__ import annotations
@@ -293,6 +295,7 @@ def _apply_truth(d: IpamD, truth: list[EniView], imds_enis: list[EniView]) -> No
     pd = d.cfg.prefix_delegation
     attached = {v.eni_id: v for v in truth}
     seen = {v.eni_id: set(v.prefixes if pd else v.secondary_ips) for v in imds_enis}
+    _settle_releases(d, truth, imds_enis)
     for view in truth:
         if view.eni_id not in d.ds.enis:
             if view.eni_id in seen:
@@ -351,6 +354,22 @@ def _also_in(view: EniView, shown: set[str]) -> EniView:
     return dataclasses.replace(
         view, ips=[a for a in view.ips if a == view.primary_ip or a in shown],
         prefixes=[p for p in view.prefixes if p in shown])
+
+
+def _settle_releases(d: IpamD, truth: list[EniView], imds_enis: list[EniView]) -> None:
+    """The reconcile cooldown of an address this node released restarts while Describe and
+    IMDS both still show it: neither has caught up with the release (Describe may lag by
+    minutes, IMDS by hours), so their agreement is no evidence that it is ours again. Once
+    neither shows it, the release is settled: a later showing is a new assignment."""
+    def shown(views):
+        return {a for v in views for a in v.ips + v.prefixes}
+    described, listed = shown(truth), shown(imds_enis)
+    now = d.clock.now()
+    for addr in list(d.recently_freed):
+        if addr in described and addr in listed:
+            d.recently_freed[addr] = now
+        elif addr not in described and addr not in listed:
+            del d.recently_freed[addr]
 
 
 def hold_unconfirmed(d: IpamD, rows: list[dict]) -> list[dict]:

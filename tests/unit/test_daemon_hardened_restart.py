@@ -242,3 +242,36 @@ def test_an_eni_the_reconcile_takes_back_brings_only_what_imds_shows_too(tmp_pat
     clock.advance(61)
     d2.reconcile()
     assert spare.eni_id in d2.ds.enis and gone not in d2.ds.enis[spare.eni_id].ips()
+
+
+# ---- a stale IMDS and a lagging Describe at once, past the reconcile cooldown -------------
+
+def test_an_address_both_views_still_show_long_after_its_release_stays_out():
+    """Both views lag the release by minutes: their agreement is no evidence the address is
+    the node's again (EC2 may have given it to another node). Once both let it go, a later
+    assignment to this ENI is taken like any other."""
+    ec2, clock = FakeEc2(), FakeClock()
+    imds = FakeImds(ec2)
+    d = start("hardened", ec2, imds, clock, MemoryCheckpoint(), warm_ip_target=1)
+    pods = {n: d.add(key(n)).ip for n in range(3)}
+    settle(d, clock, 5)
+    eni = ec2.primary.eni_id
+    imds.freeze(eni)
+    real = lag_describe(ec2)
+    d.delete(key(0))
+    settle(d, clock, 35)
+    assert pods[0] not in ec2.all_ips(), "the pool should have released it"
+    for _ in range(2 * reconcile.HARDENED_FULL_CHECK_EVERY):  # ten minutes of lag
+        clock.advance(61)
+        d.reconcile()
+        assert pods[0] not in d.ds.enis[eni].ips(), "re-added on two lagging views"
+    ec2.describe_enis = real
+    imds.thaw()
+    for _ in range(reconcile.HARDENED_FULL_CHECK_EVERY):  # both caught up: settled
+        clock.advance(61)
+        d.reconcile()
+    ec2.enis[eni].ips.append(pods[0])  # EC2 assigns it to this ENI again
+    for _ in range(3):
+        clock.advance(61)
+        d.reconcile()
+    assert pods[0] in d.ds.enis[eni].ips()
