@@ -250,6 +250,8 @@ class DaemonSampler:
         if alive():
             self._exited.discard(node)
             return
+        # Asked again: the kit marks a node before it kills, so a kill that landed between
+        # the first look and alive() shows here.
         if node in self._exited or node in self.kit_down:
             return
         self._exited.add(node)
@@ -273,6 +275,7 @@ class DaemonSampler:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
+
 
 # ---- what a scenario sees ----------------------------------------------------------------
 
