@@ -72,6 +72,12 @@ def test_scenario_runs_have_the_private_status_api_off(tmp_path):
     assert r.verdict == "holds", r.evidence()
     assert answers and answers[0]["ok"] is False, answers
     assert "CNIKIT_PRIVATE_STATUS=off" in answers[0]["error"]
+    # What the kit saw instead: the datastore through the declared introspection port
+    # (upstream's /v1/enis), and every node's reconcile reads in the IMDS request log.
+    assert all("ENIs" in view for view in r.daemon_views.values()), r.daemon_views
+    assert any(e["f"] == "daemon-view" for e in r.history)
+    iids = {n["instance_id"] for n in r.nodes}
+    assert {q["instance_id"] for q in r.imds_requests} == iids
 
 
 def test_a_daemon_that_never_becomes_ready_is_a_liveness_violation(tmp_path):
