@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 FORMAT_VERSION = "vpc-cni-ipam/1"
+RELEASED_VERSION = "cnikit-released/1"
 
 
 class CheckpointError(Exception):
@@ -22,7 +23,9 @@ class JsonCheckpoint:
         self.path = Path(path)
 
     def write(self, allocations: list[dict]) -> None:
-        data = {"version": FORMAT_VERSION, "allocations": allocations}
+        self._write({"version": FORMAT_VERSION, "allocations": allocations})
+
+    def _write(self, data: dict) -> None:
         tmp = self.path.with_name(f"{self.path.name}.tmp{os.getpid()}")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
@@ -59,12 +62,33 @@ class JsonCheckpoint:
             raise CheckpointError(f"{self.path}: allocations is not a list")
         return allocations
 
+    # The node's own recent releases (address -> wall-clock ns), in a file of their own
+    # beside the checkpoint: a restarted daemon must not take back an address it released
+    # while EC2's views still show it. A hint: a missing or unreadable file is no release.
+
+    @property
+    def released_path(self) -> Path:
+        return self.path.with_name(f"{self.path.stem}.released.json")
+
+    def write_released(self, released: dict[str, int]) -> None:
+        JsonCheckpoint(self.released_path)._write({"version": RELEASED_VERSION,
+                                                   "released": released})
+
+    def read_released(self) -> dict[str, int]:
+        try:
+            data = json.loads(self.released_path.read_text())
+            released = data["released"] if data.get("version") == RELEASED_VERSION else {}
+            return {str(a): int(t) for a, t in released.items()}
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            return {}
+
 
 class MemoryCheckpoint:
     """For unit tests: keeps the last written document; `fail` makes the next writes raise."""
 
     def __init__(self, allocations: list[dict] | None = None):
         self.doc = {"version": FORMAT_VERSION, "allocations": list(allocations or [])}
+        self.released: dict[str, int] = {}
         self.writes = 0
         self.fail = False
 
@@ -76,3 +100,9 @@ class MemoryCheckpoint:
 
     def read(self) -> list[dict]:
         return list(self.doc["allocations"])
+
+    def write_released(self, released: dict[str, int]) -> None:
+        self.released = dict(released)
+
+    def read_released(self) -> dict[str, int]:
+        return dict(self.released)

@@ -360,6 +360,29 @@ class IpamD:
         now = self.clock.now()
         for a in addresses:
             self.recently_freed[a] = now
+        self.save_releases()
+
+    def save_releases(self) -> None:
+        """The reconcile cooldowns, beside the checkpoint (for a profile that recalls them
+        after a restart); a failed write is counted, not raised: they are a hint."""
+        write = getattr(self.checkpoint, "write_released", None)
+        if write is None:
+            return
+        now, wall = self.clock.now(), self.clock.wall_ns()
+        try:
+            write({a: wall - int((now - t) * 1e9) for a, t in self.recently_freed.items()})
+        except OSError as e:
+            self.metrics.inc("awscni_ipamd_error_count", fn="saveReleases")
+            log.warning("saving the recent releases failed: %s", e)
+
+    def recall_releases(self) -> None:
+        """The reconcile cooldowns a previous process of this daemon saved."""
+        read = getattr(self.checkpoint, "read_released", None)
+        if read is None:
+            return
+        now, wall = self.clock.now(), self.clock.wall_ns()
+        for a, ns in read().items():
+            self.recently_freed.setdefault(a, now - max(0.0, (wall - ns) / 1e9))
 
     def _free_one_eni(self, need_check: bool) -> None:
         for eni_id in self.ds.deletable_enis(self.cfg.min_eni_lifetime):

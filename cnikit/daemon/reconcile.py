@@ -90,6 +90,7 @@ class HardenedReconcile:
         return hold_unconfirmed(d, rows)
 
     def confirm_startup(self, d: IpamD) -> None:
+        d.recall_releases()
         drop_unconfirmed(d)
 
     def release_failed(self, d: IpamD, eni_id: str, cidrs: list[str]) -> None:
@@ -365,11 +366,14 @@ def _settle_releases(d: IpamD, truth: list[EniView], imds_enis: list[EniView]) -
         return {a for v in views for a in v.ips + v.prefixes}
     described, listed = shown(truth), shown(imds_enis)
     now = d.clock.now()
-    for addr in list(d.recently_freed):
+    before = dict(d.recently_freed)
+    for addr in before:
         if addr in described and addr in listed:
             d.recently_freed[addr] = now
         elif addr not in described and addr not in listed:
             del d.recently_freed[addr]
+    if d.recently_freed != before:
+        d.save_releases()
 
 
 def hold_unconfirmed(d: IpamD, rows: list[dict]) -> list[dict]:
@@ -413,10 +417,11 @@ def hold_unconfirmed(d: IpamD, rows: list[dict]) -> list[dict]:
 
 def drop_unconfirmed(d: IpamD) -> None:
     """Hardened start-up: a free address or an empty ENI that EC2's Describe shows stays
-    only when IMDS shows it too, the rule the reconcile adds by. A Describe lagging behind
-    this node's releases just before the restart (whose record died with the old process)
-    still shows what EC2 took back and may have given to another node. Addresses pods hold
-    stay (the daemon never releases those); the reconcile adds the rest once both agree."""
+    only when IMDS shows it too, the rule the reconcile adds by, and an address the node
+    released (recalled from before the restart) not even then. A Describe lagging behind
+    the releases just before the restart still shows what EC2 took back and may have given
+    to another node. Addresses pods hold stay (the daemon never releases those); the
+    reconcile adds the rest once both agree."""
     try:
         views = d.imds.enis()
     except ApiError:
@@ -426,7 +431,7 @@ def drop_unconfirmed(d: IpamD) -> None:
         shown = seen.get(eni.eni_id, set())
         for c in list(eni.cidrs.values()):
             addr = c.cidr if c.is_prefix else c.cidr.split("/")[0]
-            if c.assigned() or addr in shown:
+            if c.assigned() or (addr in shown and addr not in d.recently_freed):
                 continue
             d.ds.del_cidr(eni.eni_id, c.cidr)
             d.metrics.inc("awscni_ipamd_error_count", fn="startupAddUnconfirmed")

@@ -275,3 +275,38 @@ def test_an_address_both_views_still_show_long_after_its_release_stays_out():
         clock.advance(61)
         d.reconcile()
     assert pods[0] in d.ds.enis[eni].ips()
+
+
+def test_a_restart_recalls_releases_both_lagging_views_still_show(tmp_path):
+    """The same across a restart: the new process recalls the old one's releases from the
+    file beside ipam.json, instead of taking the address as free on both views' word."""
+    ckpt = JsonCheckpoint(tmp_path / "ipam.json")
+    ec2, clock = FakeEc2(), FakeClock()
+    imds = FakeImds(ec2)
+    d = start("hardened", ec2, imds, clock, ckpt, warm_ip_target=1)
+    pods = {n: d.add(key(n)).ip for n in range(3)}
+    settle(d, clock, 5)
+    eni = ec2.primary.eni_id
+    imds.freeze(eni)
+    lag_describe(ec2)
+    d.delete(key(0))
+    settle(d, clock, 35)
+    assert pods[0] not in ec2.all_ips(), "the pool should have released it"
+    assert pods[0] in JsonCheckpoint(tmp_path / "ipam.json").read_released()
+    clock.advance(2)  # killed and restarted
+    d2 = start("hardened", ec2, imds, clock, JsonCheckpoint(tmp_path / "ipam.json"),
+               warm_ip_target=3)  # no release at start-up
+    assert pods[0] not in d2.ds.enis[eni].ips(), "a released address is free again"
+    assert pods[0] not in {d2.add(key(n)).ip for n in range(10, 14)}
+    assert d2.check(key(1)).ip == pods[1] and d2.check(key(2)).ip == pods[2]
+
+
+@pytest.mark.parametrize("garbage", ["", "{", '{"version": "other", "released": {}}',
+                                     '{"version": "cnikit-released/1", "released": []}'])
+def test_an_unreadable_release_file_is_no_release(tmp_path, garbage):
+    ckpt = JsonCheckpoint(tmp_path / "ipam.json")
+    ckpt.released_path.write_text(garbage)
+    assert ckpt.read_released() == {}
+    ec2, clock = FakeEc2(), FakeClock()
+    d = start("hardened", ec2, FakeImds(ec2), clock, ckpt)
+    assert d.add(key(1)).ip
