@@ -91,6 +91,18 @@ def test_a_daemon_that_never_becomes_ready_is_a_liveness_violation(tmp_path):
     assert r.exercised and r.error is None
 
 
+def test_a_pod_that_never_gets_an_ip_is_a_liveness_violation(tmp_path):
+    """A plugin that cannot reach its daemon (its conflist names a socket nobody serves):
+    every ADD fails, with no fault active; the evidence is the plugin's own error."""
+    conflist = {"cniVersion": "1.0.0", "name": "aws-cni", "plugins": [
+        {"type": "cnikit-cni", "daemonSocket": "{state_dir}/nobody.sock"}]}
+    target = write_target(tmp_path / "no-ip.toml", DAEMON, conflist=conflist)
+    r = run("imds-outage", target, tmp_path)
+    assert r.verdict == "violation", r.error
+    [v] = [v for v in r.violations if v["kind"] == "liveness"]
+    assert "got no IP within" in v["what"] and "daemon is not running" in v["what"], v
+
+
 def test_a_daemon_that_exits_by_itself_is_a_liveness_violation(tmp_path):
     # The reference daemon, killed from inside its own process group 8 s after it starts:
     # from the kit's side, a daemon that dies on its own mid-scenario.
