@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "matrix": "cnikit.scenarios.cli:matrix_cmd",
     "up": "cnikit.scenarios.cli:up_cmd",
     "certify": "cnikit.certify.cli:certify_cmd",
+    "report": "cnikit.certify.merge:report_group",
 }
 
 

@@ -25,9 +25,14 @@ from cnikit.errors import CnikitError, UsageError
 @click.option("--junitxml", default=None, type=click.Path(dir_okay=False),
               help="also write the JUnit XML here (it is always in the report directory)")
 @click.option("--scenario", "-s", "only", multiple=True, help="only these scenarios")
+@click.option("--jobs", "-j", default=1, show_default=True, type=click.IntRange(1, 64),
+              help="runs at once, each in its own process")
+@click.option("--shard", default=None, metavar="I/N",
+              help="only the I-th of N deterministic shares of the runs "
+                   "(join the shards with 'cnikit report merge')")
 @click.option("--init", "init_file", default=None, type=click.Path(dir_okay=False),
               help="write a commented target file for the reference daemon, then exit")
-def certify_cmd(target, seeds, report_dir, junitxml, only, init_file) -> None:
+def certify_cmd(target, seeds, report_dir, junitxml, only, jobs, shard, init_file) -> None:
     """Certify a CNI build (a target file, or a built-in profile) against every scenario."""
     from cnikit.scenarios.cli import _console, _progress, _quiet_logs, _sigterm_as_interrupt
 
@@ -41,24 +46,37 @@ def certify_cmd(target, seeds, report_dir, junitxml, only, init_file) -> None:
         raise UsageError("certify needs a TARGET (a target file or a built-in profile); "
                          "'cnikit certify --init FILE' writes one")
     from cnikit.certify import certify
+    from cnikit.certify.parallel import parse_shard
     from cnikit.runtime import require_root
     from cnikit.targets import resolve_target
 
     _quiet_logs()
+    share = parse_shard(shard)
     t = resolve_target(target)  # a bad target file fails here, before anything starts
     require_root("cnikit certify")
     root = Path(report_dir) if report_dir else Path("reports") / "certify" / t.name
     console = _console()
 
+    in_flight: set[str] = set()
+
+    def on_start(p) -> None:
+        in_flight.add(p.key)
+        if jobs > 1:
+            console.print(f"started {p.scenario} seed {p.seed} ({len(in_flight)} in flight)",
+                          markup=False, style="dim")
+
     def on_result(rec: dict, k: int, n: int) -> None:
+        in_flight.discard(f"{rec['scenario']}-seed{rec['seed']}")
         extra = f" ({rec['precondition']})" if rec.get("precondition") else ""
-        console.print(f"[{k}/{n}] {rec['scenario']} seed {rec['seed']}: {rec['verdict']}"
+        flight = f", {len(in_flight)} in flight" if jobs > 1 else ""
+        console.print(f"[{k}/{n}{flight}] {rec['scenario']} seed {rec['seed']}: {rec['verdict']}"
                       f"{extra} {rec['seconds']:.1f}s", markup=False)
 
     t0 = time.monotonic()
     with _sigterm_as_interrupt(), _progress(f"certify {t.name}") as say:
-        cert = certify(t, seeds=seeds, report_dir=root, only=list(only) or None, progress=say,
-                       on_result=on_result)
+        cert = certify(t, seeds=seeds, report_dir=root, only=list(only) or None,
+                       progress=say if jobs == 1 else None, on_result=on_result,
+                       on_start=on_start, jobs=jobs, shard=share)
     if junitxml:
         Path(junitxml).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(cert.paths["junit"], junitxml)

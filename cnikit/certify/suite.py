@@ -37,6 +37,8 @@ class Certification:
     started: float = 0.0
     ended: float = 0.0
     runtime: str = "process"
+    jobs: int = 1
+    shard: tuple[int, int] | None = None
     document: dict = field(default_factory=dict)
     paths: dict[str, Path] = field(default_factory=dict)
 
@@ -84,16 +86,24 @@ def certify(target, seeds: int = 1, report_dir: str | Path = "reports/certify",
             only: list[str] | None = None,
             progress: Callable[[str], None] | None = None,
             on_result: Callable[[dict, int, int], None] | None = None,
-            ec2: str = "moto", ec2_endpoint: str | None = None) -> Certification:
+            ec2: str = "moto", ec2_endpoint: str | None = None, jobs: int = 1,
+            shard: tuple[int, int] | None = None,
+            on_start: Callable[[Planned], None] | None = None) -> Certification:
     """Run the suite against `target` (a Target, a built-in name or a TOML path), then write
-    certificate.json, report.html (the index) and junit.xml into report_dir."""
+    certificate.json, report.html (the index) and junit.xml into report_dir.
+
+    jobs: runs at once, each in its own process (cnikit.certify.parallel); shard (I, N):
+    only the I-th of N deterministic shares of the plan (`cnikit report merge` joins them)."""
     from cnikit import scenarios
     from cnikit.certify import certificate, index, junit
+    from cnikit.certify.parallel import take_shard
     from cnikit.errors import UsageError
     from cnikit.targets import resolve_target
 
     if seeds < 1:
         raise UsageError(f"--seeds must be at least 1, got {seeds}")
+    if jobs < 1:
+        raise UsageError(f"--jobs must be at least 1, got {jobs}")
     t = resolve_target(target) if isinstance(target, (str, Path)) else target
     names = list(only) if only else scenarios.names()
     for n in names:
@@ -105,16 +115,29 @@ def certify(target, seeds: int = 1, report_dir: str | Path = "reports/certify",
         raise UsageError(f"cannot write the certification into {root}: {e.strerror}") from None
     # The node runtime travels as CNIKIT_RUNTIME (cnikit.containers.options).
     runtime = os.environ.get("CNIKIT_RUNTIME") or "process"
-    cert = Certification(t, runtime=runtime, started=time.time())
-    todo = plan(names, seeds)
-    for k, p in enumerate(todo, 1):
-        r = scenarios.run_scenario(scenarios.get(p.scenario), target=t, seed=p.seed,
-                                   report_dir=root / p.scenario / f"seed{p.seed}",
-                                   progress=progress, ec2=ec2, ec2_endpoint=ec2_endpoint)
-        rec = record(r, p, root)
-        cert.runs.append(rec)
+    cert = Certification(t, runtime=runtime, started=time.time(), jobs=jobs, shard=shard)
+    todo = take_shard(plan(names, seeds), shard)
+    done = [0]
+
+    def finished(rec: dict) -> None:
+        done[0] += 1
         if on_result is not None:
-            on_result(rec, k, len(todo))
+            on_result(rec, done[0], len(todo))
+
+    if jobs == 1:
+        for p in todo:
+            if on_start is not None:
+                on_start(p)
+            r = scenarios.run_scenario(scenarios.get(p.scenario), target=t, seed=p.seed,
+                                       report_dir=root / p.scenario / f"seed{p.seed}",
+                                       progress=progress, ec2=ec2, ec2_endpoint=ec2_endpoint)
+            cert.runs.append(record(r, p, root))
+            finished(cert.runs[-1])
+    else:
+        from cnikit.certify.parallel import run_all
+
+        cert.runs = run_all(todo, t, root, jobs, ec2, ec2_endpoint, on_start=on_start,
+                            on_done=finished)
     cert.ended = time.time()
     cert.document = certificate.build(cert)
     cert.paths = {"certificate": certificate.write(root, cert.document),

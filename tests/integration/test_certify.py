@@ -112,3 +112,27 @@ def test_reference_daemon_image_certifies_in_podman(tmp_path):
     assert cert["runtime"] == "podman" and cert["summary"]["holds"] == 2
     assert cert["target"]["image"] == image
     assert (cert["target"]["image_digest"] or "").startswith("sha256:")
+
+
+@pytest.mark.timeout(600)
+def test_jobs_and_shards_give_the_same_certification(tmp_path):
+    """Two runs at once (--jobs 2), then the same plan as two shards merged: the same cells,
+    the same verdicts, one exit code."""
+    target = template.write(tmp_path / "hardened.toml", profile="hardened")
+    only = ["--scenario", "imds-outage", "--scenario", "imds-stale-equal-length"]
+    p = _certify(str(target), *only, "--jobs", "2", "--report", str(tmp_path / "whole"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "in flight" in p.stderr
+    whole = json.loads((tmp_path / "whole" / "certificate.json").read_text())
+    assert whole["jobs"] == 2 and whole["summary"]["holds"] == 2
+    assert len({r["run_id"] for r in whole["runs"]}) == 2, "each run has its own run id"
+    for i in (1, 2):
+        p = _certify(str(target), *only, "--shard", f"{i}/2", "--report", str(tmp_path / f"s{i}"))
+        assert p.returncode == 0, p.stdout + p.stderr
+    p = subprocess.run([sys.executable, "-m", "cnikit.cli", "report", "merge", str(tmp_path / "s1"),
+                        str(tmp_path / "s2"), "--out", str(tmp_path / "merged")],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    merged = json.loads((tmp_path / "merged" / "certificate.json").read_text())
+    cells = lambda doc: {(r["scenario"], r["seed"]): r["verdict"] for r in doc["runs"]}  # noqa: E731
+    assert cells(merged) == cells(whole)

@@ -163,3 +163,75 @@ def test_missing_plugin_binary_names_the_key(target_file, tmp_path):
 def test_certify_without_target_is_usage_error():
     p = _cnikit("certify")
     assert p.returncode == 2 and "--init" in p.stderr
+
+
+# ---- shards and merge -------------------------------------------------------------------
+
+def test_shards_are_disjoint_and_cover_the_plan():
+    from cnikit.certify.parallel import parse_shard, take_shard
+
+    p = plan(["a", "b", "c", "random-chaos"], seeds=4)
+    parts = [take_shard(p, parse_shard(f"{i}/3")) for i in (1, 2, 3)]
+    assert sorted(x.key for part in parts for x in part) == sorted(x.key for x in p)
+    assert sum(len(x) for x in parts) == len(p)
+    assert take_shard(p, None) == p
+    assert take_shard(p, (2, 3)) == take_shard(p, (2, 3))  # deterministic
+
+
+@pytest.mark.parametrize("bad", ["0/3", "4/3", "1-3", "x/y", "3"])
+def test_bad_shard_is_one_line(bad):
+    from cnikit.certify.parallel import parse_shard
+    from cnikit.errors import UsageError
+
+    with pytest.raises(UsageError, match="--shard"):
+        parse_shard(bad)
+
+
+def _shard_dirs(target, tmp_path, n: int) -> list[Path]:
+    from cnikit.certify.parallel import take_shard
+
+    dirs = []
+    for i in range(1, n + 1):
+        d = tmp_path / f"shard{i}"
+        d.mkdir()
+        runs = take_shard(_runs(), (i, n))
+        c = _cert(target, runs)
+        c.shard = (i, n)
+        c.document = certificate.build(c)
+        certificate.write(d, c.document)
+        dirs.append(d)
+    return dirs
+
+
+def test_merged_shards_equal_the_unsharded_certification(target, tmp_path):
+    from cnikit.certify.merge import merge
+
+    whole = _cert(target, _runs()).document
+    doc = merge(_shard_dirs(target, tmp_path, 3), tmp_path / "merged")
+    key = lambda r: (r["scenario"], r["seed"])  # noqa: E731
+    assert sorted(map(key, doc["runs"])) == sorted(map(key, whole["runs"]))
+    assert {key(r): r["verdict"] for r in doc["runs"]} == {key(r): r["verdict"] for r in whole["runs"]}
+    assert doc["verdict"] == whole["verdict"] and doc["summary"] == whole["summary"]
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(json.loads((tmp_path / "merged" / "certificate.json").read_text()),
+                        certificate.SCHEMA)
+    html = (tmp_path / "merged" / "report.html").read_text()
+    assert 'href="../shard1/imds-outage/seed1/report.html"' in html
+    suite = ET.parse(tmp_path / "merged" / "junit.xml").getroot().find("testsuite")
+    assert suite.get("tests") == "4"
+
+
+def test_merge_cli_exit_code_and_refusals(target, tmp_path):
+    dirs = _shard_dirs(target, tmp_path, 2)
+    p = _cnikit("report", "merge", *map(str, dirs), "--out", str(tmp_path / "m"))
+    assert p.returncode == 1, p.stdout + p.stderr  # one shard holds the violation
+    assert "4 runs from 2 shards" in p.stdout
+    p = _cnikit("report", "merge", str(dirs[0]), str(dirs[0]), "--out", str(tmp_path / "m2"))
+    assert p.returncode == 2 and "is in both" in p.stderr and len(p.stderr.splitlines()) == 1
+    other = json.loads((dirs[1] / "certificate.json").read_text())
+    other["files"][0]["sha256"] = "0" * 64
+    (dirs[1] / "certificate.json").write_text(json.dumps(other))
+    p = _cnikit("report", "merge", *map(str, dirs), "--out", str(tmp_path / "m3"))
+    assert p.returncode == 2 and "another build" in p.stderr
+    p = _cnikit("report", "merge", str(tmp_path / "nowhere"), "--out", str(tmp_path / "m4"))
+    assert p.returncode == 2 and "certificate.json" in p.stderr

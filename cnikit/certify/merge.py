@@ -1,0 +1,98 @@
+"""`cnikit report merge DIR... --out DIR`: the shards of one certification (`--shard I/N`
+on several CI runners) joined into one certificate, one index report, one JUnit file and
+one exit code, as if one runner had made every run."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from cnikit.errors import UsageError
+
+
+def _load(d: Path) -> dict:
+    path = d / "certificate.json"
+    try:
+        doc = json.loads(path.read_text())
+    except OSError as e:
+        raise UsageError(f"{path}: {e.strerror}") from None
+    except ValueError as e:
+        raise UsageError(f"{path}: not JSON ({e})") from None
+    from cnikit.certify.certificate import SCHEMA_VERSION
+
+    if doc.get("schema") != SCHEMA_VERSION:
+        raise UsageError(f"{path}: not a {SCHEMA_VERSION} certificate")
+    return doc
+
+
+def _identity(doc: dict) -> tuple:
+    """What every shard must share: the same build (files by hash), kit and runtime."""
+    t = doc["target"]
+    files = tuple(sorted((f["role"], f["sha256"]) for f in doc["files"]))
+    return (t["name"], t["version"], t.get("image_digest"), files,
+            doc["kit"]["version"], doc["kit"].get("git_commit"), doc["runtime"])
+
+
+def merge(dirs: list[Path], out: Path) -> dict:
+    from cnikit.certify import certificate, index, junit
+    from cnikit.certify.suite import Certification
+
+    docs = [(d, _load(d)) for d in dirs]
+    first_dir, first = docs[0]
+    for d, doc in docs[1:]:
+        if _identity(doc) != _identity(first):
+            raise UsageError(f"{d} certifies another build, kit or runtime than {first_dir}: "
+                             "shards of one certification only")
+    out.mkdir(parents=True, exist_ok=True)
+    runs, seen = [], {}
+    for d, doc in docs:
+        for r in doc["runs"]:
+            key = (r["scenario"], r["seed"])
+            if key in seen:
+                raise UsageError(f"{r['scenario']} seed {r['seed']} is in both {seen[key]} and {d}")
+            seen[key] = d
+            if r.get("report"):  # links relative to the merged index
+                r = {**r, "report": os.path.relpath(d / r["report"], out)}
+            runs.append(r)
+    runs.sort(key=lambda r: (r["scenario"], r["seed"]))
+
+    cert = Certification(None, runs=runs)
+    doc = {**first, "runs": runs, "verdict": cert.verdict, "shard": None,
+           "merged_from": [str(d) for d, _ in docs],
+           "started": min(x["started"] for _, x in docs),
+           "ended": max(x["ended"] for _, x in docs),
+           "seconds": round(max(x["seconds"] for _, x in docs), 1)}
+    doc["summary"] = {"runs": len(runs), "exercised": sum(1 for r in runs if r.get("exercised"))}
+    for v in certificate.VERDICTS:
+        doc["summary"][v] = cert.count(v)
+    certificate.write(out, doc)
+    index.write(out, doc)
+    junit.write(out / "junit.xml", doc)
+    return doc
+
+
+@click.group("report")
+def report_group() -> None:
+    """Reports of several runs."""
+
+
+@report_group.command("merge")
+@click.argument("dirs", nargs=-1, required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="where the merged certificate.json, report.html and junit.xml go")
+def merge_cmd(dirs, out) -> None:
+    """Join the report directories of certification shards: exit 0 every run held, 1 a
+    violation, 2 a run that could not complete (or shards that do not fit together)."""
+    from cnikit.certify.suite import Certification
+
+    doc = merge(list(dirs), out)
+    s = doc["summary"]
+    click.echo(f"{doc['target']['name']} {doc['target']['version']}: {doc['verdict'].upper()} - "
+               f"{s['runs']} runs from {len(dirs)} shards: {s['holds']} held, {s['violation']} "
+               f"violated, {s['inconclusive']} inconclusive, {s['error']} could not complete")
+    click.echo(f"report: {out / 'report.html'}")
+    sys.exit(Certification(None, runs=doc["runs"]).exit_code)

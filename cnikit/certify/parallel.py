@@ -1,0 +1,113 @@
+"""Runs of a certification side by side: each in its own process (cnikit.certify.worker),
+at most `jobs` at once; and the deterministic share of them one CI runner takes (--shard)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from cnikit.errors import UsageError
+
+
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    """'I/N' (1 <= I <= N) -> (I, N); None for no sharding."""
+    if not text:
+        return None
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise UsageError(f"--shard must be I/N (for example 2/3), not {text!r}") from None
+    if not 1 <= i <= n:
+        raise UsageError(f"--shard {text}: I must be between 1 and N")
+    return i, n
+
+
+def take_shard(items: list, shard: tuple[int, int] | None) -> list:
+    """Every N-th item from the I-th: the shards of a plan are disjoint and together the
+    whole plan, whatever runner takes which."""
+    if shard is None:
+        return list(items)
+    i, n = shard
+    return [x for k, x in enumerate(items) if k % n == i - 1]
+
+
+def _target_ref(target) -> str:
+    """What a worker process resolves the target from: its file, or a built-in's name."""
+    return str(target.source) if getattr(target, "source", None) else target.name
+
+
+class Pool:
+    """Worker processes, each in its own session so Ctrl-C stops them all, and the kit's
+    cleanup removes what a killed one left (its run id is its own)."""
+
+    def __init__(self, jobs: int):
+        self.jobs = jobs
+        self._procs: set[subprocess.Popen] = set()
+        self._lock = threading.Lock()
+
+    def run(self, spec: dict) -> dict:
+        cmd = [sys.executable, "-m", "cnikit.certify.worker", json.dumps(spec)]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
+        with self._lock:
+            self._procs.add(proc)
+        try:
+            out, err = proc.communicate()
+        finally:
+            with self._lock:
+                self._procs.discard(proc)
+        lines = [x for x in out.splitlines() if x.startswith("{")]
+        if proc.returncode == 0 and lines:
+            return json.loads(lines[-1])
+        why = (err.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+        return {"scenario": spec["scenario"], "seed": spec["seed"], "verdict": "error",
+                "expected": None, "seconds": 0.0, "report": None, "precondition": None,
+                "exercised": False, "error": f"worker: {why}"[:500], "evidence": [],
+                "run_id": None}
+
+    def stop(self) -> None:
+        with self._lock:
+            procs = list(self._procs)
+        for p in procs:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)  # the worker tears its run down
+            except ProcessLookupError:
+                pass
+        for p in procs:
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+
+
+def run_all(todo: list, target, root: Path, jobs: int, ec2: str, ec2_endpoint: str | None,
+            on_start: Callable[[object], None] | None = None,
+            on_done: Callable[[dict], None] | None = None) -> list[dict]:
+    """Records in plan order, running `jobs` at once."""
+    pool = Pool(jobs)
+    ref = _target_ref(target)
+
+    def one(p) -> dict:
+        if on_start is not None:
+            on_start(p)
+        rec = pool.run({"scenario": p.scenario, "seed": p.seed, "target": ref,
+                        "root": str(root), "ec2": ec2, "ec2_endpoint": ec2_endpoint})
+        if on_done is not None:
+            on_done(rec)
+        return rec
+
+    ex = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="certify")
+    try:
+        return list(ex.map(one, todo))
+    except BaseException:
+        pool.stop()
+        raise
+    finally:
+        ex.shutdown(wait=True, cancel_futures=True)

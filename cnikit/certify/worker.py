@@ -1,0 +1,45 @@
+"""One certification run in a process of its own (`--jobs N` runs N of these at once).
+
+A run's moto, gate, IMDS, namespaces and run id are its own, so runs in separate
+processes never share state: moto keeps one backend per process.
+
+    python -m cnikit.certify.worker '{"scenario": ..., "seed": 1, "target": ..., "root": ...}'
+
+prints the run's certificate record as one JSON line on stdout (progress on stderr).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str]) -> int:
+    from cnikit import scenarios
+    from cnikit.certify.suite import Planned, record
+    from cnikit.errors import CnikitError
+    from cnikit.scenarios.cli import _quiet_logs, _sigterm_as_interrupt
+
+    spec = json.loads(argv[0])
+    _quiet_logs()
+    p = Planned(spec["scenario"], spec["seed"])
+    root = Path(spec["root"])
+    try:
+        with _sigterm_as_interrupt():  # stopped by the pool: tear the run down, then exit
+            r = scenarios.run_scenario(scenarios.get(p.scenario), target=spec["target"], seed=p.seed,
+                                       report_dir=root / p.scenario / f"seed{p.seed}",
+                                       ec2=spec.get("ec2", "moto"),
+                                       ec2_endpoint=spec.get("ec2_endpoint"))
+    except CnikitError as e:
+        print(f"cnikit: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("cnikit: interrupted", file=sys.stderr)
+        return 130
+    print(json.dumps(record(r, p, root), default=str), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
