@@ -700,6 +700,7 @@ def run_scenario(sc: Scenario, target=None, seed: int = 1, ec2: str = "moto",
     liveness: list[dict] = []
     try:
         _start(cluster)
+        result.params["run_id"] = cluster.fabric.rid  # names its namespaces, files, processes
         watch = Watch(cluster.fabric, history, leak_grace=max(5.0, 60 * scale)).start()
         sampler = DaemonSampler(cluster, history, observe=tgt.observe).start()
         ctx = Ctx(cluster, watch, seed, profile, scale, duration, on_step, sampler=sampler,
