@@ -15,9 +15,11 @@ setup: $(STAMP)
 # Re-install only when the project's dependencies change; idempotent otherwise.
 $(STAMP): pyproject.toml scripts/apt-deps.sh
 	@bash scripts/apt-deps.sh $(APT_PACKAGES)
-	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	@test -x $(BIN)/python || { echo "cnikit: creating $(VENV)"; $(PY) -m venv $(VENV); }
+	@echo "cnikit: installing cnikit and its Python packages into $(VENV) (the first time takes a minute or two)"
 	@set -o pipefail; $(BIN)/python -m pip install --quiet -e '.[dev]' 2>&1 | { grep -v "$(PIP_NOISE)" || true; }
 	@touch $(STAMP)
+	@echo "cnikit: set up"
 
 lint: setup
 	$(BIN)/ruff check cnikit fault_imds faultcore tests bench
@@ -45,6 +47,7 @@ LOCALSTACK_STAMP := .venv-localstack/.installed-4.14.0
 localstack: $(LOCALSTACK_STAMP)
 
 $(LOCALSTACK_STAMP):
+	@echo "cnikit: installing LocalStack 4.14 into .venv-localstack for its replay test (the first time takes a minute or two)"
 	@test -x .venv-localstack/bin/python || $(PY) -m venv .venv-localstack
 	@set -o pipefail; .venv-localstack/bin/python -m pip install --quiet --upgrade pip 2>&1 | { grep -v "$(PIP_NOISE)" || true; }
 	@set -o pipefail; .venv-localstack/bin/python -m pip install --quiet 'localstack-core[runtime]==4.14.0' 'cbor2<6' 'cryptography<45' 'pyopenssl<25' service_identity 2>&1 | { grep -v "$(PIP_NOISE)" || true; }

@@ -10,7 +10,7 @@ if [ "$(id -u)" -ne 0 ]; then
     echo "cnikit: missing Debian packages: ${missing[*]} (run 'make setup' as root or install them)" >&2
     exit 0
 fi
-echo "cnikit: installing ${missing[*]}"
+echo "cnikit: installing Debian packages: ${missing[*]} (apt-get; the first time takes a minute)"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq >/dev/null
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
