@@ -18,6 +18,7 @@ from cnikit.check.checkers import (
     PodState,
     Violation,
 )
+from cnikit.check.damage import NemesisDamage
 
 CHECKER_ERROR = "checker-error"
 
@@ -25,8 +26,10 @@ CHECKER_ERROR = "checker-error"
 class Invariants:
     """Every registered checker (cnikit.check.checkers.CHECKERS) over one history."""
 
-    def __init__(self, leak_grace: float = 60.0):
+    def __init__(self, leak_grace: float = 60.0, damage_grace: float = 3.0):
         self.state = PodState()
+        # What the nemesis broke itself (an address it took from a pod) is not the build's.
+        self.damage = NemesisDamage(damage_grace)
         options = {"leak_grace": leak_grace}
         self.checkers = {kind: cls(options) for kind, cls in CHECKERS.items()}
         # A checker that raised: recorded once as a violation of its own and no longer fed.
@@ -51,6 +54,7 @@ class Invariants:
     def step(self, entry: dict) -> None:
         with self._lock:
             self.state.step(entry)
+            self.damage.step(entry, self.state)
             for kind, c in self.checkers.items():
                 if kind in self._broken:
                     continue
@@ -65,12 +69,15 @@ class Invariants:
 
     def _collect(self, severity: str | None, kind: str | None, active_only: bool) -> list[Violation]:
         with self._lock:
-            out = [v for v in self.errors if severity in (None, VIOLATION)
-                   and kind in (None, CHECKER_ERROR)]
+            found = list(self.errors)
             for c in self.checkers.values():
-                items = list(c.open.values()) if active_only else c.all()
-                out += [v for v in items if (severity is None or v.severity == severity)
-                        and (kind is None or v.kind == kind)]
+                found += list(c.open.values()) if active_only else c.all()
+            out = []
+            for v in found:
+                kept, excused = self.damage.clip(v)
+                out += [x for x in (kept, excused) if x is not None
+                        and (severity is None or x.severity == severity)
+                        and (kind is None or x.kind == kind)]
             return sorted(out, key=lambda v: v.since)
 
     def active(self, kind: str | None = None, severity: str | None = VIOLATION) -> list[Violation]:

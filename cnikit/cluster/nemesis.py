@@ -19,7 +19,8 @@ History entries (cnikit.check.history), process "nemesis", f the operation:
     type "fail"   the act failed (value.error): nothing was injected
     value         {"op": f, "id": ..., "target": {what it hits}, ...the fault's parameters}
 Operations: imds-fault, ec2-fault, daemon-kill, daemon-restart, ec2-assign-elsewhere,
-ec2-unassign, ec2-assign, heal. The checkers never read the nemesis: they judge what the
+ec2-unassign, ec2-assign, ec2-take-held (an address a pod holds, taken until given back:
+the pod's damage meanwhile is the nemesis's, cnikit.check.damage), heal. The checkers never read the nemesis: they judge what the
 clients and the prober observed against EC2's truth; the report draws it.
 """
 
@@ -227,6 +228,36 @@ class Nemesis:
 
     def reassign(self, ip: str, eni: str) -> None:
         self.assign(ip, eni, allow_reassignment=True)
+
+    def take_held(self, ip: str, eni: str) -> str:
+        """EC2 moves an address a pod holds to `eni` (AllowReassignment): the pod is dark by
+        the nemesis's own act until give_back(id). Recorded as a start before the act, so
+        the checkers (cnikit.check.damage) excuse the holder's damage from its first sign;
+        returns the operation's id."""
+        fid = f"take-{next(self._seq)}"
+        target = {"eni": eni, "ips": [ip], "from": self._holder(ip)}
+        self.record(START, "ec2-take-held", target, id=fid)
+        try:
+            self._client().assign_private_ip_addresses(
+                NetworkInterfaceId=eni, PrivateIpAddresses=[ip], AllowReassignment=True)
+        except Exception as e:
+            self.record(FAIL, "ec2-take-held", target, id=fid, error=f"{type(e).__name__}: {e}"[:300])
+            self.record(END, "ec2-take-held", target, id=fid, by="failed")
+            raise
+        return fid
+
+    def give_back(self, fid: str, eni: str) -> None:
+        """The address of take_held(id) assigned to `eni` again (the holder's node's ENI);
+        the operation ends once EC2 has it there."""
+        started = next((v for v in self.in_effect() if v["id"] == fid), None)
+        if started is None:
+            raise ValueError(f"no address taken as {fid!r}")
+        ip = started["target"]["ips"][0]
+        self._act("ec2-take-held", started["target"], lambda: self._client()
+                  .assign_private_ip_addresses(NetworkInterfaceId=eni, PrivateIpAddresses=[ip],
+                                               AllowReassignment=True), id=fid)
+        self.record(END, "ec2-take-held", {**started["target"], "back_to": eni}, id=fid,
+                    by="given-back")
 
 
 class NemesisFaultClient(FaultClient):

@@ -184,3 +184,19 @@ def test_faults_added_over_the_control_apis_are_followed(nemesis, parts):
     assert started["imds-fault"]["kind"] == "latency" and started["imds-fault"]["ms"] == 1
     assert started["ec2-fault"]["target"] == {"action": "CreateNetworkInterface"}
     assert all(v["via"] == "control-api" for v in started.values())
+
+
+def test_an_address_taken_from_a_pod_is_one_operation_until_given_back(nemesis):
+    n, h, topo, _ = nemesis
+    a, b = topo.instances
+    ip = f"{topo.subnet_cidr.rsplit('.', 1)[0]}.201"
+    n.take_ips(a.primary_eni_id, [ip])
+    fid = n.take_held(ip, b.primary_eni_id)
+    assert n.cloud.gate.owners().ips[ip].eni_id == b.primary_eni_id
+    assert [v["id"] for v in n.in_effect()] == [fid]
+    n.give_back(fid, a.primary_eni_id)
+    assert n.cloud.gate.owners().ips[ip].eni_id == a.primary_eni_id
+    assert ops(h)[-2:] == [("start", "ec2-take-held"), ("end", "ec2-take-held")]
+    start, end = [e["value"] for e in h.entries()[-2:]]
+    assert start["id"] == end["id"] == fid and start["target"]["from"] == a.primary_eni_id
+    assert n.in_effect() == []

@@ -1,0 +1,81 @@
+"""Damage the nemesis does itself, told apart from damage the build does.
+
+When the nemesis moves an address a pod holds to another interface (`ec2-take-held`, an
+operation with a start and an end), that pod is dark and its address is not its node's by
+the nemesis's own act: no build can prevent it. The window runs from the operation's start
+(recorded before the act) to its end (the address given back) plus `grace`, the time the
+fabric and the prober need to see it back. Within it, `unreachable` and `ip-not-owned` of
+the pods that held the address when the window opened (the victims) are excused; what the
+build does with the address is not: a second pod given it, or a victim still dark after the
+window, stays a violation.
+
+    d = NemesisDamage(grace=3.0)
+    d.step(entry, pod_state)             # every history entry, in order
+    kept, excused = d.clip(violation)    # kept: the build's part (or None); excused: the rest
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+TAKE_HELD = "ec2-take-held"  # the nemesis operation (cnikit.cluster.nemesis.Nemesis.take_held)
+EXCUSABLE = ("unreachable", "ip-not-owned")
+EXCUSED = "nemesis-damage"  # the kind an excused violation is reported under (a warning)
+
+
+@dataclasses.dataclass
+class Window:
+    id: str
+    ips: list[str]
+    pods: set[str]
+    start: float
+    end: float | None = None
+
+    def until(self, grace: float) -> float:
+        return math.inf if self.end is None else self.end + grace
+
+
+class NemesisDamage:
+    def __init__(self, grace: float = 3.0) -> None:
+        self.grace = grace
+        self.windows: list[Window] = []
+        self._open: dict[str, Window] = {}
+
+    def step(self, e: dict, state) -> None:
+        if e["process"] != "nemesis" or e["f"] != TAKE_HELD:
+            return
+        v = e["value"] or {}
+        fid = str(v.get("id"))
+        if e["type"] == "start":
+            ips = list((v.get("target") or {}).get("ips") or [])
+            pods = {p for ip in ips for p in state.by_ip.get(ip, ())}
+            w = Window(fid, ips, pods, e["time"])
+            self.windows.append(w)
+            self._open[fid] = w
+        elif e["type"] == "end":
+            w = self._open.pop(fid, None)
+            if w is not None:
+                w.end = e["time"]
+
+    def clip(self, v) -> tuple[object | None, object | None]:
+        """(the build's part of violation v or None, the nemesis's part as a warning or None).
+        A violation that began before the window, or of another pod, is all the build's."""
+        if v.kind not in EXCUSABLE:
+            return v, None
+        for w in self.windows:
+            if v.subject not in w.pods or not (w.start <= v.since < w.until(self.grace)):
+                continue
+            excused = dataclasses.replace(
+                v, kind=EXCUSED, severity="warning", until=min(
+                    v.until if v.until is not None else math.inf, w.until(self.grace)),
+                detail={**v.detail, "excused": v.kind, "nemesis": w.id, "ips": w.ips})
+            if excused.until == math.inf:
+                excused.until = None
+            if v.until is not None and v.until <= w.until(self.grace):
+                return None, excused
+            # Still broken after the address came back (and the grace): the build's.
+            kept = dataclasses.replace(v, since=w.until(self.grace), detail={
+                **v.detail, "after_nemesis": w.id})
+            return kept, excused
+        return v, None
