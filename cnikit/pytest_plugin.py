@@ -53,6 +53,13 @@ def pytest_addoption(parser) -> None:
     )
     group.addoption("--cnikit-report", default=None, help="directory for run reports")
     group.addoption(
+        "--cnikit-shard",
+        default=None,
+        metavar="I/N",
+        help="run only the I-th of N deterministic shares of the collected tests "
+             "(one per CI runner)",
+    )
+    group.addoption(
         "--cnikit-runtime",
         default=None,
         choices=("process", "podman", "docker"),
@@ -81,6 +88,45 @@ def pytest_configure(config) -> None:
         except CnikitError as e:
             raise pytest.UsageError(f"--cnikit-runtime {runtime}: {e}") from None
         os.environ["CNIKIT_RUNTIME"] = runtime  # CniCluster's default runtime
+
+
+def _build_name(config) -> str:
+    target = getattr(config, "_cnikit_target", None)
+    return target.name if target is not None else config.getoption("--cnikit-profile")
+
+
+def pytest_generate_tests(metafunc) -> None:
+    # A test on a cluster names the build it ran against: test_x[hardened] in reports and
+    # JUnit files, so runs against different builds never share a test name.
+    if "cnikit_build" in metafunc.fixturenames:
+        name = _build_name(metafunc.config)
+        metafunc.parametrize("cnikit_build", [name], ids=[name], indirect=True)
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    shard = config.getoption("--cnikit-shard", None)
+    if not shard:
+        return
+    from cnikit.certify.parallel import parse_shard
+    from cnikit.errors import CnikitError
+
+    try:
+        i, n = parse_shard(shard)
+    except CnikitError as e:
+        raise pytest.UsageError(f"--cnikit-shard: {e}") from None
+    # By node id, so every runner computes the same split from the same tree.
+    order = sorted(range(len(items)), key=lambda k: items[k].nodeid)
+    keep = {k for pos, k in enumerate(order) if pos % n == i - 1}
+    deselected = [it for k, it in enumerate(items) if k not in keep]
+    items[:] = [it for k, it in enumerate(items) if k in keep]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+
+
+@pytest.fixture
+def cnikit_build(request) -> str:
+    """The name of the build under test (a profile or a target's name)."""
+    return getattr(request, "param", None) or _build_name(request.config)
 
 
 def pytest_report_header(config) -> str:
@@ -172,7 +218,7 @@ def _cnikit_kit(request, _cnikit_cloud, _cnikit_imds, cnikit_options):
 
 
 @pytest.fixture
-def cluster(request):
+def cluster(request, cnikit_build):
     """cluster(nodes=2, pods=0, profile=None, instance_type="m5.large", scale=None, env=None)
     -> a started cnikit.testkit.Cluster (removed after the test)."""
     if os.geteuid() != 0:  # before anything starts
@@ -181,7 +227,7 @@ def cluster(request):
 
 
 @pytest.fixture
-def invariants(request):
+def invariants(request, cnikit_build):
     """The checkers, on every cluster this test makes (before or after asking for this)."""
     if os.geteuid() != 0:
         pytest.skip("cnikit invariants need root: the prober enters pod namespaces")
@@ -201,7 +247,16 @@ def _report_dir(item) -> tuple[Path, bool]:
 
 def _finish(item, kit):
     out, always = _report_dir(item)
-    return kit.invariants.finish(out, name=item.nodeid, always_report=always)
+    verdict = kit.invariants.finish(out, name=item.nodeid, always_report=always)
+    # JUnit properties (pytest --junitxml): what ran, where, and where its report is.
+    item.user_properties.append(("cnikit_build", kit.profile))
+    for w in kit.invariants.watches.values():
+        fabric = getattr(getattr(w, "cluster", None), "fabric", None)
+        if fabric is not None:
+            item.user_properties.append(("cnikit_run_id", fabric.rid))
+    for r in verdict.reports:
+        item.user_properties.append(("cnikit_report", str(r["html"])))
+    return verdict
 
 
 @pytest.hookimpl(wrapper=True)

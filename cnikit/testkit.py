@@ -195,7 +195,7 @@ class Invariants:
 
         for w in self.watches.values():
             self._stop(w)
-        lines, all_v, reports = [], [], []
+        lines, heads, all_v, reports = [], [], [], []
         watches = list(self.watches.values())
         for k, w in enumerate(watches):
             result = self.result(w, name)
@@ -206,9 +206,14 @@ class Invariants:
                 reports.append(write_report(out, result))
             if broken:
                 doc, tl = build(result)
-                lines += [summary.sentence(tl, v) for v in _worth_stating(doc["violations"])]
+                stated = _worth_stating(doc["violations"])
+                lines += [summary.sentence(tl, v) for v in stated]
+                heads += [_what_broke(v, doc["history"]) for v in stated]
         if lines:
-            statement = "cnikit invariants violated:\n" + "\n".join(f"  - {s}" for s in lines)
+            # The first line is what a test report's one-line summary shows: say what broke.
+            more = f" (+{len(heads) - 3} more)" if len(heads) > 3 else ""
+            statement = (f"cnikit: {'; '.join(heads[:3])}{more}\n"
+                         + "\n".join(f"  - {s}" for s in lines))
             if reports:
                 statement += "\n  report: " + "; ".join(str(r["html"]) for r in reports)
         else:
@@ -231,6 +236,19 @@ class Invariants:
                 "seconds": time.time() - self.started, "violations": violations,
                 "warnings": [v.to_json() for v in inv.warnings()], "history": history,
                 "imds_events": events, "audit": audit}
+
+
+def _what_broke(v: dict, history: list[dict]) -> str:
+    """kind, pod and IP of a violation, in a few words."""
+    d = v.get("detail") or {}
+    if v["kind"] == "shared-ip":
+        return f"shared-ip {v['subject']} (pods {', '.join(d.get('pods') or []) or '?'})"
+    ip = d.get("ip")
+    if ip is None:
+        ip = next((e["value"].get("ip") for e in reversed(history)
+                   if e.get("f") == "pod-add" and e.get("type") == "ok"
+                   and (e.get("value") or {}).get("pod") == v["subject"]), None)
+    return f"{v['kind']} pod {v['subject']}" + (f" ({ip})" if ip else "")
 
 
 def _worth_stating(violations: list[dict]) -> list[dict]:

@@ -53,8 +53,10 @@ def outcome(tmp_path_factory):
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-s",
          "--cnikit-profile", "vpc-cni-1.18.4", "--cnikit-report", str(reports),
+         "--junitxml", str(reports / "junit.xml"), "-rf",
          "-o", "timeout=240", str(pytester_dir / "test_user.py")],
-        cwd=pytester_dir, capture_output=True, text=True, timeout=300)
+        cwd=pytester_dir, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "COLUMNS": "400"})  # the -rf summary line uncut
     return proc, reports
 
 
@@ -62,7 +64,7 @@ def test_a_clean_test_passes_and_writes_its_report(outcome):
     proc, reports = outcome
     out = proc.stdout + proc.stderr
     assert "test_user.py::test_holds PASSED" in out or "1 passed" in out, out[-3000:]
-    [d] = [p for p in reports.iterdir() if p.name.endswith("test_holds")]
+    [d] = [p for p in reports.iterdir() if "test_holds" in p.name and p.is_dir()]
     doc = json.loads((d / "report.json").read_text())
     assert doc["verdict"] == "holds" and doc["profile"] == "vpc-cni-1.18.4"
     assert (d / "report.html").read_text().count("IMDS served") >= 2
@@ -79,10 +81,13 @@ def test_a_broken_pod_fails_the_test_with_the_statement_and_report(outcome):
     assert "1 failed, 1 passed" in out, out[-3000:]
     victim_line = next(line for line in out.splitlines() if line.startswith("VICTIM "))
     _, name, ip = victim_line.split()
-    assert "cnikit invariants violated:" in out
+    # The one-line summary (-rf) says what broke: kind, pod, IP.
+    summary = next(x for x in out.splitlines() if x.startswith("FAILED test_user.py::test_breaks"))
+    assert summary.startswith("FAILED test_user.py::test_breaks[vpc-cni-1.18.4] - Failed: cnikit: ")
+    assert f"unreachable pod {name} ({ip})" in summary, summary
     statement = next(line for line in out.splitlines() if line.startswith(f"  - pod {name} ("))
     assert f"pod {name} ({ip}) lost connectivity at t=+" in statement
-    [d] = [p for p in reports.iterdir() if p.name.endswith("test_breaks")]
+    [d] = [p for p in reports.iterdir() if "test_breaks" in p.name and p.is_dir()]
     doc = json.loads((d / "report.json").read_text())
     taken = [e for e in doc["history"] if e["process"] == "nemesis"]
     assert [(e["type"], e["f"], e["value"]["target"]["ips"]) for e in taken] == [
@@ -178,4 +183,15 @@ def test_target_option_drives_a_build_the_kit_did_not_write(tmp_path):
         cwd=tmp_path, capture_output=True, text=True, timeout=200)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1 and "1 failed" in out, out[-3000:]
-    assert "cnikit invariants violated:" in out and "EC2" in out, out[-3000:]
+    assert "cnikit: ip-not-owned pod " in out and "EC2" in out, out[-3000:]
+
+
+def test_junit_names_the_build_and_carries_run_id_and_report(outcome):
+    import xml.etree.ElementTree as ET
+
+    _proc, reports = outcome
+    cases = {c.get("name"): c for c in ET.parse(reports / "junit.xml").getroot().iter("testcase")}
+    assert set(cases) == {"test_holds[vpc-cni-1.18.4]", "test_breaks[vpc-cni-1.18.4]"}, set(cases)
+    props = {p.get("name"): p.get("value") for p in cases["test_breaks[vpc-cni-1.18.4]"].iter("property")}
+    assert props["cnikit_build"] == "vpc-cni-1.18.4"
+    assert len(props["cnikit_run_id"]) >= 4 and props["cnikit_report"].endswith("report.html")
