@@ -195,3 +195,23 @@ def test_junit_names_the_build_and_carries_run_id_and_report(outcome):
     props = {p.get("name"): p.get("value") for p in cases["test_breaks[vpc-cni-1.18.4]"].iter("property")}
     assert props["cnikit_build"] == "vpc-cni-1.18.4"
     assert len(props["cnikit_run_id"]) >= 4 and props["cnikit_report"].endswith("report.html")
+
+
+def test_the_documented_example_passes_under_xdist(tmp_path):
+    """docs/pytest.md's example, pasted as it is, under pytest-xdist with two workers: each
+    worker has its own EC2, IMDS and run ids, so nothing collides."""
+    import re
+    import subprocess
+    import sys
+
+    pytest.importorskip("xdist")
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "pytest.md").read_text()
+    example = re.search(r"```python\n(.*?)```", doc, re.S).group(1)
+    (tmp_path / "test_my_cni.py").write_text(example)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "2",
+         "-o", "timeout=240", "test_my_cni.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=400)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert "3 passed" in out, out[-3000:]

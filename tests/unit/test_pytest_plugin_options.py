@@ -75,3 +75,18 @@ def test_target_option_names_the_build_or_refuses_a_bad_file_in_one_line(tmp_pat
     assert p.returncode == pytest.ExitCode.USAGE_ERROR, p.stdout + p.stderr
     assert "--cnikit-target" in p.stderr and "surprise" in p.stderr
     assert "Traceback" not in p.stderr
+
+
+def test_shard_option_splits_the_tests_disjointly_and_completely(tmp_path):
+    (tmp_path / "test_inner.py").write_text(
+        "".join(f"def test_{i}():\n    pass\n\n" for i in range(7)))
+    ran = []
+    for i in (1, 2, 3):
+        p = run_unprivileged(["-v", "--cnikit-shard", f"{i}/3", "test_inner.py"], tmp_path)
+        assert p.returncode == 0, p.stdout + p.stderr
+        ran.append({line.split("::")[1].split()[0] for line in p.stdout.splitlines()
+                    if "::test_" in line and "PASSED" in line})
+    assert sorted(x for part in ran for x in part) == sorted(f"test_{i}" for i in range(7))
+    assert all(ran)
+    p = run_unprivileged(["--cnikit-shard", "4/3", "test_inner.py"], tmp_path)
+    assert p.returncode == pytest.ExitCode.USAGE_ERROR and "--cnikit-shard" in p.stderr
