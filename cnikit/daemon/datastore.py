@@ -308,6 +308,10 @@ class Datastore:
                         cooldown += 1
         return Stats(total, assigned, cooldown, prefixes, len(self.enis))
 
+    def addresses(self) -> set[str]:
+        """Every IP and prefix in the store, as EC2 writes them (no /32)."""
+        return {c.cidr.removesuffix("/32") for e in self.enis.values() for c in e.cidrs.values()}
+
     def cidr_is_free(self, c: Cidr) -> bool:
         return all(not a.assigned and not self.cooling(a) for a in c.addresses.values())
 

@@ -274,6 +274,8 @@ class IpamD:
                 self.ds.add_cidr(eni_id, c, self.cfg.prefix_delegation)
             except DatastoreError as e:
                 log.warning("adding %s to %s: %s", c, eni_id, e)
+        if self.recently_freed.keys() & set(got):
+            self.save_releases()  # EC2 gave back what this node released: ours again
         self._event("assign", eni=eni_id, addresses=got)
         return len(got)
 
@@ -363,14 +365,17 @@ class IpamD:
         self.save_releases()
 
     def save_releases(self) -> None:
-        """The reconcile cooldowns, beside the checkpoint (for a profile that recalls them
-        after a restart); a failed write is counted, not raised: they are a hint."""
+        """The reconcile cooldowns of addresses not in the pool (again), beside the
+        checkpoint, for a profile that recalls them after a restart; a failed write is
+        counted, not raised: they are a hint."""
         write = getattr(self.checkpoint, "write_released", None)
         if write is None:
             return
         now, wall = self.clock.now(), self.clock.wall_ns()
+        ours = self.ds.addresses()
         try:
-            write({a: wall - int((now - t) * 1e9) for a, t in self.recently_freed.items()})
+            write({a: wall - int((now - t) * 1e9) for a, t in self.recently_freed.items()
+                   if a not in ours})
         except OSError as e:
             self.metrics.inc("awscni_ipamd_error_count", fn="saveReleases")
             log.warning("saving the recent releases failed: %s", e)

@@ -361,14 +361,17 @@ def _settle_releases(d: IpamD, truth: list[EniView], imds_enis: list[EniView]) -
     """The reconcile cooldown of an address this node released restarts while Describe and
     IMDS both still show it: neither has caught up with the release (Describe may lag by
     minutes, IMDS by hours), so their agreement is no evidence that it is ours again. Once
-    neither shows it, the release is settled: a later showing is a new assignment."""
+    neither shows it, or the node's own Assign got it back, the release is settled."""
     def shown(views):
         return {a for v in views for a in v.ips + v.prefixes}
     described, listed = shown(truth), shown(imds_enis)
+    ours = d.ds.addresses()  # released ones come back only by the node's own Assign
     now = d.clock.now()
     before = dict(d.recently_freed)
     for addr in before:
-        if addr in described and addr in listed:
+        if addr in ours:
+            del d.recently_freed[addr]
+        elif addr in described and addr in listed:
             d.recently_freed[addr] = now
         elif addr not in described and addr not in listed:
             del d.recently_freed[addr]

@@ -310,3 +310,30 @@ def test_an_unreadable_release_file_is_no_release(tmp_path, garbage):
     ec2, clock = FakeEc2(), FakeClock()
     d = start("hardened", ec2, FakeImds(ec2), clock, ckpt)
     assert d.add(key(1)).ip
+
+
+def test_an_address_ec2_gives_back_to_the_node_is_no_longer_a_release(tmp_path):
+    """EC2 hands a released address straight back out, here to this node's own Assign: it
+    is the node's again, in the pool before and after a restart (not left out as a
+    release, which would leak it for as long as both views show it)."""
+    ckpt = JsonCheckpoint(tmp_path / "ipam.json")
+    ec2, clock = FakeEc2(), FakeClock()
+    ec2.reuse_freed = True
+    imds = FakeImds(ec2)
+    d = start("hardened", ec2, imds, clock, ckpt, warm_ip_target=1)
+    pods = {n: d.add(key(n)).ip for n in range(3)}
+    settle(d, clock, 5)
+    d.delete(key(0))
+    settle(d, clock, 35)
+    assert pods[0] not in ec2.all_ips(), "the pool should have released it"
+    for n in range(10, 13):
+        d.add(key(n))
+    settle(d, clock, 1)
+    eni = ec2.primary.eni_id
+    assert pods[0] in ec2.enis[eni].ips, "EC2 should have handed it back to this node"
+    assert pods[0] not in ckpt.read_released()
+    d2 = start("hardened", ec2, imds, clock, ckpt, warm_ip_target=1)
+    for _ in range(reconcile.HARDENED_FULL_CHECK_EVERY):
+        clock.advance(61)
+        d2.reconcile()
+    assert pool_matches_ec2(d2, ec2), "an address of this node's leaked"
