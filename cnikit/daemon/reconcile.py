@@ -433,7 +433,7 @@ def drop_unconfirmed(d: IpamD) -> None:
     for eni in list(d.ds.enis.values()):
         shown = seen.get(eni.eni_id, set())
         for c in list(eni.cidrs.values()):
-            addr = c.cidr if c.is_prefix else c.cidr.split("/")[0]
+            addr = _address(c.cidr)
             if c.assigned() or (addr in shown and addr not in d.recently_freed):
                 continue
             d.ds.del_cidr(eni.eni_id, c.cidr)
