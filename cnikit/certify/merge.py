@@ -75,6 +75,77 @@ def merge(dirs: list[Path], out: Path) -> dict:
     return doc
 
 
+# ---- matrix shards (cnikit matrix --shard I/N) ------------------------------------------------
+
+def _load_matrix(d: Path) -> dict:
+    from cnikit.scenarios.cli import MATRIX_SCHEMA
+
+    path = d / "matrix.json"
+    try:
+        doc = json.loads(path.read_text())
+    except OSError as e:
+        raise UsageError(f"{path}: {e.strerror}") from None
+    except ValueError as e:
+        raise UsageError(f"{path}: not JSON ({e})") from None
+    if doc.get("schema") != MATRIX_SCHEMA:
+        raise UsageError(f"{path}: not a {MATRIX_SCHEMA} table")
+    return doc
+
+
+def merge_matrices(dirs: list[Path], out: Path) -> dict:
+    """The cells of matrix shards joined: the table one unsharded `cnikit matrix` makes."""
+    from cnikit.scenarios.cli import cell_of, write_matrix
+
+    columns: list[str] = []
+    runs: dict[tuple[str, str], list[dict]] = {}
+    expected: dict[tuple[str, str], str | None] = {}
+    seen: dict[tuple, Path] = {}
+    for d in dirs:
+        doc = _load_matrix(d)
+        columns += [c for c in doc["columns"] if c not in columns]
+        for name, row in doc["cells"].items():
+            for col, cell in row.items():
+                expected[(name, col)] = cell.get("expected")
+                for r in cell["runs"]:
+                    key = (name, col, r["seed"])
+                    if key in seen:
+                        raise UsageError(f"{name} [{col}] seed {r['seed']} is in both "
+                                         f"{seen[key]} and {d}")
+                    seen[key] = d
+                    runs.setdefault((name, col), []).append(r)
+    cells: dict = {}
+    for (name, col) in sorted(runs):
+        cell_runs = sorted(runs[(name, col)], key=lambda r: r["seed"])
+        cells.setdefault(name, {})[col] = cell_of(cell_runs, expected[(name, col)])
+    write_matrix(out, cells, columns)
+    _matrix_junit(out / "junit.xml", cells)
+    return {"columns": columns, "cells": cells}
+
+
+def _matrix_junit(path: Path, cells: dict) -> None:
+    import xml.etree.ElementTree as ET
+
+    suites = ET.Element("testsuites")
+    suite = ET.SubElement(suites, "testsuite", {"name": "cnikit matrix"})
+    n = failures = 0
+    for name, row in cells.items():
+        for col, cell in row.items():
+            for r in cell["runs"]:
+                n += 1
+                case = ET.SubElement(suite, "testcase", {"classname": col, "name": f"{name}[seed{r['seed']}]",
+                                                         "time": f"{r['seconds']:.2f}"})
+                want = cell.get("expected")
+                if want is not None and r["verdict"] != want:
+                    failures += 1
+                    ET.SubElement(case, "failure", {"message": f"{r['verdict']}, expected {want}"}
+                                  ).text = "\n".join(r.get("evidence") or [])
+    suite.set("tests", str(n))
+    suite.set("failures", str(failures))
+    tree = ET.ElementTree(suites)
+    ET.indent(tree)
+    tree.write(path, encoding="utf-8", xml_declaration=True)
+
+
 @click.group("report")
 def report_group() -> None:
     """Reports of several runs."""
@@ -85,10 +156,20 @@ def report_group() -> None:
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="where the merged certificate.json, report.html and junit.xml go")
 def merge_cmd(dirs, out) -> None:
-    """Join the report directories of certification shards: exit 0 every run held, 1 a
-    violation, 2 a run that could not complete (or shards that do not fit together)."""
+    """Join the report directories of shards (of `cnikit certify` or `cnikit matrix`): exit 0
+    every run as it should be, 1 a violation (a verdict not the expected one, for a matrix),
+    2 a run that could not complete or shards that do not fit together."""
     from cnikit.certify.suite import Certification
 
+    if all((d / "matrix.json").exists() for d in dirs):
+        from rich.console import Console
+
+        from cnikit.scenarios.cli import _table, matrix_ok
+
+        m = merge_matrices(list(dirs), out)
+        Console().print(_table(m["cells"], m["columns"]))
+        click.echo(f"matrix of {len(dirs)} shards: {out / 'matrix.json'}")
+        sys.exit(0 if matrix_ok(m["cells"]) else 1)
     doc = merge(list(dirs), out)
     s = doc["summary"]
     click.echo(f"{doc['target']['name']} {doc['target']['version']}: {doc['verdict'].upper()} - "

@@ -38,7 +38,7 @@ def take_shard(items: list, shard: tuple[int, int] | None) -> list:
     return [x for k, x in enumerate(items) if k % n == i - 1]
 
 
-def _target_ref(target) -> str:
+def target_ref(target) -> str:
     """What a worker process resolves the target from: its file, or a built-in's name."""
     return str(target.source) if getattr(target, "source", None) else target.name
 
@@ -87,27 +87,37 @@ class Pool:
                 os.killpg(p.pid, signal.SIGKILL)
 
 
-def run_all(todo: list, target, root: Path, jobs: int, ec2: str, ec2_endpoint: str | None,
-            on_start: Callable[[object], None] | None = None,
-            on_done: Callable[[dict], None] | None = None) -> list[dict]:
-    """Records in plan order, running `jobs` at once."""
+def run_specs(items: list, spec_of: Callable[[object], dict], jobs: int,
+              on_start: Callable[[object], None] | None = None,
+              on_done: Callable[[object, dict], None] | None = None) -> list[dict]:
+    """One worker process per item (spec_of(item): the worker's JSON argument), `jobs` at
+    once; the records in the items' order."""
     pool = Pool(jobs)
-    ref = _target_ref(target)
 
-    def one(p) -> dict:
+    def one(item) -> dict:
         if on_start is not None:
-            on_start(p)
-        rec = pool.run({"scenario": p.scenario, "seed": p.seed, "target": ref,
-                        "root": str(root), "ec2": ec2, "ec2_endpoint": ec2_endpoint})
+            on_start(item)
+        rec = pool.run(spec_of(item))
         if on_done is not None:
-            on_done(rec)
+            on_done(item, rec)
         return rec
 
-    ex = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="certify")
+    ex = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="runs")
     try:
-        return list(ex.map(one, todo))
+        return list(ex.map(one, items))
     except BaseException:
         pool.stop()
         raise
     finally:
         ex.shutdown(wait=True, cancel_futures=True)
+
+
+def run_all(todo: list, target, root: Path, jobs: int, ec2: str, ec2_endpoint: str | None,
+            on_start: Callable[[object], None] | None = None,
+            on_done: Callable[[dict], None] | None = None) -> list[dict]:
+    """A certification's records in plan order, running `jobs` at once."""
+    ref = target_ref(target)
+    return run_specs(todo, lambda p: {"scenario": p.scenario, "seed": p.seed, "target": ref,
+                                      "root": str(root), "ec2": ec2,
+                                      "ec2_endpoint": ec2_endpoint},
+                     jobs, on_start, None if on_done is None else (lambda _p, rec: on_done(rec)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -82,6 +83,23 @@ def record(result, planned: Planned, report_root: Path) -> dict:
     }
 
 
+@contextlib.contextmanager
+def strict_leaks():
+    """Leaks are violations while certifying (warnings in exploratory runs): the engine and
+    the worker processes of --jobs read it from the environment."""
+    from cnikit.scenarios.engine import STRICT_LEAKS_ENV
+
+    before = os.environ.get(STRICT_LEAKS_ENV)
+    os.environ[STRICT_LEAKS_ENV] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(STRICT_LEAKS_ENV, None)
+        else:
+            os.environ[STRICT_LEAKS_ENV] = before
+
+
 def certify(target, seeds: int = 1, report_dir: str | Path = "reports/certify",
             only: list[str] | None = None,
             progress: Callable[[str], None] | None = None,
@@ -124,20 +142,22 @@ def certify(target, seeds: int = 1, report_dir: str | Path = "reports/certify",
         if on_result is not None:
             on_result(rec, done[0], len(todo))
 
-    if jobs == 1:
-        for p in todo:
-            if on_start is not None:
-                on_start(p)
-            r = scenarios.run_scenario(scenarios.get(p.scenario), target=t, seed=p.seed,
-                                       report_dir=root / p.scenario / f"seed{p.seed}",
-                                       progress=progress, ec2=ec2, ec2_endpoint=ec2_endpoint)
-            cert.runs.append(record(r, p, root))
-            finished(cert.runs[-1])
-    else:
-        from cnikit.certify.parallel import run_all
+    with strict_leaks():
+        if jobs == 1:
+            for p in todo:
+                if on_start is not None:
+                    on_start(p)
+                r = scenarios.run_scenario(scenarios.get(p.scenario), target=t, seed=p.seed,
+                                           report_dir=root / p.scenario / f"seed{p.seed}",
+                                           progress=progress, ec2=ec2, ec2_endpoint=ec2_endpoint,
+                                           strict_leaks=True)
+                cert.runs.append(record(r, p, root))
+                finished(cert.runs[-1])
+        else:
+            from cnikit.certify.parallel import run_all
 
-        cert.runs = run_all(todo, t, root, jobs, ec2, ec2_endpoint, on_start=on_start,
-                            on_done=finished)
+            cert.runs = run_all(todo, t, root, jobs, ec2, ec2_endpoint, on_start=on_start,
+                                on_done=finished)
     cert.ended = time.time()
     cert.document = certificate.build(cert)
     cert.paths = {"certificate": certificate.write(root, cert.document),

@@ -28,9 +28,11 @@ def main(argv: list[str]) -> int:
     try:
         with _sigterm_as_interrupt():  # stopped by the pool: tear the run down, then exit
             r = scenarios.run_scenario(scenarios.get(p.scenario), target=spec["target"], seed=p.seed,
-                                       report_dir=root / p.scenario / f"seed{p.seed}",
+                                       report_dir=spec.get("report_dir")
+                                       or root / p.scenario / f"seed{p.seed}",
                                        ec2=spec.get("ec2", "moto"),
-                                       ec2_endpoint=spec.get("ec2_endpoint"))
+                                       ec2_endpoint=spec.get("ec2_endpoint"),
+                                       duration=spec.get("duration"))
     except CnikitError as e:
         print(f"cnikit: {e}", file=sys.stderr)
         return e.exit_code

@@ -164,39 +164,92 @@ def run_cmd(scenario, profile, target, ec2, ec2_endpoint, seed, report_dir, dura
 
 # ---- cnikit matrix -----------------------------------------------------------------------
 
-def run_matrix(names: list[str], profiles: list[str], seeds: int, first_seed: int = 1,
+def run_matrix(names: list[str], profiles: list, seeds: int, first_seed: int = 1,
                report_root: Path | None = None, progress=None, duration: float | None = None,
-               on_result=None) -> dict:
+               on_result=None, jobs: int = 1, shard: tuple[int, int] | None = None,
+               on_start=None) -> dict:
     """{scenario: {target: {"verdict", "seconds", "report", "expected", "runs": [...]}}};
-    profiles: built-in names, target files or Targets (a column each)."""
+    profiles: built-in names, target files or Targets (a column each).
+
+    jobs > 1: that many runs at once, each in its own process (cnikit.certify.parallel);
+    shard (I, N): only the I-th of N deterministic shares of scenario x target x seed.
+    on_start(cell) and on_result(cell, run) get cell = (scenario, target, seed)."""
     from cnikit import scenarios
+    from cnikit.certify.parallel import run_specs, take_shard, target_ref
     from cnikit.targets import resolve_target
 
-    out: dict = {}
     columns = [resolve_target(p) for p in profiles]
+    cells = take_shard([(name, tgt, seed) for name in names for tgt in columns
+                        for seed in range(first_seed, first_seed + seeds)], shard)
+
+    def rdir(cell) -> Path | None:
+        name, tgt, seed = cell
+        return None if report_root is None else Path(report_root) / name / f"{tgt.name}-seed{seed}"
+
+    runs: dict[tuple[str, str], list[dict]] = {}
+
+    def done(cell, run: dict) -> None:
+        runs.setdefault((cell[0], cell[1].name), []).append(run)
+        if on_result is not None:
+            on_result(cell, run)
+
+    if jobs == 1:
+        for cell in cells:
+            if on_start is not None:
+                on_start(cell)
+            name, tgt, seed = cell
+            r = scenarios.run_scenario(scenarios.get(name), target=tgt, seed=seed,
+                                       report_dir=rdir(cell), progress=progress,
+                                       duration=duration)
+            done(cell, {"seed": seed, "verdict": r.verdict, "seconds": r.seconds,
+                        "report": r.report.get("html") or r.report.get("json"),
+                        "error": r.error, "evidence": r.evidence(3),
+                        "precondition": r.precondition})
+    else:
+        if report_root is None:
+            raise UsageError("runs in parallel need a report directory")
+
+        def spec(cell) -> dict:
+            return {"scenario": cell[0], "seed": cell[2], "target": target_ref(cell[1]),
+                    "root": str(report_root), "report_dir": str(rdir(cell)),
+                    "duration": duration}
+
+        def finished(cell, rec: dict) -> None:
+            report = rec.get("report")
+            done(cell, {"seed": cell[2], "verdict": rec["verdict"], "seconds": rec["seconds"],
+                        "report": str(Path(report_root) / report) if report else None,
+                        "error": rec.get("error"), "evidence": rec.get("evidence", [])[:3],
+                        "precondition": rec.get("precondition")})
+
+        run_specs(cells, spec, jobs, on_start, finished)
+    out: dict = {}
     for name in names:
-        sc = scenarios.get(name)
         for tgt in columns:
-            profile = tgt.name
-            runs = []
-            for seed in range(first_seed, first_seed + seeds):
-                rdir = None
-                if report_root is not None:
-                    rdir = Path(report_root) / name / f"{profile}-seed{seed}"
-                r = scenarios.run_scenario(sc, target=tgt, seed=seed, report_dir=rdir,
-                                           progress=progress, duration=duration)
-                runs.append({"seed": seed, "verdict": r.verdict, "seconds": r.seconds,
-                             "report": r.report.get("html") or r.report.get("json"),
-                             "error": r.error, "evidence": r.evidence(3)})
-                if on_result is not None:
-                    on_result(r)
-            verdicts = {x["verdict"] for x in runs}
-            cell = {"verdict": verdicts.pop() if len(verdicts) == 1 else "mixed",
-                    "seconds": round(sum(x["seconds"] for x in runs) / len(runs), 2),
-                    "report": runs[-1]["report"], "expected": tgt.expected(name),
-                    "runs": runs}
-            out.setdefault(name, {})[profile] = cell
+            cell_runs = sorted(runs.get((name, tgt.name), []), key=lambda x: x["seed"])
+            if cell_runs:
+                out.setdefault(name, {})[tgt.name] = cell_of(cell_runs, tgt.expected(name))
     return out
+
+
+def cell_of(runs: list[dict], expected: str | None) -> dict:
+    """A cell of the table from its runs (one per seed): 'mixed' when the seeds disagree."""
+    verdicts = {x["verdict"] for x in runs}
+    return {"verdict": verdicts.pop() if len(verdicts) == 1 else "mixed",
+            "seconds": round(sum(x["seconds"] for x in runs) / len(runs), 2),
+            "report": runs[-1]["report"], "expected": expected, "runs": runs}
+
+
+MATRIX_SCHEMA = "cnikit-matrix/1"
+
+
+def write_matrix(root: Path, m: dict, columns: list[str], shard=None) -> Path:
+    """matrix.json beside the runs' reports: what `cnikit report merge` joins."""
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / "matrix.json"
+    path.write_text(json.dumps({"schema": MATRIX_SCHEMA, "columns": columns,
+                                "shard": f"{shard[0]}/{shard[1]}" if shard else None,
+                                "cells": m}, indent=1, default=str) + "\n")
+    return path
 
 
 def matrix_ok(m: dict) -> bool:
@@ -246,7 +299,12 @@ def matrix_cell(c: dict) -> str:
 @_target_option(multiple=True)
 @click.option("--report", "report_root", default="reports/matrix", show_default=True,
               type=click.Path(file_okay=False))
-def matrix_cmd(as_json, seeds, only, profiles, targets, report_root) -> None:
+@click.option("--jobs", "-j", default=1, show_default=True, type=click.IntRange(1, 64),
+              help="runs at once, each in its own process")
+@click.option("--shard", default=None, metavar="I/N",
+              help="only the I-th of N deterministic shares of scenario x target x seed "
+                   "(join the shards with 'cnikit report merge')")
+def matrix_cmd(as_json, seeds, only, profiles, targets, report_root, jobs, shard) -> None:
     """Every scenario against every profile (and target file): exit 0 when every verdict is
     as expected."""
     from cnikit import scenarios
@@ -260,23 +318,36 @@ def matrix_cmd(as_json, seeds, only, profiles, targets, report_root) -> None:
     profiles = list(profiles) or ([] if files else builtin_names())
     columns = [resolve_target(p) for p in profiles] + files
     profiles = [t.name for t in columns]
+    from cnikit.certify.parallel import parse_shard, take_shard
     from cnikit.runtime import require_root
 
+    share = parse_shard(shard)
     require_root("cnikit matrix")
-    total = len(names) * len(profiles) * seeds
+    total = len(take_shard(list(range(len(names) * len(profiles) * seeds)), share))
     console = _console()
-    done = [0]
+    done, flying = [0], set()
 
-    def on_result(r):
+    def on_start(cell):
+        flying.add((cell[0], cell[1].name, cell[2]))
+        if jobs > 1:
+            console.print(f"started {cell[0]} [{cell[1].name}] seed {cell[2]} "
+                          f"({len(flying)} in flight)", markup=False, style="dim")
+
+    def on_result(cell, run):
+        flying.discard((cell[0], cell[1].name, cell[2]))
         done[0] += 1
-        ok = "" if r.expected in (None, r.verdict) else f" (expected {r.expected})"
-        console.print(f"[{done[0]}/{total}] {r.scenario} [{r.profile}] seed {r.seed}: "
-                      f"{r.verdict}{ok} {r.seconds:.1f}s", markup=False)
+        expected = cell[1].expected(cell[0])
+        ok = "" if expected in (None, run["verdict"]) else f" (expected {expected})"
+        flight = f", {len(flying)} in flight" if jobs > 1 else ""
+        console.print(f"[{done[0]}/{total}{flight}] {cell[0]} [{cell[1].name}] seed {cell[2]}: "
+                      f"{run['verdict']}{ok} {run['seconds']:.1f}s", markup=False)
 
     t0 = time.monotonic()
     with _sigterm_as_interrupt(), _progress("matrix") as say:
-        m = run_matrix(names, columns, seeds, report_root=Path(report_root), progress=say,
-                       on_result=on_result)
+        m = run_matrix(names, columns, seeds, report_root=Path(report_root),
+                       progress=say if jobs == 1 else None, on_result=on_result,
+                       on_start=on_start, jobs=jobs, shard=share)
+    write_matrix(Path(report_root), m, [t.name for t in columns], share)
     if as_json:
         click.echo(json.dumps(m, indent=1))
     else:

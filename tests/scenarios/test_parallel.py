@@ -1,0 +1,50 @@
+"""The matrix in parallel and in shards: `--jobs 2` gives the table of one run at a time,
+and three shards merged with `cnikit report merge` give the unsharded table."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = [pytest.mark.root,
+              pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")]
+
+CELLS = ["-s", "imds-outage", "-s", "imds-stale-equal-length",
+         "-p", "vpc-cni-1.18.3", "-p", "hardened"]
+
+
+def _cnikit(*args: str) -> subprocess.CompletedProcess:
+    p = subprocess.run([sys.executable, "-m", "cnikit.cli", *args], capture_output=True,
+                       text=True, timeout=900)
+    assert "Traceback" not in p.stderr, p.stderr
+    return p
+
+
+def _table(path) -> dict:
+    doc = json.loads(path.read_text())
+    return {(name, col): (cell["verdict"], cell["expected"], [r["seed"] for r in cell["runs"]])
+            for name, row in doc["cells"].items() for col, cell in row.items()}
+
+
+@pytest.mark.timeout(900)
+def test_jobs_and_three_merged_shards_give_the_table_of_one_run_at_a_time(tmp_path):
+    whole = _cnikit("matrix", *CELLS, "--jobs", "2", "--report", str(tmp_path / "whole"))
+    assert whole.returncode == 0, whole.stdout + whole.stderr
+    assert "in flight" in whole.stderr
+    table = _table(tmp_path / "whole" / "matrix.json")
+    assert len(table) == 4
+    assert table[("imds-stale-equal-length", "vpc-cni-1.18.3")][0] == "violation"
+    for i in (1, 2, 3):
+        p = _cnikit("matrix", *CELLS, "--shard", f"{i}/3", "--report", str(tmp_path / f"s{i}"))
+        assert p.returncode == 0, p.stdout + p.stderr
+    parts = [_table(tmp_path / f"s{i}" / "matrix.json") for i in (1, 2, 3)]
+    assert sum(len(x) for x in parts) == 4 and all(parts)
+    merged = _cnikit("report", "merge", *(str(tmp_path / f"s{i}") for i in (1, 2, 3)),
+                     "--out", str(tmp_path / "merged"))
+    assert merged.returncode == 0, merged.stdout + merged.stderr
+    assert _table(tmp_path / "merged" / "matrix.json") == table
+    assert (tmp_path / "merged" / "junit.xml").is_file()
