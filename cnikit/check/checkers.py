@@ -4,9 +4,10 @@ Each checker sees every entry in order (`step`), live or replayed from a saved h
 keeps `open` (violations still holding) and `closed` ones. They read only the history:
   client ok  pod-add {pod, node, instance_id, ip}   pod-delete {pod}
   prober     fail/recover {src, dst, reason}  wrong/right {src, dst, by}  stats {...}
+             stale {src, dst (a removed pod), by, ip, after}
   monitor    ownership {full, set: {ip: [instance, eni, primary]}, unset: [ip],
                         prefixes_set: {cidr: [instance, eni]}, prefixes_unset: [cidr]}
-             daemon-view {instance_id, ips}
+             daemon-view {instance_id, ips, assigned: {ip: container}}  daemon-view-error
 """
 
 from __future__ import annotations
@@ -247,8 +248,19 @@ class Ownership(Checker):
 
 
 class Leaks(Checker):
-    """An IP EC2 assigned to one of our nodes, unknown to the daemon and to every pod for
-    longer than `grace` seconds. A warning class of its own: wasted, not broken."""
+    """An address EC2 gives one of our nodes that the build holds for no pod, for longer than
+    `grace` seconds. Seen from outside through the build's own view of its pool (daemon-view
+    entries: the [observe] introspection port), in one of two ways:
+
+      assigned-to-deleted  the build's datastore still assigns it to a container whose pod
+                           was deleted (pod-delete, with no failed DEL after it): a warning
+                           in exploratory runs, a violation when certifying (`strict_leaks`);
+      unknown              neither the build's datastore nor any pod has it: always a
+                           warning, since EC2 does not say who put an address on an ENI (the
+                           nemesis or another tenant may have, behind the build's back).
+
+    Without that view a warm address cannot be told from a leak: nothing is judged for a
+    node whose build shows none (or whose view is down: a restarting daemon)."""
 
     kind = "leak"
     severity = WARNING
@@ -256,35 +268,121 @@ class Leaks(Checker):
     def __init__(self, options: dict | None = None) -> None:
         super().__init__(options)
         self.grace = float(self.options.get("leak_grace", 60.0))
+        self.strict = bool(self.options.get("strict_leaks"))
         self.daemon: dict[str, set[str]] = {}  # instance -> ips the daemon knows
+        self.assigned: dict[str, dict[str, str]] = {}  # instance -> {ip: container}
+        self.deleted: dict[str, float] = {}  # pod (= container id) -> deleted at
         self.unknown_since: dict[str, float] = {}
 
     def step(self, e: dict, state) -> None:
         ownership = state.checker(Ownership.kind)
-        f, v, at = e["f"], e["value"] or {}, e["time"]
-        if e["process"] == "monitor" and f == "daemon-view":
+        f, v, at, proc = e["f"], e["value"] or {}, e["time"], e["process"]
+        if proc == "monitor" and f == "daemon-view":
             self.daemon[v["instance_id"]] = set(v.get("ips", []))
-        elif not (e["process"] == "monitor" and f == "ownership") and not (
-                e["process"] == "prober" and f == "stats") and not (
-                e["process"] == "client" and e["type"] == "ok"):
+            self.assigned[v["instance_id"]] = dict(v.get("assigned") or {})
+        elif proc == "monitor" and f == "daemon-view-error":
+            # The build's view is unknown while its daemon is down: judge nothing there.
+            self.daemon.pop(v.get("instance_id"), None)
+            self.assigned.pop(v.get("instance_id"), None)
+        elif proc == "client" and f == "pod-delete" and v.get("pod"):
+            if e["type"] == "ok":
+                self.deleted[v["pod"]] = at
+            elif e["type"] == "fail":  # DEL not answered: the runtime would retry it
+                self.deleted.pop(v["pod"], None)
+        elif not (proc == "monitor" and f == "ownership") and not (
+                proc == "prober" and f == "stats") and not (
+                proc == "client" and e["type"] == "ok"):
             return
         if ownership is None or not ownership.known:
             return
         candidates = set()
         for ip, (instance, _eni, primary) in ownership.ips.items():
-            # Without a view of the build's pool (no [observe] port) a warm address cannot
-            # be told from a leak: no warning then.
-            if instance not in self.daemon:
+            if instance not in self.daemon or primary or ip in state.by_ip:
                 continue
-            if primary or ip in state.by_ip or ip in self.daemon[instance]:
-                continue
+            holder = self.assigned.get(instance, {}).get(ip)
+            if holder is not None and holder not in self.deleted:
+                continue  # a live pod's, or one the kit never saw answered
+            if holder is None and ip in self.daemon[instance]:
+                continue  # a warm address
             candidates.add(ip)
-            self.unknown_since.setdefault(ip, at)
-            if at - self.unknown_since[ip] >= self.grace:
-                self._open(ip, self.unknown_since[ip] + self.grace, node=instance)
+            first = self.unknown_since.setdefault(ip, at)
+            if at - first >= self.grace:
+                if holder is not None:
+                    what = (f"EC2 still gives {instance} {ip}, which the build holds for "
+                            f"{holder}, deleted {at - self.deleted[holder]:.1f}s ago")
+                    self._open(ip, first + self.grace, node=instance, ip=ip,
+                               why="assigned-to-deleted", container=holder, what=what)
+                    if self.strict:
+                        self.open[ip].severity = VIOLATION
+                else:
+                    what = (f"EC2 gives {instance} {ip}, which neither the build's datastore "
+                            f"nor any pod has had for {at - first:.1f}s")
+                    self._open(ip, first + self.grace, node=instance, ip=ip, why="unknown",
+                               what=what)
         for ip in [ip for ip in self.unknown_since if ip not in candidates]:
             del self.unknown_since[ip]
             self._close(ip, at)
+
+
+class EarlyReuse(Checker):
+    """Upstream 1091: an address given to a new pod within the required IP cooldown of its
+    old pod's delete, and reached there by the old pod's flows.
+
+    A violation when, for a pod X deleted at t (its pod-delete, recorded before the DEL is
+    sent: the earliest the build could free the address) and a pod Y added at u with X's IP:
+      u - t < cooldown (option `ip_cooldown`, seconds: upstream's IP_COOLDOWN_PERIOD, 30 s,
+      times the run's time scale), and the prober's lingering flow to X (its peers keep
+      sending to X's old IP, addressed to X, for the cooldown after X's removal) is answered
+      by Y (a `stale` event).
+    Both halves are needed: a reuse after the cooldown is what the cooldown allows, and stale
+    traffic without a reuse reaches nobody. Off when the cooldown is 0."""
+
+    kind = "early-reuse"
+
+    def __init__(self, options: dict | None = None) -> None:
+        super().__init__(options)
+        self.cooldown = float(self.options.get("ip_cooldown") or 0.0)
+        self.ips: dict[str, str] = {}  # pod -> ip (every pod seen)
+        self.freed: dict[str, list[tuple[str, float]]] = {}  # ip -> [(deleted pod, at)]
+        self.early: dict[str, dict[str, tuple[float, float]]] = {}  # new -> {old: (del, add)}
+        self.found: dict[tuple[str, str], Violation] = {}
+
+    def step(self, e: dict, state) -> None:
+        if self.cooldown <= 0:
+            return
+        f, v, at = e["f"], e["value"] or {}, e["time"]
+        if e["process"] == "client" and e["type"] == "ok" and f == "pod-add":
+            pod, ip = v["pod"], v["ip"]
+            self.ips[pod] = ip
+            recent = [(old, t) for old, t in self.freed.get(ip, []) if at - t < self.cooldown]
+            self.freed[ip] = recent
+            if recent:
+                self.early[pod] = {old: (t, at) for old, t in recent}
+        elif e["process"] == "client" and e["type"] == "ok" and f == "pod-delete":
+            pod = v.get("pod")
+            ip = v.get("ip") or self.ips.get(pod)
+            if pod and ip:
+                self.freed.setdefault(ip, []).append((pod, at))
+        elif e["process"] == "prober" and f == "stale":
+            old, new = v.get("dst"), v.get("by")
+            times = self.early.get(new, {}).get(old)
+            if times is None or v.get("src") == new:  # a flow needs a peer of the old pod
+                return
+            deleted, added = times
+            found = self.found.get((old, new))
+            if found is not None:
+                found.detail["stale_answers"] += 1
+                return
+            ip = v.get("ip") or self.ips.get(new)
+            what = (f"traffic for deleted pod {old} reached its successor {new} on IP {ip} "
+                    f"{at - deleted:.2f}s after {old}'s delete ({new} got {ip} "
+                    f"{added - deleted:.2f}s after it; required cooldown {self.cooldown:.2f}s)")
+            self._open(new, at, ip=ip, deleted_pod=old, sent_from=v.get("src"),
+                       reassigned_after=round(added - deleted, 3),
+                       reached_after=round(at - deleted, 3), cooldown=self.cooldown,
+                       stale_answers=1, what=what)
+            self.found[(old, new)] = self.open[new]
+            self._close(new, at)  # an event, not a state: it stays in the run's violations
 
 
 class Unprobed(Checker):

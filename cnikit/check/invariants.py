@@ -1,6 +1,6 @@
 """The invariants of a run: every checker, fed live from the history or replayed from one.
 
-    inv = Invariants(leak_grace=60)
+    inv = Invariants(leak_grace=60, ip_cooldown=1.5, strict_leaks=False)
     history.subscribe(inv.step)        # continuous
     inv.active() / inv.violations() / inv.warnings() / inv.failing_pods()
     judge(entries) -> Invariants       # the same checkers over a saved history
@@ -26,11 +26,16 @@ CHECKER_ERROR = "checker-error"
 class Invariants:
     """Every registered checker (cnikit.check.checkers.CHECKERS) over one history."""
 
-    def __init__(self, leak_grace: float = 60.0, damage_grace: float = 3.0):
+    def __init__(self, leak_grace: float = 60.0, damage_grace: float = 3.0,
+                 ip_cooldown: float = 0.0, strict_leaks: bool = False):
+        """leak_grace: seconds before an address held for no pod is a leak; ip_cooldown:
+        the required IP cooldown in run seconds (0: early reuse not judged); strict_leaks:
+        a leak is a violation (certification), not a warning."""
         self.state = PodState()
         # What the nemesis broke itself (an address it took from a pod) is not the build's.
         self.damage = NemesisDamage(damage_grace)
-        options = {"leak_grace": leak_grace}
+        options = {"leak_grace": leak_grace, "ip_cooldown": ip_cooldown,
+                   "strict_leaks": strict_leaks}
         self.checkers = {kind: cls(options) for kind, cls in CHECKERS.items()}
         # A checker that raised: recorded once as a violation of its own and no longer fed.
         # The history is appended from the prober's and the scenario's threads: a checker's
@@ -104,8 +109,9 @@ class Invariants:
                 "warnings": [v.to_json() for v in self.warnings()]}
 
 
-def judge(entries: list[dict], leak_grace: float = 60.0) -> Invariants:
-    inv = Invariants(leak_grace)
+def judge(entries: list[dict], leak_grace: float = 60.0, ip_cooldown: float = 0.0,
+          strict_leaks: bool = False) -> Invariants:
+    inv = Invariants(leak_grace, ip_cooldown=ip_cooldown, strict_leaks=strict_leaks)
     for e in entries:
         inv.step(e)
     return inv

@@ -44,15 +44,17 @@ class Prober:
     def __init__(self, on_event: Callable[[dict], None] | None = None,
                  interval: float | None = None,
                  timeout: float = 0.005, fail_after: int = 3, max_inflight: int = 256,
-                 confirm_timeout: float = 0.25,
+                 confirm_timeout: float = 0.25, linger: float = 0.0,
                  run_dir: Path | None = None, threads: int | None = None):
         self.on_event = on_event or (lambda ev: None)
         # interval: seconds per round (every pod probed once as source and as destination);
         # None: automatic, 0.1 s up to 500 pods, slower beyond (at most 0.5 s).
+        # linger: seconds a removed pod's flows go on (its peers keep sending to its old
+        # IP, as long-lived connections do): an answer from another pod is a `stale` event.
         self.config = {"interval": -1.0 if interval is None else interval,
                        "timeout": timeout, "fail_after": fail_after,
                        "confirm_timeout": confirm_timeout,
-                       "max_inflight": max_inflight}
+                       "max_inflight": max_inflight, "linger": linger}
         self.run_dir = run_dir
         # Probing threads in the prober process; None: up to two, as many cores as there are.
         self.threads = threads

@@ -13,11 +13,15 @@ sums their counters into one stats event a second.
 Anchors (pods added with "anchor": true, e.g. a socket in the VPC router) stay out of the
 rounds: instead every pod probes every anchor once per round.
 
+A removed pod lingers as a ghost for `linger` seconds: its peers' flows to its old IP go on
+(prober_shard), and an answer from another pod is a `stale` event.
+
 Control:  {"op": "add", "pods": [{"id", "netns", "ip", "anchor"}]}   {"op": "remove", "ids": [...]}
           {"op": "config", "interval", "timeout", "fail_after", "max_inflight",
-                           "confirm_timeout"}  {"op": "stop"}
+                           "confirm_timeout", "linger"}  {"op": "stop"}
 Events:   ready, added {ids, errors}, fail {src, dst, reason}, recover {src, dst},
-          wrong {src, dst, by}, right {src, dst}, stats {...} once a second.
+          wrong {src, dst, by}, right {src, dst}, stale {src, dst (the removed pod), by,
+          ip, after (seconds since its removal)}, stats {...} once a second.
 """
 
 from __future__ import annotations
@@ -117,7 +121,8 @@ class Prober:
                 added.append(pid)
         finally:
             os.close(home)
-        self.remove([pid for pid in made if pid in self.known])  # re-added: fresh sockets
+        self.remove([pid for pid in made if pid in self.known],
+                    linger=False)  # re-added: fresh sockets
         # Sockets first, then the mesh: no shard probes a pod before it answers there.
         calls = [shard.call(shard.adopt, {pid: socks[i] for pid, socks in made.items()})
                  for i, shard in enumerate(self.shards)]
@@ -130,17 +135,25 @@ class Prober:
         m = self.mesh
         ips = {**m.ips, **{int(p["id"]): p["ip"] for p in pods if int(p["id"]) in made}}
         self.mesh = Mesh([*m.order, *(p for p in added if p not in anchors)],
-                         [*m.anchors, *(p for p in added if p in anchors)], ips)
+                         [*m.anchors, *(p for p in added if p in anchors)], ips,
+                         [g for g in m.ghosts if g[0] not in made])
         self.emit("added", ids=added, errors=errors)
 
-    def remove(self, ids: list[int]) -> None:
+    def remove(self, ids: list[int], linger: bool = True) -> None:
+        """Stop probing these pods; with `linger`, their flows go on as ghosts."""
         gone = set(ids) & self.known
         if not gone:
             return
         m = self.mesh
-        self.mesh = Mesh([p for p in m.order if p not in gone],
-                         [p for p in m.anchors if p not in gone],
-                         {p: ip for p, ip in m.ips.items() if p not in gone})
+        now = time.monotonic()
+        ghosts = [g for g in m.ghosts if g[0] not in gone and g[3] > now]
+        order = tuple(p for p in m.order if p not in gone)
+        if linger and self.settings.linger > 0:
+            until = now + self.settings.linger
+            ghosts += [(p, m.ips[p], now, until, order) for p in m.order
+                       if p in gone and p in m.ips]
+        self.mesh = Mesh(order, [p for p in m.anchors if p not in gone],
+                         {p: ip for p, ip in m.ips.items() if p not in gone}, ghosts)
         calls = [shard.call(shard.drop, gone) for shard in self.shards]
         for shard, done in zip(self.shards, calls, strict=True):
             shard.wait(done)
@@ -173,7 +186,7 @@ class Prober:
             elif op == "config":
                 st = self.settings
                 for key in ("interval", "timeout", "fail_after", "max_inflight",
-                            "confirm_timeout"):
+                            "confirm_timeout", "linger"):
                     if key in msg:
                         setattr(st, key, type(getattr(st, key))(msg[key]))
                 self.emit("configured")
@@ -186,13 +199,17 @@ class Prober:
             totals.update(shard.counts)
         st = {k: v - self.last_counts.get(k, 0) for k, v in totals.items()}
         self.last_counts = dict(totals)
+        m = self.mesh
+        if any(g[3] <= now for g in m.ghosts):  # flows that outlived their linger: gone
+            self.mesh = Mesh(m.order, m.anchors, m.ips, [g for g in m.ghosts if g[3] > now])
         lp = self.last_probed
         stale = [p for p in self.mesh.order if now - lp.get(p, 0) > 1.0]
         self.emit("stats", period=period, sent=st["sent"], ok=st["ok"],
                   timeouts=st["timeouts"], wrong=st["wrong"], late=st["late"],
                   send_errors=st["send_errors"], pods=len(self.mesh.order),
                   failing=sum(len(shard.failed) for shard in self.shards),
-                  threads=len(self.shards),
+                  threads=len(self.shards), ghosts=len(self.mesh.ghosts),
+                  ghost_sent=st["ghost_sent"], stale_answers=st["stale"],
                   pairs_per_s=(st["ok"] + st["wrong"]) / period if period else 0.0,
                   stale=stale[:50], stale_count=len(stale))
 

@@ -16,6 +16,13 @@ Rounds: round r pairs source position i with destination i+k, k = r mod (N-1) + 
 pairs are covered every N-1 rounds. With a pace, r is the time slot (monotonic time
 divided by the pace), so all shards use the same k at the same time and every pod is a
 destination once per round; at full speed (pace 0) each shard runs rounds back to back.
+
+Lingering flows: a removed pod stays in the mesh as a ghost for `linger` seconds (the
+peers' long-lived flows to it, which outlive the pod as conntrack and ARP entries do). Each
+round every shard sends one probe per ghost to its old IP, addressed to the old pod's id,
+from one of its peers at removal (rotating over them). Nobody should answer; an answer from
+another pod now holding the IP is a `stale` event (traffic for a deleted pod reached its
+successor). Unanswered ghost probes are never misses.
 """
 
 from __future__ import annotations
@@ -40,12 +47,14 @@ class Mesh:
     """What is probed, replaced whole (never changed in place) when pods come or go, so a
     shard reading it from another thread always sees one consistent version."""
 
-    __slots__ = ("order", "anchors", "ips")
+    __slots__ = ("order", "anchors", "ips", "ghosts")
 
-    def __init__(self, order=(), anchors=(), ips=None) -> None:
+    def __init__(self, order=(), anchors=(), ips=None, ghosts=()) -> None:
         self.order: tuple[int, ...] = tuple(order)
         self.anchors: tuple[int, ...] = tuple(anchors)
         self.ips: dict[int, str] = dict(ips or {})
+        # (pod id, its old IP, removed at, linger until (monotonic s), its peers then)
+        self.ghosts: tuple[tuple[int, str, float, float, tuple[int, ...]], ...] = tuple(ghosts)
 
 
 class Settings:
@@ -57,6 +66,7 @@ class Settings:
         self.fail_after = 3
         self.max_inflight = 256
         self.confirm_timeout = 0.25
+        self.linger = 0.0  # seconds a removed pod's flows are kept up (0: none)
 
     def pace(self, n: int) -> float:
         """Seconds per round. A negative interval means automatic: ten rounds a second up
@@ -90,6 +100,9 @@ class Shard:
         self.misses: dict[tuple[int, int], int] = {}
         self.failed: set[tuple[int, int]] = set()
         self.wrong: set[tuple[int, int]] = set()
+        self.ghost_next: collections.deque[tuple[int, int, str, float]] = collections.deque()
+        self.ghost_inflight: dict[int, tuple[int, str, float, float]] = {}  # seq -> ghost, sent
+        self.stale_seen: set[tuple[int, int]] = set()  # (ghost, answering pod) reported
         self.suspect_src: set[int] = set()  # sources with pairs in `wrong` (slow path)
         self.seq = 0
         self.round_i = 0
@@ -98,7 +111,7 @@ class Shard:
         # Counters only this shard writes and never resets; the control thread takes
         # differences once a second.
         self.counts = {"sent": 0, "ok": 0, "timeouts": 0, "wrong": 0, "late": 0,
-                       "send_errors": 0, "answer_errors": 0}
+                       "send_errors": 0, "answer_errors": 0, "ghost_sent": 0, "stale": 0}
         self.running = True
         self.thread = threading.Thread(target=self.loop, name="prober-shard", daemon=True)
 
@@ -156,6 +169,7 @@ class Shard:
         self.wrong = set(filter(keep, self.wrong))
         self.suspect_src = {k[0] for k in self.wrong}
         self.retry = collections.deque(filter(keep, self.retry))
+        self.ghost_next = collections.deque(g for g in self.ghost_next if g[0] not in gone)
         self.confirm = collections.deque(filter(keep, self.confirm))
         self.inflight = {s: v for s, v in self.inflight.items() if keep(v)}
 
@@ -189,6 +203,8 @@ class Shard:
             # Failed and wrongly answered pairs are re-probed every round, so recovery
             # shows within one interval rather than once every N-1 rounds.
             self.retry.extend(itertools.islice(self.failed | self.wrong, REPROBE_MAX))
+            if mesh.ghosts or self.ghost_inflight:
+                self._queue_ghosts(mesh, now)
             if self.retry:
                 return self.retry.popleft()
         i = self.mine[self.round_i]
@@ -197,6 +213,32 @@ class Shard:
         if mesh.anchors:
             self.anchor_next.extend((src, a) for a in mesh.anchors)
         return src, order[(i + self.round_k) % n]
+
+    def _queue_ghosts(self, mesh: Mesh, now: float) -> None:
+        """One probe per lingering ghost this round, from the next of this shard's pods."""
+        old = now - 1.0
+        self.ghost_inflight = {q: g for q, g in self.ghost_inflight.items() if g[3] >= old}
+        turn = self.round_r * self.count + self.index
+        for gid, ip, since, until, peers in mesh.ghosts:
+            # Only the pods that were its peers when it went hold flows to it.
+            if until > now and peers:
+                self.ghost_next.append((peers[(turn + gid) % len(peers)], gid, ip, since))
+
+    def _send_ghost(self, src: int, gid: int, ip: str, since: float, now: float) -> bool:
+        """False when the socket is full (try later)."""
+        s = self.socks.get(src)
+        if s is None:
+            return True
+        self.seq += 1
+        try:
+            s.sendto(PROBE.pack(b"P", src, gid, self.seq), (ip, self.port))
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True  # no route to a dead pod's IP is what should happen
+        self.ghost_inflight[self.seq] = (gid, ip, since, now)
+        self.counts["ghost_sent"] += 1
+        return True
 
     def round_due(self, now: float) -> bool:
         mesh = self.prober.mesh
@@ -211,6 +253,11 @@ class Shard:
         return pace <= 0 or int(now / pace) != self.round_r
 
     def send(self, now: float) -> None:
+        while self.ghost_next:
+            g = self.ghost_next[0]
+            if not self._send_ghost(g[0], g[1], g[2], g[3], now):
+                return
+            self.ghost_next.popleft()
         while self.confirm:
             src, dst = self.confirm.popleft()
             if self._send_one(src, dst, now, self.confirm_q) is False:
@@ -267,12 +314,25 @@ class Shard:
         elif len(data) == ANSWER.size and data[:1] == b"A":
             _k, src, dst, seq, by = ANSWER.unpack(data)
             if self.inflight.pop(seq, None) is None:
-                self.counts["late"] += 1
+                ghost = self.ghost_inflight.pop(seq, None)
+                if ghost is None:
+                    self.counts["late"] += 1
+                elif by != dst:
+                    self.stale(src, ghost, by, now)
             elif by == dst and src not in self.suspect_src and (src, dst) not in self.misses:
                 self.counts["ok"] += 1  # the common case, kept short
                 self.prober.last_probed[dst] = now
             else:
                 self.answered(src, dst, by, now)
+
+    def stale(self, src: int, ghost: tuple[int, str, float, float], by: int, now: float) -> None:
+        """A probe of a removed pod's lingering flow was answered by another pod."""
+        gid, ip, since, _sent = ghost
+        self.counts["stale"] += 1
+        if (gid, by) not in self.stale_seen:
+            self.stale_seen.add((gid, by))
+            self.prober.emit("stale", src=src, dst=gid, by=by, ip=ip,
+                             after=round(now - since, 3))
 
     def answered(self, src: int, dst: int, by: int, now: float) -> None:
         key = (src, dst)
@@ -372,7 +432,7 @@ class Shard:
     def _idle_wait(self, now: float) -> float:
         """How long epoll may sleep: 0 while there is a probe to send, else until the oldest
         probe expires or the next round starts."""
-        if self.confirm or (len(self.inflight) < self.settings.max_inflight and
+        if self.confirm or self.ghost_next or (len(self.inflight) < self.settings.max_inflight and
                             (self.retry or self.anchor_next or self.round_due(now))):
             return 0.0
         deadline = now + 0.25

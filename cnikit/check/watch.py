@@ -22,15 +22,21 @@ from cnikit.check.prober import ANCHOR_PREFIX, Prober, ProbeTarget
 class Watch:
     def __init__(self, fabric, history: History | None = None, leak_grace: float = 60.0,
                  daemon_view: Callable[[str], set[str] | None] | None = None,
-                 interval: float | None = None, timeout: float = 0.005, fail_after: int = 3):
+                 interval: float | None = None, timeout: float = 0.005, fail_after: int = 3,
+                 ip_cooldown: float = 0.0, strict_leaks: bool = False):
+        """ip_cooldown: the IP cooldown the build must keep, in run seconds (upstream's
+        IP_COOLDOWN_PERIOD times the time scale): a deleted pod's flows linger that long,
+        and one reaching a pod given its IP sooner is an `early-reuse` (0: not judged).
+        strict_leaks: a leak is a violation (certification), not a warning."""
         self.fabric = fabric
         self.history = history if history is not None else History()
-        self.invariants = Invariants(leak_grace)
+        self.invariants = Invariants(leak_grace, ip_cooldown=ip_cooldown,
+                                     strict_leaks=strict_leaks)
         self.history.subscribe(self.invariants.step)
         self.monitor = Monitor(fabric.cloud.gate, self.history,
                                [n.instance_id for n in fabric.nodes], daemon_view)
         self.prober = Prober(self._on_probe, interval=interval, timeout=timeout,
-                             fail_after=fail_after, run_dir=fabric.run.dir)
+                             fail_after=fail_after, linger=ip_cooldown, run_dir=fabric.run.dir)
         self.errors: dict[str, str] = {}
 
     def start(self) -> Watch:

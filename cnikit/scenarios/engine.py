@@ -23,6 +23,8 @@ from cnikit.errors import UsageError
 
 SCENARIO = "scenario"  # history process of the scenario's own step markers
 DEFAULT_SCALE = 0.05  # 60 s reconcile -> 3 s, 30 s IP cooldown -> 1.5 s
+UPSTREAM_IP_COOLDOWN = 30.0  # IP_COOLDOWN_PERIOD's default: the cooldown builds are held to
+STRICT_LEAKS_ENV = "CNIKIT_STRICT_LEAKS"  # "1": leaks are violations (what certify sets)
 
 # Daemon settings every scenario shares. The observe ports (61678/61679) stay on: each
 # node's daemon has its own namespace, so the fixed ports do not collide.
@@ -663,10 +665,11 @@ def run_scenario(sc: Scenario, target=None, seed: int = 1, ec2: str = "moto",
                  duration: float | None = None, scale: float | None = None,
                  on_step: Callable | None = None, observe: float = 1.0,
                  progress: Callable[[str], None] | None = None, runtime: str | None = None,
-                 profile: str | None = None) -> RunResult:
+                 profile: str | None = None, strict_leaks: bool | None = None) -> RunResult:
     """Bring up the cluster, watch it, play the scenario, judge, tear everything down.
     `target`: a Target, a built-in name or a target file (default the default profile);
-    `profile=` is an alias for a built-in name."""
+    `profile=` is an alias for a built-in name. `strict_leaks`: a leak is a violation
+    (certification) rather than a warning; None: CNIKIT_STRICT_LEAKS=1 in the environment."""
     from cnikit.check.watch import Watch
     from cnikit.runtime import require_root, time_scale
     from cnikit.targets import default_name, resolve_target
@@ -701,7 +704,13 @@ def run_scenario(sc: Scenario, target=None, seed: int = 1, ec2: str = "moto",
     try:
         _start(cluster)
         result.params["run_id"] = cluster.fabric.rid  # names its namespaces, files, processes
-        watch = Watch(cluster.fabric, history, leak_grace=max(5.0, 60 * scale)).start()
+        if strict_leaks is None:
+            strict_leaks = os.environ.get(STRICT_LEAKS_ENV) == "1"
+        # The IP cooldown every build must keep: what the scenario asks for, else upstream's.
+        cooldown = float(sc.env.get("IP_COOLDOWN_PERIOD", UPSTREAM_IP_COOLDOWN)) * scale
+        result.params["strict_leaks"] = strict_leaks
+        watch = Watch(cluster.fabric, history, leak_grace=max(5.0, 60 * scale),
+                      ip_cooldown=cooldown, strict_leaks=strict_leaks).start()
         sampler = DaemonSampler(cluster, history, observe=tgt.observe).start()
         ctx = Ctx(cluster, watch, seed, profile, scale, duration, on_step, sampler=sampler,
                   env=sc.env)

@@ -107,15 +107,36 @@ def test_lost_ip_then_shared_ip_then_restored(mesh, fab_cloud, tmp_path):
     assert len((out / "history.jsonl").read_text().splitlines()) >= len(history)  # it grows
 
 
-def test_leaked_ip_is_a_warning_not_a_violation(make_fabric, fab_cloud):
+@pytest.mark.parametrize("strict", [False, True])
+def test_an_ip_unknown_to_the_build_is_a_leak_warning_not_a_violation(make_fabric, fab_cloud,
+                                                                       strict):
+    """EC2 does not say who put an address there: even certifying, a warning."""
     fabric = make_fabric(nodes=2)
     [(ip, dev)] = ec2ops.assign_pod_ips(fab_cloud, fabric, 0, 1)
     fabric.add_pod(0, ip, dev)
-    with Watch(fabric, leak_grace=0.3) as watch:
+    # The build's view of its pool (the [observe] port): it knows nothing.
+    with Watch(fabric, leak_grace=0.3, daemon_view=lambda iid: set(),
+               strict_leaks=strict) as watch:
+        watch.monitor.daemon_interval = 0.1
         [(spare, _)] = ec2ops.assign_pod_ips(fab_cloud, fabric, 1, 1)  # nobody uses it
-        wait_until(lambda: watch.invariants.warnings("leak"), 3.0, what="a leak warning")
-        assert [w.subject for w in watch.invariants.warnings("leak")] == [spare]
+        wait_until(lambda: [w for w in watch.invariants.warnings("leak")
+                            if w.subject == spare], 3.0, what="a leak warning")
+        assert {w.detail["why"] for w in watch.invariants.warnings("leak")} == {"unknown"}
         assert watch.invariants.ok()
+
+
+def test_an_ip_held_for_a_deleted_pod_is_a_violation_when_certifying(make_fabric, fab_cloud):
+    fabric = make_fabric(nodes=1)
+    [(ip, dev)] = ec2ops.assign_pod_ips(fab_cloud, fabric, 0, 1)
+    pod = fabric.add_pod(0, ip, dev)
+    view = {"ips": [ip], "assigned": {ip: pod.name}}  # the build never frees it
+    with Watch(fabric, leak_grace=0.3, strict_leaks=True) as watch:
+        h = watch.history
+        h.info("monitor", "daemon-view", {"instance_id": fabric.nodes[0].instance_id, **view})
+        fabric.delete_pod(pod)
+        [v] = wait_until(lambda: watch.invariants.violations("leak"), 3.0, what="a leak")
+        assert (v.subject, v.detail["why"], v.detail["container"]) == (
+            ip, "assigned-to-deleted", pod.name)
 
 
 def test_daemon_view_makes_an_ip_known(make_fabric, fab_cloud):
