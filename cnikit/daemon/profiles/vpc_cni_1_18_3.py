@@ -13,6 +13,9 @@ PROFILE = Profile(
         "imds-missing-eni": VIOLATION,
         "restart-stale-imds": VIOLATION,
         "prefix-partial-read": VIOLATION,
+        "describe-lag-churn": VIOLATION,
+        "stale-imds-lagging-describe": VIOLATION,
+        "ec2-takes-held-address": VIOLATION,
         "random-chaos": None,  # depends on what the seed draws
     },
 )

@@ -1,0 +1,73 @@
+"""EC2's Describe lags behind the node's own assigns and releases while pods come and go.
+
+DescribeNetworkInterfaces shows the state of a few seconds ago (EC2 is eventually
+consistent), longer than the reconcile cooldown, while the node keeps changing its pool:
+addresses it just assigned for new pods are missing from Describe, addresses it just
+released (and another node then took) are still in it. The node's IMDS follows EC2 a second
+late, as a hypervisor's does, so the daemon's views disagree and it asks EC2 on every
+reconcile. A build that believes Describe alone drops its new pods' addresses (they come
+back free: two pods on one address) or takes the released ones back (a pod on an address
+EC2 routes to the other node).
+"""
+
+from __future__ import annotations
+
+from cnikit.scenarios.common import fill, peers
+from cnikit.scenarios.engine import Ctx, scenario
+
+NODE = 0
+RELEASED = 2
+
+
+@scenario(
+    "describe-lag-churn",
+    "EC2's Describe lags behind the node's own assigns and releases while pods churn",
+    why="both upstream profiles take a differing ENI's addresses from the lagging Describe: "
+        "the new pods' addresses are swept from the datastore (force-removed, then handed out "
+        "again) and released ones re-added once their cooldown ends; hardened takes an address "
+        "away on Describe alone only while no pod holds it, and adds one only when IMDS shows "
+        "it too.",
+    nodes=2,
+    env={"WARM_IP_TARGET": "1", "MAX_ENI": "1"},
+)
+def run(ctx: Ctx) -> None:
+    eni = ctx.node_enis(NODE)[0]
+    focus = {"node": NODE, "eni": eni.eni_id, "mac": eni.mac}
+    peers(ctx, node=1, count=2)
+    pods = fill(ctx, NODE, 4)
+    ctx.wait_within_targets(NODE)
+    ctx.step("4 pods; EC2, IMDS and the pool agree", **focus)
+
+    # Longer than the reconcile cooldown (60 s upstream) and two reconciles.
+    lag = max(4.0, ctx.t(120))
+    ctx.ec2_fault("describe_lag", seconds=lag, duration=lag + ctx.t(40))
+    ctx.imds_fault("lag", target={"mac": eni.mac}, seconds=max(0.5, ctx.t(20)))
+    ctx.step(f"Describe {lag:g}s behind, IMDS a moment behind", **focus)
+
+    before = set(ctx.ec2_eni(eni.eni_id).ips)
+    for pod in pods[:RELEASED]:
+        ctx.delete_pod(pod)
+    ctx.precondition(lambda: len(before - set(ctx.ec2_eni(eni.eni_id).ips)) >= RELEASED, 15,
+                     f"{RELEASED} addresses released to EC2")
+    released = sorted(before - set(ctx.ec2_eni(eni.eni_id).ips))
+    ctx.ec2_take(1, released)
+    ctx.step("released addresses taken by another node; Describe still shows them", **focus)
+
+    # Pods keep coming and going through the lag: each new pod's address is one the node
+    # assigns now, missing from Describe.
+    for i in range(6):
+        mine = ctx.pods_on(NODE)
+        if i % 3 == 2 and len(mine) > 2:
+            ctx.delete_pod(mine[0])
+        else:
+            ctx.add_pod(NODE, retry_for=5)
+        ctx.run_for(0.4)
+    ctx.wait_reconciles(NODE, 2)
+    ctx.step("churn and reconciles under the lag", **focus)
+
+    ctx.heal()
+    ctx.wait_pool_settles(NODE, 15)
+    for _ in range(2):
+        ctx.add_pod(NODE, retry_for=5)
+    ctx.wait_reconciles(NODE, 1)
+    ctx.step("Describe caught up; new pods; a reconcile", **focus)

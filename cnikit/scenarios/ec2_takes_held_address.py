@@ -1,0 +1,69 @@
+"""EC2 takes an address away while a pod holds it, then hands it back to the node.
+
+Another interface takes the pod's address (`AllowReassignment`, an operator or a buggy
+controller elsewhere): the pod is dark while it is taken, by the nemesis's own act (the
+checkers excuse that, cnikit.check.damage). Then EC2 hands it back to the node. The build
+must keep the address for its pod the whole time: never give it to a second pod, neither
+while it is taken nor after, and the pod must be reachable again once it is back. A second
+address is taken from a pod that is then deleted while the address is still elsewhere: the
+build must not hand it to the next pod.
+"""
+
+from __future__ import annotations
+
+from cnikit.scenarios.common import fill, peers
+from cnikit.scenarios.engine import Ctx, scenario
+
+NODE = 0
+
+
+@scenario(
+    "ec2-takes-held-address",
+    "EC2 moves a pod's address to another interface and later back; never a second pod on it",
+    why="both upstream profiles see the address gone from IMDS and Describe and force-remove it "
+        "from the datastore with its pod's entry; when EC2 hands it back it is re-added as free "
+        "and a new pod gets the address the first still uses; hardened keeps the pod's "
+        "entry, quarantined, until both sources show it again.",
+    nodes=2,
+    env={"WARM_IP_TARGET": "1", "MAX_ENI": "1"},
+)
+def run(ctx: Ctx) -> None:
+    eni = ctx.node_enis(NODE)[0]
+    # Another interface of the subnet, attached to no node (an operator's, a load
+    # balancer's): what it takes is no node's, so no daemon adopts it.
+    elsewhere = ctx.cloud.client().create_network_interface(
+        SubnetId=ctx.fabric.topo.subnet_id,
+        Description="another interface")["NetworkInterface"]["NetworkInterfaceId"]
+    focus = {"node": NODE, "eni": eni.eni_id, "mac": eni.mac}
+    peers(ctx, node=1, count=2)
+    pods = fill(ctx, NODE, 3)
+    ctx.wait_within_targets(NODE)
+    ctx.step("3 pods; EC2, IMDS and the pool agree", **focus)
+
+    victim = pods[0]
+    taken = ctx.nemesis.take_held(victim.ip, elsewhere)
+    ctx.step(f"EC2 gives {victim.ip} (held by {victim.name}) to another interface",
+             **focus)
+    ctx.wait_reconciles(NODE, 2)
+    ctx.add_pod(NODE, retry_for=5)
+    ctx.nemesis.give_back(taken, eni.eni_id)
+    ctx.step(f"EC2 hands {victim.ip} back to the node", **focus)
+    ctx.wait_reconciles(NODE, 1)
+    for _ in range(2):
+        ctx.add_pod(NODE, retry_for=5)
+    ctx.step("reconcile; new pods (none may get the victim's address)", **focus)
+
+    # The holder leaves while its address is elsewhere: right after a reconcile, so the
+    # new pods come while the build may still know the address.
+    holder = pods[1]
+    taken = ctx.nemesis.take_held(holder.ip, elsewhere)
+    ctx.wait_reconciles(NODE, 1)
+    ctx.delete_pod(holder)
+    ctx.run_for(max(0.2, ctx.t(32)))  # past the IP cooldown (30 s upstream)
+    for _ in range(3):
+        ctx.add_pod(NODE, retry_for=5)
+        ctx.run_for(0.2)
+    ctx.step(f"{holder.name} deleted while EC2 had {holder.ip} elsewhere; new pods", **focus)
+    ctx.nemesis.give_back(taken, eni.eni_id)
+    ctx.wait_reconciles(NODE, 1)
+    ctx.step("address back with the node; a reconcile", **focus)

@@ -1,0 +1,60 @@
+"""A daemon restart while EC2's Describe lags behind the node's last assigns and releases.
+
+Right before the restart the node released addresses (and another node took them) and
+assigned new ones for new pods. Start-up reads a Describe of a few seconds ago: it still
+shows the released addresses and lacks the new pods'. A build that starts from that
+Describe alone keeps the released addresses as free (a new pod on one is dark: EC2 routes
+it to the other node) or drops the new pods' checkpointed addresses (they go to a second
+pod).
+"""
+
+from __future__ import annotations
+
+from cnikit.scenarios.common import fill, peers
+from cnikit.scenarios.engine import Ctx, scenario
+
+NODE = 0
+RELEASED = 2
+
+
+@scenario(
+    "restart-lagging-describe",
+    "a daemon restart while EC2's Describe lags behind the node's own assigns and releases",
+    why="both upstream profiles start from IMDS, which follows EC2 here, and keep no "
+        "memory of releases they could trip on; hardened starts from EC2 but holds a "
+        "checkpointed pod's address IMDS shows and drops free addresses it recalls releasing.",
+    nodes=2,
+    env={"WARM_IP_TARGET": "1", "MAX_ENI": "1"},
+)
+def run(ctx: Ctx) -> None:
+    eni = ctx.node_enis(NODE)[0]
+    focus = {"node": NODE, "eni": eni.eni_id, "mac": eni.mac}
+    peers(ctx, node=1, count=2)
+    pods = fill(ctx, NODE, 4)
+    ctx.wait_within_targets(NODE)
+    ctx.step("4 pods; EC2, IMDS and the pool agree", **focus)
+
+    lag = max(4.0, ctx.t(100))
+    ctx.ec2_fault("describe_lag", seconds=lag, duration=lag + ctx.t(60))
+    before = set(ctx.ec2_eni(eni.eni_id).ips)
+    for pod in pods[:RELEASED]:
+        ctx.delete_pod(pod)
+    ctx.precondition(lambda: len(before - set(ctx.ec2_eni(eni.eni_id).ips)) >= RELEASED, 15,
+                     f"{RELEASED} addresses released to EC2")
+    released = sorted(before - set(ctx.ec2_eni(eni.eni_id).ips))
+    ctx.ec2_take(1, released)
+    for _ in range(2):
+        ctx.add_pod(NODE, retry_for=5)
+    ctx.step(f"Describe {lag:g}s behind: released addresses (taken by another node) still "
+             "in it, the new pods' missing", **focus)
+
+    ctx.restart_daemon(NODE)
+    ctx.step("daemon restarted while Describe lags", **focus)
+    for _ in range(3):
+        ctx.add_pod(NODE, retry_for=5)
+        ctx.run_for(0.3)
+    ctx.wait_reconciles(NODE, 1)
+    ctx.heal()
+    ctx.wait_reconciles(NODE, 1)
+    ctx.add_pod(NODE, retry_for=5)
+    ctx.step("new pods; Describe caught up; a reconcile", **focus)

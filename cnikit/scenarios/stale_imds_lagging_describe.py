@@ -1,0 +1,67 @@
+"""A stale IMDS and a lagging Describe at once, across a release EC2 then gives to another node.
+
+IMDS holds the node's ENI stale and Describe lags behind by more than the reconcile
+cooldown. The node releases addresses (pods deleted, pool over its target) and another node
+takes them from EC2: both of the daemon's sources still show them as the node's. New pods
+get new addresses that neither source shows yet. A build that takes its sources' agreement
+as proof re-adds the released addresses as free once their cooldown ends, and a new pod on
+one is dark (EC2 routes it to the other node); one that believes Describe drops the new
+pods' addresses.
+"""
+
+from __future__ import annotations
+
+from cnikit.scenarios.common import fill, peers
+from cnikit.scenarios.engine import Ctx, scenario
+
+NODE = 0
+RELEASED = 3
+
+
+@scenario(
+    "stale-imds-lagging-describe",
+    "stale IMDS and a lagging Describe both still show addresses EC2 gave to another node",
+    why="both upstream profiles ask EC2 when IMDS differs from the datastore and take the "
+        "lagging Describe's word: the released addresses come back as free after the reconcile "
+        "cooldown and go to new pods while EC2 routes them to the other node; hardened restarts "
+        "a release's cooldown while Describe and IMDS both still show it.",
+    nodes=2,
+    env={"WARM_IP_TARGET": "1", "MAX_ENI": "1"},
+)
+def run(ctx: Ctx) -> None:
+    eni = ctx.node_enis(NODE)[0]
+    focus = {"node": NODE, "eni": eni.eni_id, "mac": eni.mac}
+    peers(ctx, node=1, count=2)
+    pods = fill(ctx, NODE, 5)
+    ctx.wait_within_targets(NODE)
+    ctx.wait_imds_follows(NODE, eni.eni_id)
+    ctx.step("5 pods; EC2, IMDS and the pool agree", **focus)
+
+    lag = max(5.0, ctx.t(150))
+    stale = ctx.imds_fault("stale", target={"mac": eni.mac})
+    ctx.ec2_fault("describe_lag", seconds=lag, duration=lag + ctx.t(20))
+    ctx.step(f"IMDS stale, Describe {lag:g}s behind", **focus)
+
+    before = set(ctx.ec2_eni(eni.eni_id).ips)
+    for pod in pods[:RELEASED]:
+        ctx.delete_pod(pod)
+    ctx.precondition(lambda: len(before - set(ctx.ec2_eni(eni.eni_id).ips)) >= RELEASED, 15,
+                     f"{RELEASED} addresses released to EC2")
+    released = sorted(before - set(ctx.ec2_eni(eni.eni_id).ips))
+    ctx.ec2_take(1, released)
+    ctx.step("released addresses taken by another node; IMDS and Describe still list them",
+             **focus)
+
+    for _ in range(3):
+        ctx.add_pod(NODE, retry_for=5)
+        ctx.run_for(0.3)
+    ctx.wait_reconciles(NODE, 2)
+    ctx.step("new pods; reconciles past the release's cooldown", **focus)
+    for _ in range(2):
+        ctx.add_pod(NODE, retry_for=5)
+    ctx.wait_reconciles(NODE, 1)
+    ctx.end_imds_fault(stale)
+    ctx.heal()
+    ctx.wait_reconciles(NODE, 1)
+    ctx.add_pod(NODE, retry_for=5)
+    ctx.step("both sources caught up; a reconcile; a new pod", **focus)
