@@ -43,6 +43,8 @@ SCHEMA = {
         "started": {"type": "number"},
         "ended": {"type": "number"},
         "summary": {"type": "array", "items": {"type": "string"}},
+        "coverage": {"type": "object", "required": ["classes", "pairs", "combinations",
+                                                    "families"]},
         "violations": {"type": "array", "items": {"$ref": "#/$defs/violation"}},
         "warnings": {"type": "array", "items": {"$ref": "#/$defs/violation"}},
         "history": {"type": "array", "items": {
@@ -141,7 +143,7 @@ def normalize(result) -> dict:
 
 def build(result) -> tuple[dict, object]:
     """(report document, timeline) for a result."""
-    from cnikit.report import cause, summary, timeline
+    from cnikit.report import cause, coverage, summary, timeline
 
     doc = normalize(result)
     extras = doc.pop("extras")
@@ -156,9 +158,11 @@ def build(result) -> tuple[dict, object]:
     doc["violations"] = [{**v, "chain": cause.to_json(tl, cause.chain(tl, v))}
                          for v in doc["violations"]]
     doc["started"], doc["ended"] = tl.t0, tl.t1
+    # Which faults were in effect at once (cnikit.report.coverage), from the nemesis's record.
+    doc["coverage"] = coverage.coverage(doc["history"])
     ordered = {"schema": SCHEMA_VERSION}
     for k in ("scenario", "profile", "seed", "verdict", "seconds", "started", "ended", "summary",
-              "violations", "warnings", "versions"):
+              "violations", "warnings", "coverage", "versions"):
         ordered[k] = doc.get(k)
     ordered.update(extras)
     for k in ("history", "imds_events", "audit"):

@@ -497,6 +497,12 @@ def render(doc: dict, tl: Timeline) -> str:
     srows = "".join(
         f"<tr><td>{n}</td><td>{esc(rel(tl, st.start))}</td><td>{esc(st.label)}</td></tr>"
         for n, st in enumerate(tl.steps, 1))
+    crows = "".join(
+        f"<tr><td>{esc(' + '.join(c['faults']))}</td><td>{c['seconds']:.2f}</td>"
+        f"<td>{c['times']}</td></tr>"
+        for c in ((doc.get("coverage") or {}).get("pairs") or []))
+    families = ", ".join(f"{esc(k)} {v:.1f}s" for k, v in
+                         ((doc.get("coverage") or {}).get("families") or {}).items())
     error = (f'<p class="err">the run stopped with an error: {esc(doc["error"])}</p>'
              if doc.get("error") else "")
     versions = " \u00b7 ".join(f"{esc(k)} {esc(v)}" for k, v in (doc.get("versions") or {}).items())
@@ -519,6 +525,7 @@ from the first record.</p>
 {f'<h2>Scenario steps</h2><table><tr><th>#</th><th>at</th><th>step</th></tr>{srows}</table>' if srows else ''}
 <h2>Faults</h2>
 {f'<table><tr><th>source</th><th>fault</th><th>from</th><th>to</th></tr>{frows}</table>' if frows else '<p>none</p>'}
+{f'<h2>Fault combinations</h2><p class="meta">Faults in effect at once (seconds overlapped, times they met); by family: {families or "none"}.</p><table><tr><th>faults</th><th>seconds</th><th>times</th></tr>{crows}</table>' if crows else ''}
 <p class="meta">{versions}</p>
 </body></html>
 """

@@ -1,7 +1,11 @@
 """A seeded nemesis: IMDS faults (stale, missing, lag, error, latency, drop), EC2 faults
 (throttle, error, latency, describe_lag), daemon SIGKILLs and restarts, and pod churn, for
---duration seconds. The whole schedule is drawn from the seed before the run starts, so a failing
-seed replays the same schedule (`cnikit run random-chaos --seed N`); the report lists it.
+--duration seconds, plus compound faults: two or three of IMDS, EC2 (a lagging Describe most
+often, or an address taken from a pod until given back) and process faults (a daemon
+restart) begun together so that they overlap. The whole schedule is drawn from the seed
+before the run starts, so a failing seed replays the same schedule (`cnikit run random-chaos
+--seed N`); the report lists it, and the combinations of faults that were in effect at once
+(cnikit.report.coverage; a `coverage` entry in the history).
 """
 
 from __future__ import annotations
@@ -10,18 +14,67 @@ import random
 import signal
 import time
 
+from cnikit.report.coverage import coverage
 from cnikit.scenarios.common import peers
-from cnikit.scenarios.engine import Ctx, Liveness, scenario
+from cnikit.scenarios.engine import SCENARIO, Ctx, Liveness, scenario
 
 NODES = 2
 IMDS_KINDS = ("stale", "missing", "lag", "error", "latency", "drop")
 EC2_KINDS = ("throttle", "error", "latency", "describe_lag")
 ACTIONS = (("add", 5), ("delete", 4), ("imds", 3), ("ec2", 2), ("kill", 1))
+# A compound: parts from two or three of these families, begun at once. The kinds are the
+# ones whose overlap found bugs: a Describe lagging past the reconcile cooldown with a stale
+# or lagging IMDS, a restart, or an address EC2 moves while a pod holds it.
+COMPOUND_PARTS = {
+    "imds": (("stale", 3), ("lag", 3), ("missing", 1), ("error", 1)),
+    "ec2": (("describe_lag", 5), ("take_held", 2), ("throttle", 1), ("error", 1)),
+    "process": (("restart", 3), ("kill", 1)),
+}
+COMPOUND_GAP = (1.5, 4.0)  # seconds between compounds
 
 
 def make_schedule(seed: int, duration: float, nodes: int = NODES) -> list[dict]:
-    """The nemesis and client operations, with their times, from the seed alone."""
-    rng = random.Random(seed)
+    """The nemesis and client operations, with their times, from the seed alone: the single
+    operations (drawn as before compounds existed, so an old seed's operations stay) and the
+    compounds (from a stream of their own), in time order; a taken address's give-back is
+    an operation of its own."""
+    out = _singles(random.Random(seed), duration, nodes)
+    out += _compounds(random.Random(f"compound-{seed}"), duration, nodes)
+    return sorted(out, key=lambda op: op["at"])
+
+
+def _compounds(rng: random.Random, duration: float, nodes: int) -> list[dict]:
+    out, t, n = [], 0.0, 0
+    while True:
+        t += rng.uniform(*COMPOUND_GAP)
+        if t >= duration:
+            return out
+        n += 1
+        families = rng.sample(sorted(COMPOUND_PARTS), rng.choice((2, 2, 3)))
+        lasts = round(rng.uniform(2.0, 6.0), 2)
+        parts = []
+        for fam in sorted(families):
+            kinds, weights = zip(*COMPOUND_PARTS[fam], strict=True)
+            part = {"family": fam, "kind": rng.choices(kinds, weights)[0]}
+            if part["kind"] == "describe_lag":
+                part["seconds"] = round(rng.uniform(2.0, 7.0), 2)  # past the 3 s cooldown
+            elif part["kind"] == "lag":
+                part["seconds"] = round(rng.uniform(0.5, 3.0), 2)
+            elif part["kind"] in ("throttle", "error"):
+                part["probability"] = round(rng.uniform(0.2, 0.6), 2)
+            elif part["kind"] == "kill":
+                part["down"] = round(rng.uniform(0.0, 1.5), 2)
+            part["pick"] = rng.random()
+            parts.append(part)
+        op = {"at": round(t, 3), "op": "compound", "id": f"c{n}", "node": rng.randrange(nodes),
+              "duration": lasts, "parts": parts}
+        out.append(op)
+        if any(p["kind"] == "take_held" for p in parts):
+            out.append({"at": round(min(t + lasts, duration - 0.05), 3), "op": "give-back",
+                        "id": f"c{n}", "node": op["node"]})
+
+
+def _singles(rng: random.Random, duration: float, nodes: int) -> list[dict]:
     out, t = [], 0.0
     names, weights = zip(*ACTIONS, strict=True)
     while True:
@@ -55,6 +108,10 @@ def make_schedule(seed: int, duration: float, nodes: int = NODES) -> list[dict]:
 
 def _apply(ctx: Ctx, op: dict) -> str:
     node = op["node"]
+    if op["op"] == "compound":
+        return _compound(ctx, op)
+    if op["op"] == "give-back":
+        return _give_back(ctx, op["id"])
     if op["op"] == "add":
         pod = ctx.add_pod(node, retry_for=3)
         return f"added {pod.name} {pod.ip}" if pod else "no IP in time"
@@ -88,6 +145,84 @@ def _apply(ctx: Ctx, op: dict) -> str:
     raise AssertionError(op)
 
 
+def _compound(ctx: Ctx, op: dict) -> str:
+    """The parts begun together (the process part last: a restart blocks until ready)."""
+    node, lasts, done = op["node"], op["duration"], []
+    for part in sorted(op["parts"], key=lambda p: p["family"] == "process"):
+        kind = part["kind"]
+        if part["family"] == "imds":
+            enis = ctx.node_enis(node)
+            if kind == "error":
+                target = {"instance_id": ctx.instance_id(node)}
+            else:
+                target = {"mac": enis[int(part["pick"] * len(enis))].mac}
+            attrs = {k: part[k] for k in ("seconds",) if k in part}
+            ctx.imds_fault(kind, target=target, duration=lasts, **attrs)
+            done.append(f"imds {kind}")
+        elif kind == "take_held":
+            done.append(_take(ctx, op, part))
+        elif part["family"] == "ec2":
+            attrs = {k: part[k] for k in ("seconds", "probability") if k in part}
+            ctx.ec2_fault(kind, duration=lasts, **attrs)
+            done.append(f"ec2 {kind}")
+        elif kind == "restart":
+            restart(ctx, node)
+            done.append("daemon restart")
+        else:
+            ctx.kill_daemon(node, signal.SIGKILL)
+            ctx.run_for(part["down"])
+            restart(ctx, node)
+            done.append(f"daemon kill, {part['down']}s down")
+    return f"compound {op['id']} on node {node} for {lasts}s: " + ", ".join(done)
+
+
+def _take(ctx: Ctx, op: dict, part: dict) -> str:
+    """EC2 gives a pod's address to another interface until the op's give-back."""
+    mine = [p for p in ctx.pods_on(op["node"]) if getattr(p, "ip", None)]
+    if not mine:
+        return "no pod to take an address from"
+    pod = mine[int(part["pick"] * len(mine))]
+    home = next((e.eni_id for e in ctx.node_enis(op["node"]) if pod.ip in e.ips), None)
+    if home is None:
+        return f"{pod.ip} is not the node's in EC2"
+    try:
+        fid = _retried(ctx, lambda: ctx.nemesis.take_held(pod.ip, ctx.spare_eni))
+    except Exception as e:  # noqa: BLE001 - recorded by the nemesis (start, fail, end)
+        return f"could not take {pod.ip}: {str(e)[:120]}"
+    ctx.taken[op["id"]] = (fid, home)
+    return f"{pod.ip} of {pod.name} taken"
+
+
+def _give_back(ctx: Ctx, cid: str) -> str:
+    fid, home = ctx.taken.pop(cid, (None, None))
+    if fid is None:
+        return "nothing taken"
+    try:
+        _retried(ctx, lambda: ctx.nemesis.give_back(fid, home))
+    except Exception as e:  # noqa: BLE001 - its ENI gone meanwhile (recorded by the nemesis)
+        return f"could not give back: {str(e)[:120]}"
+    return f"given back to {home}"
+
+
+def _retried(ctx: Ctx, act, tries: int = 20):
+    """The nemesis's EC2 calls meet the EC2 faults in effect like anyone's: retried a while."""
+    for i in range(tries):
+        try:
+            return act()
+        except Exception:  # noqa: BLE001 - the last try raises
+            if i == tries - 1:
+                raise
+            ctx.run_for(0.1)
+    return None
+
+
+def spare_interface(ctx: Ctx) -> str:
+    """Another interface of the subnet, attached to no node: what takes pods' addresses."""
+    return ctx.cloud.client().create_network_interface(
+        SubnetId=ctx.fabric.topo.subnet_id,
+        Description="another interface")["NetworkInterface"]["NetworkInterfaceId"]
+
+
 def restart(ctx: Ctx, node: int, timeout: float = 30.0) -> None:
     """Restart like a DaemonSet does: a daemon that cannot start (IMDS down) is retried.
     Faults last at most a few seconds: a daemon still not ready after `timeout` is stuck."""
@@ -116,6 +251,8 @@ def restart(ctx: Ctx, node: int, timeout: float = 30.0) -> None:
 def run(ctx: Ctx) -> None:
     duration = ctx.duration or 15.0
     ctx.schedule = [dict(op) for op in make_schedule(ctx.seed, duration)]
+    ctx.taken = {}  # compound id -> (take-held id, the ENI to give the address back to)
+    ctx.spare_eni = spare_interface(ctx)
     peers(ctx, node=1, count=2)
     peers(ctx, node=0, count=2)
     ctx.step(f"chaos for {duration:.0f}s: {len(ctx.schedule)} operations from seed {ctx.seed}")
@@ -124,6 +261,8 @@ def run(ctx: Ctx) -> None:
         ctx.run_for(start + op["at"] - time.monotonic())
         op["result"] = _apply(ctx, op)
         op["done_at"] = round(time.monotonic() - start, 3)
+    for cid in list(ctx.taken):
+        _give_back(ctx, cid)
     ctx.heal()
     for n in range(NODES):
         if not ctx.cluster.daemons[n].alive():
@@ -133,3 +272,7 @@ def run(ctx: Ctx) -> None:
         ctx.wait_within_targets(n, 30)
     ctx.wait_reconciles(0, 1)
     ctx.step("healed: pools within targets, a reconcile done")
+    cov = coverage(ctx.history.entries())
+    ctx.history.info(SCENARIO, "coverage", {"seed": ctx.seed, **cov})
+    ctx.step("fault combinations: " + (", ".join(
+        f"{k} {v:g}s" for k, v in cov["families"].items()) or "none"))
