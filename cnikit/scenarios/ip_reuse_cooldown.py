@@ -3,7 +3,10 @@
 A tight pool (WARM_IP_TARGET=1, one ENI) and pods deleted and re-created back to back, so
 the next pod wants an IP while the last one's is still cooling down. The runtime repeats
 the DEL of the old sandbox after the new pod is up (kubelet retries DELs), which must not
-free the IP a new pod may now hold. Peers on the other node probe every pod throughout.
+free the IP a new pod may now hold. Peers on both nodes probe every pod throughout, and
+keep their flows to a deleted pod going for the required cooldown (upstream's
+IP_COOLDOWN_PERIOD, 30 s, scaled): a new pod given the address sooner answers them, which is
+the `early-reuse` violation (cnikit.check.checkers.EarlyReuse), evidence included.
 """
 
 from __future__ import annotations
@@ -19,7 +22,10 @@ CYCLES = 12
     "ip-reuse-cooldown",
     "upstream 1091: delete and re-create pods back to back on a tight pool (IP cooldown)",
     why="IP_COOLDOWN_PERIOD (30 s) is in every upstream release since 1.x and in every "
-        "profile; DEL is keyed by container ID, so a repeated DEL frees nothing a new pod holds.",
+        "profile: no address goes to a new pod while the old pod's peers still send to it. "
+        "A build without it (IP_COOLDOWN_PERIOD=0, or a DEL that skips it) hands a freed "
+        "address on within the cycle, the old pod's flows reach the new pod: early-reuse. "
+        "DEL is keyed by container ID, so a repeated DEL frees nothing a new pod holds.",
     nodes=2,
     env={"WARM_IP_TARGET": "1", "MAX_ENI": "1"},
 )
