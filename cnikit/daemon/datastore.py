@@ -125,6 +125,10 @@ class Datastore:
         self._by_key: dict[IpamKey, tuple[str, str, str]] = {}  # key -> (eni, cidr, ip)
         # CIDRs never to hand out again (EC2 no longer has them), kept only for their holders.
         self.quarantined: set[str] = set()
+        # Checkpointed pods whose address no ENI of the node has (EC2 took it while the
+        # pod held it, and the daemon restarted): kept for the pod, in the checkpoint, off
+        # every ENI, until its DEL or until the address comes back (ip -> checkpoint row).
+        self.lost: dict[str, dict] = {}
 
     # ---- ENIs and CIDRs -------------------------------------------------------------
 
@@ -272,6 +276,7 @@ class Datastore:
         """Release key's IP into cooldown. None when key holds nothing (DEL is idempotent)."""
         where = self._by_key.get(key)
         if where is None:
+            self._forget_lost(key)
             return None
         eni_id, cidr, ip = where
         eni = self.enis[eni_id]
@@ -287,6 +292,15 @@ class Datastore:
             self._by_key[key] = where
             raise
         return Assignment(ip, eni_id, eni.device_number, key)
+
+    def _forget_lost(self, key: IpamKey) -> None:
+        """DEL of a pod whose address is away: nothing to free, its record goes."""
+        gone = [ip for ip, r in self.lost.items()
+                if (r.get("containerID"), r.get("ifName", "")) == (key.container_id, key.if_name)]
+        for ip in gone:
+            del self.lost[ip]
+        if gone:
+            self._persist()
 
     def assignments(self) -> list[Assignment]:
         return [self.find(k) for k in list(self._by_key)]
@@ -351,8 +365,13 @@ class Datastore:
                             "allocationTimestamp": a.assigned_ns,
                             "metadata": a.metadata,
                         })
+        rows += [r for ip, r in self.lost.items() if not self.holds_ip(ip)]
         rows.sort(key=lambda r: (r["containerID"], r["ifName"]))
         return rows
+
+    def holds_ip(self, ip: str) -> bool:
+        return any(a.ip == ip and a.assigned for eni in self.enis.values()
+                   for c in eni.cidrs.values() for a in c.addresses.values())
 
     def _persist(self) -> None:
         if self.checkpoint is not None:

@@ -316,6 +316,7 @@ def _apply_truth(d: IpamD, truth: list[EniView], imds_enis: list[EniView]) -> No
                 if d.ds.add_cidr(view.eni_id, addr, pd):
                     d.metrics.inc("awscni_reconcile_count", fn="eniIPPoolReconcileAdd")
                     d._event("reconcile-add", eni=view.eni_id, address=addr)
+                    _give_back_to_pod(d, addr)
             except DatastoreError as e:
                 d.metrics.inc("awscni_ipamd_error_count", fn="ipReconcileAdd")
                 log.warning("reconcile: %s", e)
@@ -385,11 +386,14 @@ def hold_unconfirmed(d: IpamD, rows: list[dict]) -> list[dict]:
     Describe may lag behind this node's own assigns (a restart right after one), so a pod's
     address that IMDS shows on a known ENI is kept for the pod, quarantined (never handed
     to another pod, never released) until EC2 and IMDS both show it or EC2 clearly does
-    not. Returns the rows still dropped."""
+    not. A pod's address neither shows (EC2 took it while the pod held it) stays the pod's,
+    off every ENI (ds.lost), until the pod's DEL or until EC2 hands it back to one of the
+    node's ENIs: the reconcile then gives it back to that pod, never to another. Returns the
+    rows still dropped."""
     try:
         views = d.imds.enis()
     except ApiError:
-        return rows
+        views = []  # nothing shows them: kept for their pods, off every ENI (below)
     pd = d.cfg.prefix_delegation
     shown = [(ipaddress.ip_network(_cidr(a, pd), strict=False), a, v.eni_id)
              for v in views if v.eni_id in d.ds.enis
@@ -403,6 +407,12 @@ def hold_unconfirmed(d: IpamD, rows: list[dict]) -> list[dict]:
             continue
         where = next(((a, eni_id) for net, a, eni_id in shown if ip in net), None)
         if where is None:
+            # No ENI of the node has it now (EC2 took it while the pod held it): the pod
+            # still runs, so its address is its own when EC2 hands it back, never free.
+            if not pd and str(ip) not in d.ds.lost:
+                d.ds.lost[str(ip)] = row
+                d._event("restore-lost", ip=str(ip), container=row.get("containerID"))
+                continue
             still.append(row)
             continue
         try:
@@ -412,10 +422,20 @@ def hold_unconfirmed(d: IpamD, rows: list[dict]) -> list[dict]:
             continue
         d.ds.quarantined.add(_cidr(where[0], pd))
         held.append(row)
-    recovered, dropped = d.ds.restore(held) if held else ([], [])
+    recovered, dropped = d.ds.restore(held)  # rewrites the checkpoint, the lost rows in it
     for row in recovered:
         d._event("restore-held", ip=row.get("ipv4"), container=row.get("containerID"))
     return still + dropped
+
+
+def _give_back_to_pod(d: IpamD, addr: str) -> None:
+    """An address EC2 took from a running pod (held in ds.lost across a restart) is back on
+    one of the node's ENIs: it is that pod's again, not free."""
+    row = d.ds.lost.pop(addr, None)
+    if row is not None:
+        recovered, _ = d.ds.restore([row])
+        d._event("restore-returned", ip=addr, container=row.get("containerID"),
+                 recovered=bool(recovered))
 
 
 def drop_unconfirmed(d: IpamD) -> None:

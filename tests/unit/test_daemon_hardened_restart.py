@@ -337,3 +337,57 @@ def test_an_address_ec2_gives_back_to_the_node_is_no_longer_a_release(tmp_path):
         clock.advance(61)
         d2.reconcile()
     assert pool_matches_ec2(d2, ec2), "an address of this node's leaked"
+
+
+# ---- a pod's address EC2 took away, across a restart (random-chaos compounds) --------------
+
+def give_back(ec2: FakeEc2, eni_id: str, ip: str) -> None:
+    ec2.enis[eni_id].ips.append(ip)
+    ec2.used.add(ip)
+
+
+def pod_ips(d, clock, first: int, n: int) -> list[str]:
+    out = []
+    for i in range(first, first + n):
+        a = d.add(key(i))
+        while a is None:  # the pool grows on its next pass
+            settle(d, clock, d.cfg.pool_interval)
+            a = d.add(key(i))
+        out.append(a.ip)
+    return out
+
+
+@pytest.mark.parametrize("restarts", [1, 2])
+def test_an_address_ec2_took_from_a_pod_across_restarts_goes_back_to_that_pod(tmp_path, restarts):
+    ckpt = JsonCheckpoint(tmp_path / "ipam.json")
+    ec2, clock = FakeEc2(), FakeClock()
+    imds = FakeImds(ec2)
+    d = start("hardened", ec2, imds, clock, ckpt, warm_ip_target=1)
+    victim = d.add(key(0))
+    pod_ips(d, clock, 1, 2)
+    settle(d, clock, 5)
+    ec2.take_back(victim.eni_id, victim.ip)  # another interface has it (AllowReassignment)
+    for _ in range(restarts):  # restarted while it is away: neither Describe nor IMDS has it
+        d = start("hardened", ec2, imds, clock, ckpt, warm_ip_target=1)
+        settle(d, clock, 5)
+    give_back(ec2, victim.eni_id, victim.ip)  # EC2 hands it back to the node
+    settle(d, clock, 130)  # reconciles see it in both sources
+    assert d.check(key(0)) is not None and d.check(key(0)).ip == victim.ip
+    fresh = pod_ips(d, clock, 10, 6)
+    assert victim.ip not in fresh, "a second pod got the address its first pod still uses"
+
+
+def test_a_pod_deleted_while_its_address_is_away_leaves_nothing_behind(tmp_path):
+    ckpt = JsonCheckpoint(tmp_path / "ipam.json")
+    ec2, clock = FakeEc2(), FakeClock()
+    imds = FakeImds(ec2)
+    d = start("hardened", ec2, imds, clock, ckpt, warm_ip_target=1)
+    victim = d.add(key(0))
+    settle(d, clock, 5)
+    ec2.take_back(victim.eni_id, victim.ip)
+    d = start("hardened", ec2, imds, clock, ckpt, warm_ip_target=1)
+    d.delete(key(0))  # the runtime's DEL
+    assert not any(r["containerID"] == "sandbox-0" for r in ckpt.read())
+    give_back(ec2, victim.eni_id, victim.ip)
+    settle(d, clock, 130)
+    assert d.check(key(0)) is None
