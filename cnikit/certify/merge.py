@@ -14,19 +14,24 @@ import click
 from cnikit.errors import UsageError
 
 
-def _load(d: Path) -> dict:
-    path = d / "certificate.json"
+def _read(d: Path, name: str, schema: str) -> dict:
+    """A shard's certificate.json or matrix.json; one line naming the file when it is not."""
+    path = d / name
     try:
         doc = json.loads(path.read_text())
     except OSError as e:
         raise UsageError(f"{path}: {e.strerror}") from None
     except ValueError as e:
         raise UsageError(f"{path}: not JSON ({e})") from None
+    if doc.get("schema") != schema:
+        raise UsageError(f"{path}: not a {schema} document")
+    return doc
+
+
+def _load(d: Path) -> dict:
     from cnikit.certify.certificate import SCHEMA_VERSION
 
-    if doc.get("schema") != SCHEMA_VERSION:
-        raise UsageError(f"{path}: not a {SCHEMA_VERSION} certificate")
-    return doc
+    return _read(d, "certificate.json", SCHEMA_VERSION)
 
 
 def _identity(doc: dict) -> tuple:
@@ -80,16 +85,7 @@ def merge(dirs: list[Path], out: Path) -> dict:
 def _load_matrix(d: Path) -> dict:
     from cnikit.scenarios.cli import MATRIX_SCHEMA
 
-    path = d / "matrix.json"
-    try:
-        doc = json.loads(path.read_text())
-    except OSError as e:
-        raise UsageError(f"{path}: {e.strerror}") from None
-    except ValueError as e:
-        raise UsageError(f"{path}: not JSON ({e})") from None
-    if doc.get("schema") != MATRIX_SCHEMA:
-        raise UsageError(f"{path}: not a {MATRIX_SCHEMA} table")
-    return doc
+    return _read(d, "matrix.json", MATRIX_SCHEMA)
 
 
 def merge_matrices(dirs: list[Path], out: Path) -> dict:
