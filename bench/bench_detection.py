@@ -5,10 +5,12 @@ A mutant is caught when certification does not certify it (a violation, liveness
 A run the kit could not complete (`error`) is no catch: it is reported apart. The unmodified
 daemon goes through the same path first (the baseline): it must certify (no false alarm).
 
-Each certification runs in a worker process of its own (this script with --worker) through
-cnikit.certify's Python API; the daemon under test is the copy's: the target file runs
-`python -P -m cnikit.cli daemon` with PYTHONPATH set to the copy, so the daemon imports the
-copy while the kit (scenarios, checkers) stays the checkout's.
+The whole benchmark measures one tree: the kit's packages are taken once from the last
+commit (a snapshot), and each certification runs in a worker process (this script, from the
+snapshot, with --worker) through cnikit.certify's Python API, so scenarios and checkers stay
+the same while the checkout changes. The daemon under test is a copy of the snapshot's
+package with one bug planted: the target file runs `python -P -m cnikit.cli daemon` with
+PYTHONPATH set to the copy first, so that daemon, and only it, imports the mutant.
 
     bench/bench_detection.py [--quick] [--jobs N] [--stop-at-first] [--mutant NAME ...]
 
@@ -41,7 +43,8 @@ from mutants import BY_NAME, MUTANTS, QUICK, QUICK_SCENARIOS, Mutant  # noqa: E4
 
 GOAL = 0.90
 BASELINE = "baseline"
-PACKAGE = "cnikit"  # what the copy holds; the kit itself runs from the checkout
+PACKAGE = "cnikit"  # what a mutant's copy holds
+KIT = ("cnikit", "fault_imds", "faultcore", "bench")  # what the snapshot holds
 CERTIFY_TIMEOUT_S = 45 * 60  # one certification, whatever the build does
 
 _print_lock = threading.Lock()
@@ -54,26 +57,28 @@ def say(msg: str) -> None:
 
 # ---- the copy of the daemon -------------------------------------------------------------
 
-def package_files() -> list[str]:
-    """The package's files as the checkout has them now (tracked or new, not ignored)."""
+def snapshot(dest: Path) -> str | None:
+    """The kit's packages as last committed, into dest, once: the baseline, every mutant and
+    the kit judging them come from this same tree however long the benchmark runs. Returns
+    the commit (None outside a git checkout: then the files as they are)."""
+    dest.mkdir(parents=True, exist_ok=True)
     try:
-        out = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others",
-                              "--exclude-standard", "--", PACKAGE], capture_output=True,
-                             check=True, timeout=30).stdout.decode()
-        files = [f for f in out.split("\0") if f]
+        commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
+                                text=True, check=True, timeout=30).stdout.strip()
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", commit, "--",
+                                  *KIT], capture_output=True, check=True, timeout=120).stdout
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True, timeout=120)
+        return commit
     except (OSError, subprocess.SubprocessError):
-        files = [str(p.relative_to(ROOT)) for p in (ROOT / PACKAGE).rglob("*")
-                 if p.is_file() and "__pycache__" not in p.parts]
-    return sorted({f for f in files if (ROOT / f).is_file()})
+        for name in KIT:
+            shutil.copytree(ROOT / name, dest / name, dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns("__pycache__", "results"))
+        return None
 
 
-def snapshot(dest: Path) -> Path:
-    """The package as it is now, once: every mutant and the baseline start from this same
-    tree even while the checkout changes under a long benchmark."""
-    for f in package_files():
-        (dest / f).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / f, dest / f)
-    return dest
+def search_path(copy: Path, pristine: Path) -> str:
+    """The daemon's PYTHONPATH: the mutant's package first, the rest of the snapshot after."""
+    return f"{copy}{os.pathsep}{pristine}"
 
 
 def make_copy(pristine: Path, dest: Path, mutant: Mutant | None) -> None:
@@ -85,15 +90,15 @@ def make_copy(pristine: Path, dest: Path, mutant: Mutant | None) -> None:
         path.write_text(mutant.apply(path.read_text()))
 
 
-def copy_is_imported(copy: Path, mutant: Mutant | None) -> str | None:
+def copy_is_imported(copy: Path, pristine: Path, mutant: Mutant | None) -> str | None:
     """None when a daemon started as the target starts it imports the copy (the mutated
     module included); otherwise why not."""
     module = (mutant.file if mutant else "cnikit/daemon/ipamd.py").removesuffix(".py")
     module = module.replace("/", ".")
     probe = ("import importlib, sys; import cnikit.cli; "
              "print(importlib.import_module(sys.argv[1]).__file__)")
-    env = {**os.environ, "PYTHONPATH": str(copy)}
-    r = subprocess.run([sys.executable, "-P", "-c", probe, module], env=env, cwd=ROOT,
+    env = {**os.environ, "PYTHONPATH": search_path(copy, pristine)}
+    r = subprocess.run([sys.executable, "-P", "-c", probe, module], env=env, cwd=pristine,
                        capture_output=True, text=True, timeout=120)
     if r.returncode != 0:
         return f"the copy does not import: {(r.stderr.strip().splitlines() or ['?'])[-1]}"
@@ -108,7 +113,7 @@ def plugin_binary() -> str:
     return str(here) if here.exists() else (shutil.which("cnikit-cni") or str(here))
 
 
-def write_target(copy: Path, name: str) -> Path:
+def write_target(copy: Path, pristine: Path, name: str) -> Path:
     """The hardened reference daemon as a target file, running the copy."""
     command = [sys.executable, "-P", "-m", "cnikit.cli", "daemon", "--state-dir", "{state_dir}"]
     s = json.dumps  # a JSON string is a TOML basic string
@@ -117,7 +122,7 @@ def write_target(copy: Path, name: str) -> Path:
         'version = "mutant"',
         "[daemon]",
         f"command = [{', '.join(s(a) for a in command)}]",
-        f'env = {{ CNIKIT_PROFILE = "hardened", PYTHONPATH = {s(str(copy))} }}',
+        f'env = {{ CNIKIT_PROFILE = "hardened", PYTHONPATH = {s(search_path(copy, pristine))} }}',
         'ready = { socket = "{state_dir}/ipamd.sock", timeout = 60 }',
         "[plugin]",
         f"binaries = [{s(plugin_binary())}]",
@@ -148,6 +153,9 @@ def worker(target: str, report: str, only: list[str], stop_at_first: bool) -> in
 
     logging.getLogger().addHandler(logging.NullHandler())
     logging.getLogger("fault_imds").setLevel(logging.CRITICAL)
+    import cnikit
+
+    print(f"kit: {Path(cnikit.__file__).parent}", file=sys.stderr, flush=True)
 
     def interrupt(*_):
         raise KeyboardInterrupt
@@ -171,17 +179,20 @@ def worker(target: str, report: str, only: list[str], stop_at_first: bool) -> in
     return 0
 
 
-def certify_in_worker(label: str, target: Path, report: Path, only: list[str],
+def certify_in_worker(label: str, pristine: Path, target: Path, report: Path, only: list[str],
                       stop_at_first: bool, timeout: float) -> dict:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", str(target), str(report),
+    script = pristine / "bench" / Path(__file__).name
+    cmd = [sys.executable, str(script), "--worker", str(target), str(report),
            "--stop-at-first" if stop_at_first else "--all"]
     for s in only:
         cmd += ["--scenario", s]
     runs: list[dict] = []
     out = {"runs": runs, "verdict": None, "fatal": None, "stopped": False}
     with open(report.parent / "worker.log", "w") as log:
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True,
-                                start_new_session=True)
+        # The kit from the snapshot: this process and whatever it starts (-m included).
+        env = {**os.environ, "PYTHONPATH": str(pristine)}
+        proc = subprocess.Popen(cmd, cwd=pristine, env=env, stdout=subprocess.PIPE, stderr=log,
+                                text=True, start_new_session=True)
         expired = threading.Event()
 
         def expire() -> None:
@@ -247,7 +258,7 @@ def evaluate(mutant: Mutant | None, pristine: Path, workdir: Path, only: list[st
     copy.mkdir(parents=True)
     try:
         make_copy(pristine, copy, mutant)
-        problem = copy_is_imported(copy, mutant)
+        problem = copy_is_imported(copy, pristine, mutant)
     except (OSError, ValueError, subprocess.SubprocessError) as e:
         problem = str(e)
     if problem:
@@ -255,8 +266,9 @@ def evaluate(mutant: Mutant | None, pristine: Path, workdir: Path, only: list[st
                    seconds=round(time.monotonic() - t0, 1))
         say(f"{name}: error: {problem}")
         return row
-    target = write_target(copy, f"mutant-{name}")
-    result = certify_in_worker(name, target, copy / "report", only, stop_at_first, timeout)
+    target = write_target(copy, pristine, f"mutant-{name}")
+    result = certify_in_worker(name, pristine, target, copy / "report", only, stop_at_first,
+                               timeout)
     outcome, caught_by = judge(result)
     row.update(outcome=outcome, caught_by=caught_by, certification=result["verdict"],
                verdicts={r["scenario"]: r["verdict"] for r in result["runs"]},
@@ -315,19 +327,24 @@ def main() -> int:
 
     planted = [BY_NAME[n] for n in args.mutant] if args.mutant else (
         [BY_NAME[n] for n in QUICK] if args.quick else list(MUTANTS))
-    only = args.scenario or (list(QUICK_SCENARIOS) if args.quick else scenarios.names())
+    # Empty: every scenario of the snapshot (the worker's certify default).
+    only = args.scenario or (list(QUICK_SCENARIOS) if args.quick else [])
     for s in only:
         scenarios.get(s)  # an unknown name fails before anything starts
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="cnikit-mutants-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    say(f"detection: baseline + {len(planted)} mutants x {len(only)} scenarios, "
+    say(f"detection: baseline + {len(planted)} mutants x {len(only) or 'all'} scenarios, "
         f"{args.jobs} at a time, in {workdir}")
     t0 = time.monotonic()
-    pristine = snapshot(workdir / "_pristine")
+    pristine = workdir / "_pristine"
+    commit = snapshot(pristine)
+    out["kit_commit"] = commit
     done = [0]
 
     def one(m: Mutant | None) -> dict:
         row = evaluate(m, pristine, workdir, only, args.stop_at_first, args.timeout)
+        with _print_lock, open(workdir / "rows.jsonl", "a") as f:
+            f.write(json.dumps(row) + "\n")  # what a long run has found so far
         done[0] += 1
         say(f"[{done[0]}/{len(planted) + 1}] done")
         return row
@@ -345,7 +362,7 @@ def main() -> int:
     # The unmodified daemon must certify; a violation there is a false alarm.
     false_alarm = base["outcome"] == "caught"
     out.update({
-        "scenarios": only,
+        "scenarios": only or sorted(base.get("verdicts") or {}),
         "stop_at_first": args.stop_at_first,
         "jobs": args.jobs,
         "planted": len(table),

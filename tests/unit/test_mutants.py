@@ -63,7 +63,9 @@ def _load_bench():
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory):
     mod = _load_bench()
-    return mod, mod.snapshot(tmp_path_factory.mktemp("pristine"))
+    pristine = tmp_path_factory.mktemp("pristine")
+    mod.snapshot(pristine)
+    return mod, pristine
 
 
 def test_the_daemon_a_mutant_target_starts_imports_the_planted_copy(bench, tmp_path):
@@ -75,9 +77,9 @@ def test_the_daemon_a_mutant_target_starts_imports_the_planted_copy(bench, tmp_p
     assert m.replace in (tmp_path / m.file).read_text()
     assert m.find not in (tmp_path / m.file).read_text()
     assert m.find in (pristine / m.file).read_text()  # the snapshot stays unmodified
-    assert mod.copy_is_imported(tmp_path, m) is None
-    t = load_target(mod.write_target(tmp_path, "mutant-x"))
-    assert t.daemon.env["PYTHONPATH"] == str(tmp_path)
+    assert mod.copy_is_imported(tmp_path, pristine, m) is None
+    t = load_target(mod.write_target(tmp_path, pristine, "mutant-x"))
+    assert t.daemon.env["PYTHONPATH"].split(":") == [str(tmp_path), str(pristine)]
     assert t.daemon.command[1:4] == ("-P", "-m", "cnikit.cli")  # no cwd ahead of the copy
 
 
@@ -86,7 +88,7 @@ def test_a_copy_that_does_not_import_is_an_error_not_a_catch(bench, tmp_path):
     broken = mutants.Mutant("broken", "cnikit/daemon/pool.py", "PREFIX_SIZE = 16",
                             "PREFIX_SIZE = (", "why", "allocation")
     mod.make_copy(pristine, tmp_path, broken)
-    assert "does not import" in mod.copy_is_imported(tmp_path, broken)
+    assert "does not import" in mod.copy_is_imported(tmp_path, pristine, broken)
     assert mod.judge({"runs": [{"scenario": "a", "verdict": "error"},
                                {"scenario": "b", "verdict": "holds"}], "fatal": None}) == ("error", [])
     assert mod.judge({"runs": [{"scenario": "a", "verdict": "inconclusive"}],
