@@ -243,7 +243,9 @@ class IpamD:
             if need <= 0:
                 return
             used = len(eni.prefixes()) if pd else len(eni.ips())
-            room = slots - used
+            # A slot on every ENI for each address EC2 took from a pod across a restart
+            # (ds.lost): EC2 hands it back to the ENI it came from, which no view names now.
+            room = slots - used - len(self.ds.lost)
             if room <= 0:
                 continue
             # WARM_ENI_TARGET fills an ENI whole, like upstream's tryAssignIPs.

@@ -18,7 +18,7 @@ from cnikit.daemon.checkpoint import JsonCheckpoint, MemoryCheckpoint
 from cnikit.daemon.clock import FakeClock
 from cnikit.daemon.config import Config
 from cnikit.daemon.datastore import IpamKey
-from cnikit.daemon.fakes import FakeEc2, FakeImds
+from cnikit.daemon.fakes import LIMITS, FakeEc2, FakeImds
 from cnikit.daemon.ipamd import IpamD
 
 PROFILES = profiles.names()
@@ -391,3 +391,22 @@ def test_a_pod_deleted_while_its_address_is_away_leaves_nothing_behind(tmp_path)
     give_back(ec2, victim.eni_id, victim.ip)
     settle(d, clock, 130)
     assert d.check(key(0)) is None
+
+
+def test_the_eni_an_address_was_taken_from_keeps_room_for_it_across_a_restart(tmp_path):
+    """Filling the slot the taken address left would make EC2 refuse to hand it back
+    (PrivateIpAddressLimitExceeded), and its pod would stay dark."""
+    ckpt = JsonCheckpoint(tmp_path / "ipam.json")
+    ec2, clock = FakeEc2(), FakeClock()
+    imds = FakeImds(ec2)
+    d = start("hardened", ec2, imds, clock, ckpt, warm_ip_target=1)
+    victim = d.add(key(0))
+    pod_ips(d, clock, 1, 8)  # nine pods: the primary ENI's nine secondary IPs
+    settle(d, clock, 5)
+    assert victim.eni_id == ec2.primary.eni_id
+    ec2.take_back(victim.eni_id, victim.ip)
+    d = start("hardened", ec2, imds, clock, ckpt, warm_ip_target=1)
+    pod_ips(d, clock, 20, 4)  # the pool grows
+    settle(d, clock, 5)
+    limit = LIMITS[ec2.instance_type].ipv4_per_eni
+    assert len(ec2.enis[victim.eni_id].ips) < limit, "no room left to hand the address back"
