@@ -15,6 +15,7 @@ from cnikit.scenarios.common import fill, peers
 from cnikit.scenarios.engine import Ctx, scenario
 
 NODE = 0
+CAPACITY = 9  # secondary addresses of one m5.large ENI
 
 
 @scenario(
@@ -53,16 +54,19 @@ def run(ctx: Ctx) -> None:
         ctx.add_pod(NODE, retry_for=5)
     ctx.step("reconcile; new pods (none may get the victim's address)", **focus)
 
-    # The holder leaves while its address is elsewhere: right after a reconcile, so the
-    # new pods come while the build may still know the address.
+    # The holder leaves while its address is elsewhere, on a full ENI (MAX_ENI=1): right
+    # after a reconcile, so when the new pods come the build may still know the address
+    # and has no other one to give.
+    while len(ctx.pods_on(NODE)) < CAPACITY:
+        if ctx.add_pod(NODE, retry_for=5) is None:
+            break
     holder = pods[1]
     taken = ctx.nemesis.take_held(holder.ip, elsewhere)
     ctx.wait_reconciles(NODE, 1)
     ctx.delete_pod(holder)
     ctx.run_for(max(0.2, ctx.t(32)))  # past the IP cooldown (30 s upstream)
-    for _ in range(3):
-        ctx.add_pod(NODE, retry_for=5)
-        ctx.run_for(0.2)
+    for _ in range(2):
+        ctx.add_pod(NODE, retry_for=8)
     ctx.step(f"{holder.name} deleted while EC2 had {holder.ip} elsewhere; new pods", **focus)
     ctx.nemesis.give_back(taken, eni.eni_id)
     ctx.wait_reconciles(NODE, 1)
