@@ -5,6 +5,8 @@ when certifying (strict_leaks). Without the build's view nothing is judged."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from cnikit.check.history import History
@@ -120,3 +122,19 @@ def test_a_daemon_down_suspends_the_judgement_of_its_node():
     for s in range(2, 12):
         tick(h, T0 + s)
     assert inv.violations() == [] and inv.warnings() == []
+
+
+def test_certification_runs_are_strict_and_exploratory_ones_are_not(monkeypatch):
+    """cnikit certify sets CNIKIT_STRICT_LEAKS=1 for its runs (and its --jobs workers, which
+    inherit the environment); outside it the variable is as it was."""
+    from cnikit.certify.suite import strict_leaks
+    from cnikit.scenarios.engine import STRICT_LEAKS_ENV
+
+    monkeypatch.delenv(STRICT_LEAKS_ENV, raising=False)
+    with strict_leaks():
+        assert os.environ[STRICT_LEAKS_ENV] == "1"
+    assert STRICT_LEAKS_ENV not in os.environ
+    monkeypatch.setenv(STRICT_LEAKS_ENV, "0")
+    with strict_leaks():
+        assert os.environ[STRICT_LEAKS_ENV] == "1"
+    assert os.environ[STRICT_LEAKS_ENV] == "0"
