@@ -55,27 +55,39 @@ class NemesisDamage:
             self._open[fid] = w
         elif e["type"] == "end":
             w = self._open.pop(fid, None)
-            if w is not None:
+            if w is not None and v.get("by") == "failed":  # nothing was taken
+                self.windows.remove(w)
+            elif w is not None:
                 w.end = e["time"]
 
     def clip(self, v) -> tuple[object | None, object | None]:
         """(the build's part of violation v or None, the nemesis's part as a warning or None).
-        A violation that began before the window, or of another pod, is all the build's."""
-        if v.kind not in EXCUSABLE:
-            return v, None
-        for w in self.windows:
-            if v.subject not in w.pods or not (w.start <= v.since < w.until(self.grace)):
-                continue
-            excused = dataclasses.replace(
-                v, kind=EXCUSED, severity="warning", until=min(
-                    v.until if v.until is not None else math.inf, w.until(self.grace)),
-                detail={**v.detail, "excused": v.kind, "nemesis": w.id, "ips": w.ips})
-            if excused.until == math.inf:
-                excused.until = None
-            if v.until is not None and v.until <= w.until(self.grace):
+        A violation that began before a window, or of a pod the window did not hit, is the
+        build's; so is the part of one that outlasts every window it began in."""
+        excused = None
+        while v is not None:
+            w = next((w for w in self.windows if self._hits(w, v)
+                      and w.start <= v.since < w.until(self.grace)), None)
+            if w is None:
+                break
+            end = w.until(self.grace)
+            if excused is None:
+                excused = dataclasses.replace(
+                    v, kind=EXCUSED, severity="warning",
+                    detail={**v.detail, "excused": v.kind, "nemesis": w.id, "ips": w.ips})
+            until = min(v.until if v.until is not None else end, end)
+            excused.until = None if until == math.inf else until
+            if end == math.inf or (v.until is not None and v.until <= end):
                 return None, excused
             # Still broken after the address came back (and the grace): the build's.
-            kept = dataclasses.replace(v, since=w.until(self.grace), detail={
-                **v.detail, "after_nemesis": w.id})
-            return kept, excused
-        return v, None
+            v = dataclasses.replace(v, since=end, detail={**v.detail, "after_nemesis": w.id})
+        return v, excused
+
+    @staticmethod
+    def _hits(w: Window, v) -> bool:
+        """v is about a pod the window hit, or an `unreachable` whose failing peers are all
+        such pods (the other side of their first failing pair, blamed for a moment)."""
+        if v.subject in w.pods:
+            return True
+        peers = set(v.detail.get("peers") or ())
+        return v.kind == "unreachable" and bool(peers) and peers <= w.pods

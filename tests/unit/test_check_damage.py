@@ -83,3 +83,21 @@ def test_damage_before_the_window_is_not_excused():
     inv = judge(history(*BASE, fail(0.5, "@vpc", "victim"), take(1.0, "start"),
                         take(4.0, "end"), recover(4.5, "@vpc", "victim")))
     assert [v.kind for v in inv.violations()] == ["unreachable"]
+
+
+def test_a_victim_dark_across_a_failed_take_and_a_second_take_is_excused_by_the_second():
+    inv = judge(history(*BASE, take(1.0, "start", fid="take-1"),
+                        (1.05, "nemesis", "end", "ec2-take-held",
+                         {"op": "ec2-take-held", "id": "take-1", "by": "failed",
+                          "target": {"eni": "eni-b", "ips": [IP]}}),
+                        take(1.2, "start", fid="take-2"), fail(1.3, "@vpc", "victim"),
+                        take(9.0, "end", fid="take-2"), recover(9.5, "@vpc", "victim")))
+    assert inv.violations() == []
+    assert [w.detail["nemesis"] for w in inv.warnings()] == ["take-2"]
+
+
+def test_the_other_side_of_the_victims_first_failing_pair_is_not_blamed():
+    inv = judge(history(*BASE, take(1.0, "start"), fail(1.2, "peer", "victim"),
+                        fail(1.25, "@vpc", "victim"), take(4.0, "end"),
+                        recover(4.5, "peer", "victim"), recover(4.5, "@vpc", "victim")))
+    assert inv.violations() == []
