@@ -322,7 +322,8 @@ def _apply_truth(d: IpamD, truth: list[EniView], imds_enis: list[EniView]) -> No
                 log.warning("reconcile: %s", e)
         for addr in sorted(want & have):
             cidr = _cidr(addr, pd)
-            if cidr in d.ds.quarantined and addr in seen.get(view.eni_id, ()):
+            if (cidr in d.ds.quarantined and addr in seen.get(view.eni_id, ())
+                    and not d.recently_freed_state(addr)[1]):
                 d.ds.quarantined.discard(cidr)  # EC2 and IMDS both show it (again): ours
         for addr in sorted(have - want):
             cidr = _cidr(addr, pd)
@@ -439,30 +440,33 @@ def _give_back_to_pod(d: IpamD, addr: str) -> None:
 
 
 def drop_unconfirmed(d: IpamD) -> None:
-    """Hardened start-up: a free address or an empty ENI that EC2's Describe shows stays
-    only when IMDS shows it too, the rule the reconcile adds by, and an address the node
-    released (recalled from before the restart) not even then. A Describe lagging behind
+    """Hardened start-up: a free address that EC2's Describe shows enters the pool only
+    when IMDS shows it too, the rule the reconcile adds by, and an address the node
+    released (recalled from before the restart) not even then: a Describe lagging behind
     the releases just before the restart still shows what EC2 took back and may have given
-    to another node. Addresses pods hold stay (the daemon never releases those); the
-    reconcile adds the rest once both agree."""
+    to another node. The others stay known but quarantined (not handed out, not counted in
+    the pool, still taking their slot on the ENI, which EC2 may well count) until the
+    reconcile settles them; an empty ENI IMDS does not show goes. Addresses pods hold stay
+    (the daemon never releases those)."""
     try:
         views = d.imds.enis()
     except ApiError:
-        views = None  # nothing confirms: out of the pool until the reconcile sees both
+        views = None  # nothing confirms: all quarantined until the reconcile sees both
     seen = {v.eni_id: set(v.prefixes) | set(v.secondary_ips) for v in views or []}
     for eni in list(d.ds.enis.values()):
-        shown = seen.get(eni.eni_id, set())
-        for c in list(eni.cidrs.values()):
-            addr = _address(c.cidr)
-            if c.assigned() or (addr in shown and addr not in d.recently_freed):
-                continue
-            d.ds.del_cidr(eni.eni_id, c.cidr)
-            d.metrics.inc("awscni_ipamd_error_count", fn="startupAddUnconfirmed")
-            d._event("startup-unconfirmed", eni=eni.eni_id, address=addr)
         if views is not None and eni.eni_id not in seen and not eni.is_primary \
                 and not eni.assigned_count():
             d.ds.remove_eni(eni.eni_id)
             d._event("startup-unconfirmed-eni", eni=eni.eni_id)
+            continue
+        shown = seen.get(eni.eni_id, set())
+        for c in eni.cidrs.values():
+            addr = _address(c.cidr)
+            if c.assigned() or (addr in shown and addr not in d.recently_freed):
+                continue
+            d.ds.quarantined.add(c.cidr)
+            d.metrics.inc("awscni_ipamd_error_count", fn="startupAddUnconfirmed")
+            d._event("startup-unconfirmed", eni=eni.eni_id, address=addr)
 
 
 def hold_failed_release(d: IpamD, eni_id: str, cidrs: list[str]) -> None:

@@ -72,8 +72,7 @@ def test_restart_right_after_a_release_leaves_out_what_a_lagging_describe_still_
     assert released, "the pool should have released a freed address"
 
     d2 = start("hardened", ec2, imds, clock, ckpt, warm_ip_target=1)  # the old record is gone
-    primary = ec2.primary.eni_id
-    assert not released & set(d2.ds.enis[primary].ips()), "a released address is free again"
+    assert not released & allocatable(d2), "a released address is free again"
     assert d2.check(key(2)).ip == pods[2]
     fresh = {d2.add(key(n)).ip for n in range(10, 15)}
     assert not released & fresh, "a pod got an address EC2 no longer assigns to this node"
@@ -296,7 +295,7 @@ def test_a_restart_recalls_releases_both_lagging_views_still_show(tmp_path):
     clock.advance(2)  # killed and restarted
     d2 = start("hardened", ec2, imds, clock, JsonCheckpoint(tmp_path / "ipam.json"),
                warm_ip_target=3)  # no release at start-up
-    assert pods[0] not in d2.ds.enis[eni].ips(), "a released address is free again"
+    assert pods[0] not in allocatable(d2), "a released address is free again"
     assert pods[0] not in {d2.add(key(n)).ip for n in range(10, 14)}
     assert d2.check(key(1)).ip == pods[1] and d2.check(key(2)).ip == pods[2]
 
@@ -410,3 +409,22 @@ def test_the_eni_an_address_was_taken_from_keeps_room_for_it_across_a_restart(tm
     settle(d, clock, 5)
     limit = LIMITS[ec2.instance_type].ipv4_per_eni
     assert len(ec2.enis[victim.eni_id].ips) < limit, "no room left to hand the address back"
+
+
+def test_an_unconfirmed_address_at_restart_still_takes_its_slot(tmp_path):
+    """IMDS behind the pool's last assign at a restart: the address EC2 has is not handed
+    out yet, but the pool must not count its slot free either (EC2 refuses an assign on a
+    full ENI, and the ADDs waiting for it fail)."""
+    ckpt = JsonCheckpoint(tmp_path / "ipam.json")
+    ec2, clock = FakeEc2(), FakeClock()
+    imds = FakeImds(ec2)
+    d = start("hardened", ec2, imds, clock, ckpt, warm_ip_target=1)
+    pod_ips(d, clock, 0, 7)  # seven pods and one warm IP on the primary ENI
+    eni = ec2.primary.eni_id
+    imds.freeze(eni)
+    pod_ips(d, clock, 7, 1)
+    settle(d, clock, 1)  # the pool's ninth IP, which the stale IMDS does not show
+    assert len(ec2.enis[eni].secondary_ips) == LIMITS[ec2.instance_type].ipv4_per_eni - 1
+    d2 = start("hardened", ec2, imds, clock, ckpt, warm_ip_target=1)
+    assert d2.add(key(99)).eni_id != eni
+    assert d2.metrics.get("awscni_ipamd_error_count", fn="increaseIPPool") == 0
