@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from cnikit.certify.suite import DEFAULT_SEEDS
 from cnikit.containers.options import runtime_option
 from cnikit.errors import CnikitError, UsageError
 
@@ -17,7 +18,7 @@ from cnikit.errors import CnikitError, UsageError
 @click.command("certify")
 @runtime_option
 @click.argument("target", required=False)
-@click.option("--seeds", default=1, show_default=True, type=click.IntRange(1, 1000),
+@click.option("--seeds", default=DEFAULT_SEEDS, show_default=True, type=click.IntRange(1, 1000),
               help="random-chaos seeds (every other scenario runs once)")
 @click.option("--report", "report_dir", default=None, type=click.Path(file_okay=False),
               help="where certificate.json, report.html and the runs' reports go "
