@@ -68,6 +68,11 @@ def run(ctx: Ctx) -> None:
     for _ in range(2):
         ctx.add_pod(NODE, retry_for=8)
     ctx.step(f"{holder.name} deleted while EC2 had {holder.ip} elsewhere; new pods", **focus)
-    ctx.nemesis.give_back(taken, eni.eni_id)
+    try:
+        ctx.nemesis.give_back(taken, eni.eni_id)
+    except Exception as e:  # noqa: BLE001 - the build filled the ENI meanwhile (recorded)
+        if "PrivateIpAddressLimitExceeded" not in str(e):
+            raise
+        ctx.step("the node's ENI is full again: the address stays elsewhere", **focus)
     ctx.wait_reconciles(NODE, 1)
-    ctx.step("address back with the node; a reconcile", **focus)
+    ctx.step("a reconcile", **focus)
