@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from cnikit.scenarios.common import fill, peers
 from cnikit.scenarios.engine import Ctx, scenario
+from cnikit.scenarios.stale_imds_lagging_describe import take
 
 NODE = 0
 RELEASED = 2
@@ -51,8 +52,10 @@ def run(ctx: Ctx) -> None:
         ctx.delete_pod(pod)
     ctx.precondition(lambda: len(before - set(ctx.ec2_eni(eni.eni_id).ips)) >= RELEASED, 15,
                      f"{RELEASED} addresses released to EC2")
-    released = sorted(before - set(ctx.ec2_eni(eni.eni_id).ips))
-    ctx.ec2_take(1, released)
+    taken: set[str] = set()
+    for ip in sorted(before - set(ctx.ec2_eni(eni.eni_id).ips)):
+        if ctx.gate.owners().ips.get(ip) is None:  # not back with the node already
+            take(ctx, ip, taken)
     ctx.step("released addresses taken by another node; Describe still shows them", **focus)
 
     # Pods keep coming and going until Describe catches up, past the releases' cooldown:

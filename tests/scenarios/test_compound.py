@@ -23,7 +23,7 @@ def test_a_pod_whose_address_the_nemesis_took_is_excused_only_while_it_is_taken(
     # The victim went dark (the prober saw it) while its address was elsewhere ...
     assert {w["detail"]["excused"] for w in excused} >= {"unreachable", "ip-not-owned"}
     takes = {e["value"]["id"]: e for e in r.history
-             if e["process"] == "nemesis" and e["f"] == "ec2-take-held"}
+             if e["process"] == "nemesis" and e["f"] == "ec2-take-held" and e["type"] == "start"}
     for w in excused:  # ... and each excuse lies within its take's window
         assert takes[w["detail"]["nemesis"]]["time"] <= w["since"]
     doc = json.loads((tmp_path / "report.json").read_text())
