@@ -130,7 +130,10 @@ class Invariants:
 
         if id(cluster) in self.watches:
             return
+        # Upstream's 30 s IP cooldown, on the cluster's clock: a reuse sooner is judged too.
+        cooldown = float((cluster.env or {}).get("IP_COOLDOWN_PERIOD", 30)) * cluster.scale
         w = Watch(cluster.fabric, cluster.history, leak_grace=self.leak_grace,
+                  ip_cooldown=cooldown,
                   daemon_view=cluster.daemon_ips)
         w.monitor.daemon_interval = DAEMON_VIEW_INTERVAL
         w.start()

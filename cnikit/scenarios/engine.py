@@ -174,8 +174,9 @@ def _describe(v: dict, pods: dict[str, dict]) -> dict:
         ev = d.get("evidence") or {}
         what = d.get("what", "") + (f" [{'; '.join(f'{k}: {x}' for k, x in ev.items())}]"
                                     if ev else "")
-    else:
-        pod, ip, what = v["subject"], d.get("ip"), json.dumps(d, default=str)
+    else:  # a checker that words its own evidence says `what`; else its detail as it is
+        pod, ip = v["subject"], d.get("ip")
+        what = d.get("what") or json.dumps(d, default=str)
     return {**v, "pod": pod, "ip": ip, "what": what}
 
 
