@@ -66,8 +66,9 @@ class NemesisDamage:
         build's; so is the part of one that outlasts every window it began in."""
         excused = None
         while v is not None:
-            w = next((w for w in self.windows if self._hits(w, v)
-                      and w.start <= v.since < w.until(self.grace)), None)
+            active = [w for w in self.windows if w.start <= v.since < w.until(self.grace)]
+            victims = {p for w in active for p in w.pods}
+            w = next((w for w in active if self._hits(w, v, victims)), None)
             if w is None:
                 break
             end = w.until(self.grace)
@@ -84,10 +85,11 @@ class NemesisDamage:
         return v, excused
 
     @staticmethod
-    def _hits(w: Window, v) -> bool:
+    def _hits(w: Window, v, victims: set[str]) -> bool:
         """v is about a pod the window hit, or an `unreachable` whose failing peers are all
-        such pods (the other side of their first failing pair, blamed for a moment)."""
+        pods the windows in effect hit (the other side of their first failing pair, blamed
+        for a moment)."""
         if v.subject in w.pods:
             return True
         peers = set(v.detail.get("peers") or ())
-        return v.kind == "unreachable" and bool(peers) and peers <= w.pods
+        return v.kind == "unreachable" and bool(peers & w.pods) and peers <= victims

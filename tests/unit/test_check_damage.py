@@ -101,3 +101,17 @@ def test_the_other_side_of_the_victims_first_failing_pair_is_not_blamed():
                         fail(1.25, "@vpc", "victim"), take(4.0, "end"),
                         recover(4.5, "peer", "victim"), recover(4.5, "@vpc", "victim")))
     assert inv.violations() == []
+
+
+def test_a_pod_failing_only_with_victims_of_two_takes_is_not_blamed():
+    other = "10.0.0.7"
+    inv = judge(history(*BASE, add(0.15, "victim2", other),
+                        take(1.0, "start", fid="take-1"), take(1.1, "start", ip=other, fid="take-2"),
+                        fail(1.2, "peer", "victim"), fail(1.2, "peer", "victim2"),
+                        fail(1.3, "@vpc", "victim"), fail(1.3, "@vpc", "victim2"),
+                        take(4.0, "end", fid="take-1"), take(4.0, "end", ip=other, fid="take-2"),
+                        recover(4.5, "peer", "victim"), recover(4.5, "peer", "victim2"),
+                        recover(4.5, "@vpc", "victim"), recover(4.5, "@vpc", "victim2")))
+    # The peer is not blamed; only victim2, whose address this history never gives its node.
+    assert [v.kind for v in inv.violations()] == ["ip-not-owned"]
+    assert inv.violations()[0].subject == "victim2"
