@@ -107,8 +107,8 @@ def pytest_collection_modifyitems(config, items) -> None:
     shard = config.getoption("--cnikit-shard", None)
     if not shard:
         return
-    from cnikit.certify.parallel import parse_shard
     from cnikit.errors import CnikitError
+    from cnikit.scenarios.parallel import parse_shard
 
     try:
         i, n = parse_shard(shard)

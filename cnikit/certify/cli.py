@@ -47,8 +47,8 @@ def certify_cmd(target, seeds, report_dir, junitxml, only, jobs, shard, init_fil
         raise UsageError("certify needs a TARGET (a target file or a built-in profile); "
                          "'cnikit certify --init FILE' writes one")
     from cnikit.certify import certify
-    from cnikit.certify.parallel import parse_shard
     from cnikit.runtime import require_root
+    from cnikit.scenarios.parallel import parse_shard
     from cnikit.targets import resolve_target
 
     _quiet_logs()

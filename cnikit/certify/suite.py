@@ -67,25 +67,9 @@ class Certification:
 
 def record(result, planned: Planned, report_root: Path) -> dict:
     """What the certificate keeps of one RunResult."""
-    report = result.report.get("html") or result.report.get("json")
-    if report:
-        try:
-            report = str(Path(report).resolve().relative_to(report_root.resolve()))
-        except ValueError:
-            report = str(report)
-    return {
-        "scenario": planned.scenario,
-        "seed": planned.seed,
-        "verdict": result.verdict,
-        "expected": getattr(result, "expected", None),
-        "seconds": result.seconds,
-        "report": report,
-        "precondition": getattr(result, "precondition", None),
-        "exercised": getattr(result, "exercised", result.verdict in ("holds", "violation")),
-        "error": result.error,
-        "evidence": result.evidence(5),
-        "run_id": (getattr(result, "params", None) or {}).get("run_id"),
-    }
+    from cnikit.scenarios.parallel import run_record
+
+    return run_record(result, planned.scenario, planned.seed, report_root)
 
 
 @contextlib.contextmanager
@@ -115,12 +99,12 @@ def certify(target, seeds: int = DEFAULT_SEEDS, report_dir: str | Path = "report
     """Run the suite against `target` (a Target, a built-in name or a TOML path), then write
     certificate.json, report.html (the index) and junit.xml into report_dir.
 
-    jobs: runs at once, each in its own process (cnikit.certify.parallel); shard (I, N):
+    jobs: runs at once, each in its own process (cnikit.scenarios.parallel); shard (I, N):
     only the I-th of N deterministic shares of the plan (`cnikit report merge` joins them)."""
     from cnikit import scenarios
     from cnikit.certify import certificate, index, junit
-    from cnikit.certify.parallel import take_shard
     from cnikit.errors import UsageError
+    from cnikit.scenarios.parallel import take_shard
     from cnikit.targets import resolve_target
 
     if seeds < 1:
@@ -159,7 +143,7 @@ def certify(target, seeds: int = DEFAULT_SEEDS, report_dir: str | Path = "report
                 cert.runs.append(record(r, p, root))
                 finished(cert.runs[-1])
         else:
-            from cnikit.certify.parallel import run_all
+            from cnikit.scenarios.parallel import run_all
 
             cert.runs = run_all(todo, t, root, jobs, ec2, ec2_endpoint, on_start=on_start,
                                 on_done=finished)

@@ -171,11 +171,11 @@ def run_matrix(names: list[str], profiles: list, seeds: int, first_seed: int = 1
     """{scenario: {target: {"verdict", "seconds", "report", "expected", "runs": [...]}}};
     profiles: built-in names, target files or Targets (a column each).
 
-    jobs > 1: that many runs at once, each in its own process (cnikit.certify.parallel);
+    jobs > 1: that many runs at once, each in its own process (cnikit.scenarios.parallel);
     shard (I, N): only the I-th of N deterministic shares of scenario x target x seed.
     on_start(cell) and on_result(cell, run) get cell = (scenario, target, seed)."""
     from cnikit import scenarios
-    from cnikit.certify.parallel import run_specs, take_shard, target_ref
+    from cnikit.scenarios.parallel import run_specs, take_shard, target_ref
     from cnikit.targets import resolve_target
 
     columns = [resolve_target(p) for p in profiles]
@@ -318,8 +318,8 @@ def matrix_cmd(as_json, seeds, only, profiles, targets, report_root, jobs, shard
     profiles = list(profiles) or ([] if files else builtin_names())
     columns = [resolve_target(p) for p in profiles] + files
     profiles = [t.name for t in columns]
-    from cnikit.certify.parallel import parse_shard, take_shard
     from cnikit.runtime import require_root
+    from cnikit.scenarios.parallel import parse_shard, take_shard
 
     share = parse_shard(shard)
     require_root("cnikit matrix")

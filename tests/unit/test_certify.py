@@ -168,7 +168,7 @@ def test_certify_without_target_is_usage_error():
 # ---- shards and merge -------------------------------------------------------------------
 
 def test_shards_are_disjoint_and_cover_the_plan():
-    from cnikit.certify.parallel import parse_shard, take_shard
+    from cnikit.scenarios.parallel import parse_shard, take_shard
 
     p = plan(["a", "b", "c", "random-chaos"], seeds=4)
     parts = [take_shard(p, parse_shard(f"{i}/3")) for i in (1, 2, 3)]
@@ -180,15 +180,15 @@ def test_shards_are_disjoint_and_cover_the_plan():
 
 @pytest.mark.parametrize("bad", ["0/3", "4/3", "1-3", "x/y", "3"])
 def test_bad_shard_is_one_line(bad):
-    from cnikit.certify.parallel import parse_shard
     from cnikit.errors import UsageError
+    from cnikit.scenarios.parallel import parse_shard
 
     with pytest.raises(UsageError, match="--shard"):
         parse_shard(bad)
 
 
 def _shard_dirs(target, tmp_path, n: int) -> list[Path]:
-    from cnikit.certify.parallel import take_shard
+    from cnikit.scenarios.parallel import take_shard
 
     dirs = []
     for i in range(1, n + 1):

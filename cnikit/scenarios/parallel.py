@@ -1,5 +1,6 @@
-"""Runs of a certification side by side: each in its own process (cnikit.certify.worker),
-at most `jobs` at once; and the deterministic share of them one CI runner takes (--shard)."""
+"""Scenario runs side by side (`cnikit matrix --jobs`, `cnikit certify --jobs`): each in its
+own process (cnikit.scenarios.worker), at most `jobs` at once; and the deterministic share
+of them one CI runner takes (--shard)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,30 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from cnikit.errors import UsageError
+
+
+def run_record(result, scenario: str, seed: int, report_root: Path) -> dict:
+    """What a certificate or a matrix keeps of one RunResult (the report path relative to
+    report_root)."""
+    report = result.report.get("html") or result.report.get("json")
+    if report:
+        try:
+            report = str(Path(report).resolve().relative_to(Path(report_root).resolve()))
+        except ValueError:
+            report = str(report)
+    return {
+        "scenario": scenario,
+        "seed": seed,
+        "verdict": result.verdict,
+        "expected": getattr(result, "expected", None),
+        "seconds": result.seconds,
+        "report": report,
+        "precondition": getattr(result, "precondition", None),
+        "exercised": getattr(result, "exercised", result.verdict in ("holds", "violation")),
+        "error": result.error,
+        "evidence": result.evidence(5),
+        "run_id": (getattr(result, "params", None) or {}).get("run_id"),
+    }
 
 
 def parse_shard(text: str | None) -> tuple[int, int] | None:
@@ -53,7 +78,7 @@ class Pool:
         self._lock = threading.Lock()
 
     def run(self, spec: dict) -> dict:
-        cmd = [sys.executable, "-m", "cnikit.certify.worker", json.dumps(spec)]
+        cmd = [sys.executable, "-m", "cnikit.scenarios.worker", json.dumps(spec)]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 start_new_session=True)
         with self._lock:

@@ -1,11 +1,11 @@
-"""One certification run in a process of its own (`--jobs N` runs N of these at once).
+"""One scenario run in a process of its own (`--jobs N` runs N of these at once).
 
 A run's moto, gate, IMDS, namespaces and run id are its own, so runs in separate
 processes never share state: moto keeps one backend per process.
 
-    python -m cnikit.certify.worker '{"scenario": ..., "seed": 1, "target": ..., "root": ...}'
+    python -m cnikit.scenarios.worker '{"scenario": ..., "seed": 1, "target": ..., "root": ...}'
 
-prints the run's certificate record as one JSON line on stdout (progress on stderr).
+prints the run's record (cnikit.scenarios.parallel.run_record) as one JSON line on stdout.
 """
 
 from __future__ import annotations
@@ -17,19 +17,19 @@ from pathlib import Path
 
 def main(argv: list[str]) -> int:
     from cnikit import scenarios
-    from cnikit.certify.suite import Planned, record
     from cnikit.errors import CnikitError
     from cnikit.scenarios.cli import _quiet_logs, _sigterm_as_interrupt
+    from cnikit.scenarios.parallel import run_record
 
     spec = json.loads(argv[0])
     _quiet_logs()
-    p = Planned(spec["scenario"], spec["seed"])
+    name, seed = spec["scenario"], spec["seed"]
     root = Path(spec["root"])
     try:
         with _sigterm_as_interrupt():  # stopped by the pool: tear the run down, then exit
-            r = scenarios.run_scenario(scenarios.get(p.scenario), target=spec["target"], seed=p.seed,
+            r = scenarios.run_scenario(scenarios.get(name), target=spec["target"], seed=seed,
                                        report_dir=spec.get("report_dir")
-                                       or root / p.scenario / f"seed{p.seed}",
+                                       or root / name / f"seed{seed}",
                                        ec2=spec.get("ec2", "moto"),
                                        ec2_endpoint=spec.get("ec2_endpoint"),
                                        duration=spec.get("duration"))
@@ -39,7 +39,7 @@ def main(argv: list[str]) -> int:
     except KeyboardInterrupt:
         print("cnikit: interrupted", file=sys.stderr)
         return 130
-    print(json.dumps(record(r, p, root), default=str), flush=True)
+    print(json.dumps(run_record(r, name, seed, root), default=str), flush=True)
     return 0
 
 
