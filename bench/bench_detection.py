@@ -12,7 +12,7 @@ the same while the checkout changes. The daemon under test is a copy of the snap
 package with one bug planted: the target file runs `python -P -m cnikit.cli daemon` with
 PYTHONPATH set to the copy first, so that daemon, and only it, imports the mutant.
 
-    bench/bench_detection.py [--quick] [--jobs N] [--stop-at-first] [--mutant NAME ...]
+    bench/bench_detection.py [--quick] [--jobs N] [--seeds N] [--stop-at-first] [--mutant NAME ...]
 
 `--quick`: a few mutants and two scenarios. `--stop-at-first`: a mutant's certification
 ends at its first violation (faster; the table then names the first scenario that caught it).
@@ -40,6 +40,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from mutants import BY_NAME, MUTANTS, QUICK, QUICK_SCENARIOS, Mutant  # noqa: E402
+
+from cnikit.certify.suite import DEFAULT_SEEDS  # noqa: E402
 
 GOAL = 0.90
 BASELINE = "baseline"
@@ -144,7 +146,7 @@ class _Caught(Exception):
     pass
 
 
-def worker(target: str, report: str, only: list[str], stop_at_first: bool) -> int:
+def worker(target: str, report: str, only: list[str], stop_at_first: bool, seeds: int) -> int:
     """Certify `target`, one JSON line per run on stdout, then {"verdict": ...}."""
     import logging
 
@@ -169,7 +171,8 @@ def worker(target: str, report: str, only: list[str], stop_at_first: bool) -> in
             raise _Caught
 
     try:
-        cert = certify(target, seeds=1, report_dir=report, only=only or None, on_result=on_result)
+        cert = certify(target, seeds=seeds, report_dir=report, only=only or None,
+                       on_result=on_result)
         print(json.dumps({"verdict": cert.verdict}), flush=True)
     except _Caught:
         print(json.dumps({"verdict": "failed", "stopped": True}), flush=True)
@@ -180,10 +183,10 @@ def worker(target: str, report: str, only: list[str], stop_at_first: bool) -> in
 
 
 def certify_in_worker(label: str, pristine: Path, target: Path, report: Path, only: list[str],
-                      stop_at_first: bool, timeout: float) -> dict:
+                      stop_at_first: bool, timeout: float, seeds: int) -> dict:
     script = pristine / "bench" / Path(__file__).name
     cmd = [sys.executable, str(script), "--worker", str(target), str(report),
-           "--stop-at-first" if stop_at_first else "--all"]
+           "--stop-at-first" if stop_at_first else "--all", "--seeds", str(seeds)]
     for s in only:
         cmd += ["--scenario", s]
     runs: list[dict] = []
@@ -247,7 +250,7 @@ def judge(result: dict) -> tuple[str, list[str]]:
 
 
 def evaluate(mutant: Mutant | None, pristine: Path, workdir: Path, only: list[str],
-             stop_at_first: bool, timeout: float) -> dict:
+             stop_at_first: bool, timeout: float, seeds: int) -> dict:
     name = mutant.name if mutant else BASELINE
     row: dict = {"name": name}
     if mutant:
@@ -268,7 +271,7 @@ def evaluate(mutant: Mutant | None, pristine: Path, workdir: Path, only: list[st
         return row
     target = write_target(copy, pristine, f"mutant-{name}")
     result = certify_in_worker(name, pristine, target, copy / "report", only, stop_at_first,
-                               timeout)
+                               timeout, seeds)
     outcome, caught_by = judge(result)
     row.update(outcome=outcome, caught_by=caught_by, certification=result["verdict"],
                verdicts={r["scenario"]: r["verdict"] for r in result["runs"]},
@@ -308,16 +311,21 @@ def main() -> int:
     ap.add_argument("--workdir", help="keep the copies and their reports here")
     ap.add_argument("--timeout", type=float, default=CERTIFY_TIMEOUT_S,
                     help="seconds for one certification")
+    ap.add_argument("--seeds", type=int, default=DEFAULT_SEEDS,
+                    help=f"random-chaos seeds per certification (default {DEFAULT_SEEDS}, "
+                         "as `cnikit certify`)")
     ap.add_argument("--worker", nargs=2, metavar=("TARGET", "REPORT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        return worker(args.worker[0], args.worker[1], args.scenario, args.stop_at_first)
+        return worker(args.worker[0], args.worker[1], args.scenario, args.stop_at_first,
+                      args.seeds)
 
-    out: dict = {"bench": "detection", "quick": args.quick, "profile": "hardened", "seeds": 1}
+    out: dict = {"bench": "detection", "quick": args.quick, "profile": "hardened",
+                 "seeds": args.seeds}
     unknown = [n for n in args.mutant if n not in BY_NAME]
-    if unknown or args.jobs < 1:
+    if unknown or args.jobs < 1 or args.seeds < 1:
         print(f"bench_detection: unknown mutant {unknown[0]!r}" if unknown
-              else "bench_detection: --jobs must be at least 1", file=sys.stderr)
+              else "bench_detection: --jobs and --seeds must be at least 1", file=sys.stderr)
         return 2
     if os.geteuid() != 0:
         out.update(error="needs root (network namespaces)", goal_met=False)
@@ -342,7 +350,8 @@ def main() -> int:
     done = [0]
 
     def one(m: Mutant | None) -> dict:
-        row = evaluate(m, pristine, workdir, only, args.stop_at_first, args.timeout)
+        row = evaluate(m, pristine, workdir, only, args.stop_at_first, args.timeout,
+                       args.seeds)
         with _print_lock, open(workdir / "rows.jsonl", "a") as f:
             f.write(json.dumps(row) + "\n")  # what a long run has found so far
         done[0] += 1

@@ -30,3 +30,32 @@ def churn(ctx: Ctx, nodes: list[int], cycles: int, max_pods: int = 8, retry_for:
             ctx.add_pod(node, retry_for=retry_for)
         if between is not None:
             between(i)
+
+
+def settled(ctx: Ctx, node: int, count: int) -> tuple[list, object, dict]:
+    """The usual opening: two peers on node 1, `count` pods on `node`, and its warm pool at
+    its targets in EC2. Returns the pods, the node's first ENI (EC2's view) and the focus of
+    the steps on it."""
+    eni = ctx.node_enis(node)[0]
+    focus = {"node": node, "eni": eni.eni_id, "mac": eni.mac}
+    peers(ctx, node=1, count=2)
+    pods = fill(ctx, node, count)
+    ctx.wait_within_targets(node)
+    return pods, eni, focus
+
+
+def release(ctx: Ctx, eni, pods: list, count: int, before: set[str] | None = None,
+            within: float = 15) -> list[str]:
+    """Delete `pods` and wait until `count` of the ENI's addresses (`before`: as EC2 has
+    them now) are gone from it in EC2, the build having released them (a correct build need
+    not: Precondition). Returns the addresses gone."""
+    before = set(ctx.ec2_eni(eni.eni_id).ips) if before is None else set(before)
+    for pod in pods:
+        ctx.delete_pod(pod)
+
+    def gone() -> list[str]:
+        return sorted(before - set(ctx.ec2_eni(eni.eni_id).ips))
+
+    ctx.precondition(lambda: len(gone()) >= count, within,
+                     f"{count} addresses released to EC2")
+    return gone()

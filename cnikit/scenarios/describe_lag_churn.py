@@ -12,7 +12,7 @@ EC2 routes to the other node).
 
 from __future__ import annotations
 
-from cnikit.scenarios.common import fill, peers
+from cnikit.scenarios.common import release, settled
 from cnikit.scenarios.engine import Ctx, scenario
 from cnikit.scenarios.stale_imds_lagging_describe import take
 
@@ -32,11 +32,7 @@ RELEASED = 2
     env={"WARM_IP_TARGET": "1", "MAX_ENI": "1"},
 )
 def run(ctx: Ctx) -> None:
-    eni = ctx.node_enis(NODE)[0]
-    focus = {"node": NODE, "eni": eni.eni_id, "mac": eni.mac}
-    peers(ctx, node=1, count=2)
-    pods = fill(ctx, NODE, 4)
-    ctx.wait_within_targets(NODE)
+    pods, eni, focus = settled(ctx, NODE, 4)
     ctx.step("4 pods; EC2, IMDS and the pool agree", **focus)
 
     # Longer than the reconcile cooldown (60 s upstream) and a reconcile.
@@ -47,13 +43,8 @@ def run(ctx: Ctx) -> None:
     ends = ctx.elapsed() + lasts
     ctx.step(f"Describe {lag:g}s behind, IMDS a moment behind", **focus)
 
-    before = set(ctx.ec2_eni(eni.eni_id).ips)
-    for pod in pods[:RELEASED]:
-        ctx.delete_pod(pod)
-    ctx.precondition(lambda: len(before - set(ctx.ec2_eni(eni.eni_id).ips)) >= RELEASED, 15,
-                     f"{RELEASED} addresses released to EC2")
     taken: set[str] = set()
-    for ip in sorted(before - set(ctx.ec2_eni(eni.eni_id).ips)):
+    for ip in release(ctx, eni, pods[:RELEASED], RELEASED):
         if ctx.gate.owners().ips.get(ip) is None:  # not back with the node already
             take(ctx, ip, taken)
     ctx.step("released addresses taken by another node; Describe still shows them", **focus)

@@ -11,7 +11,7 @@ build must not hand it to the next pod.
 
 from __future__ import annotations
 
-from cnikit.scenarios.common import fill, peers
+from cnikit.scenarios.common import settled
 from cnikit.scenarios.engine import Ctx, scenario
 
 NODE = 0
@@ -29,16 +29,12 @@ CAPACITY = 9  # secondary addresses of one m5.large ENI
     env={"WARM_IP_TARGET": "1", "MAX_ENI": "1"},
 )
 def run(ctx: Ctx) -> None:
-    eni = ctx.node_enis(NODE)[0]
     # Another interface of the subnet, attached to no node (an operator's, a load
     # balancer's): what it takes is no node's, so no daemon adopts it.
     elsewhere = ctx.cloud.client().create_network_interface(
         SubnetId=ctx.fabric.topo.subnet_id,
         Description="another interface")["NetworkInterface"]["NetworkInterfaceId"]
-    focus = {"node": NODE, "eni": eni.eni_id, "mac": eni.mac}
-    peers(ctx, node=1, count=2)
-    pods = fill(ctx, NODE, 3)
-    ctx.wait_within_targets(NODE)
+    pods, eni, focus = settled(ctx, NODE, 3)
     ctx.step("3 pods; EC2, IMDS and the pool agree", **focus)
 
     victim = pods[0]

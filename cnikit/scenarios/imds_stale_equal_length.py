@@ -10,7 +10,7 @@ or hands them to new pods. The checkers see the pods go dark or share an IP.
 
 from __future__ import annotations
 
-from cnikit.scenarios.common import fill, peers
+from cnikit.scenarios.common import release, settled
 from cnikit.scenarios.engine import Ctx, Precondition, scenario
 
 M = 6  # pods holding IPs that stay common to IMDS and the datastore at first
@@ -27,14 +27,9 @@ NODE = 0
     env={"WARM_IP_TARGET": "1", "MAX_ENI": "1"},
 )
 def run(ctx: Ctx) -> None:
-    eni = ctx.node_enis(NODE)[0]
-    focus = {"node": NODE, "eni": eni.eni_id, "mac": eni.mac}
-
-    # A peer on the other node: pod traffic across nodes crosses the VPC fabric, which
+    # Peers on the other node: pod traffic across nodes crosses the VPC fabric, which
     # routes by EC2's assignments, so an IP EC2 took back goes dark there.
-    peers(ctx, node=1, count=2)
-    pods = fill(ctx, NODE, M)
-    ctx.wait_within_targets(NODE)
+    pods, eni, focus = settled(ctx, NODE, M)
     ctx.step(f"{M} pods; EC2, IMDS and the datastore agree", **focus)
 
     ctx.wait_imds_follows(NODE, eni.eni_id)
@@ -42,12 +37,8 @@ def run(ctx: Ctx) -> None:
     frozen = set(ctx.imds_served(NODE, eni.mac) or []) - {eni.primary_ip}
     ctx.step("IMDS stops following the ENI (stale)", **focus)
 
-    for pod in pods[:FREED]:
-        ctx.delete_pod(pod)
     # The IP cooldown ends, the pool is over WARM_IP_TARGET: the daemon releases to EC2.
-    ctx.precondition(lambda: len(frozen - set(ctx.ec2_eni(eni.eni_id).ips)) >= FREED, 20,
-                     f"{FREED} IPs released to EC2")
-    freed = sorted(frozen - set(ctx.ec2_eni(eni.eni_id).ips))
+    freed = release(ctx, eni, pods[:FREED], FREED, before=frozen, within=20)
     # A busy subnet: another node picks the freed IPs up, so EC2 will not hand them back.
     ctx.ec2_take(1, freed)
     ctx.step(f"{len(freed)} IPs released to EC2 (and taken by another node), still listed in IMDS",

@@ -11,7 +11,7 @@ the `early-reuse` violation (cnikit.check.checkers.EarlyReuse), evidence include
 
 from __future__ import annotations
 
-from cnikit.scenarios.common import fill, peers
+from cnikit.scenarios.common import settled
 from cnikit.scenarios.engine import Ctx, scenario
 
 NODE = 0
@@ -30,11 +30,7 @@ CYCLES = 12
     env={"WARM_IP_TARGET": "1", "MAX_ENI": "1"},
 )
 def run(ctx: Ctx) -> None:
-    peers(ctx)
-    eni = ctx.node_enis(NODE)[0]
-    focus = {"node": NODE, "eni": eni.eni_id, "mac": eni.mac}
-    pods = fill(ctx, NODE, 3)
-    ctx.wait_within_targets(NODE)
+    pods, _, focus = settled(ctx, NODE, 3)
     ctx.step("a tight pool", **focus)
     reused = 0
     for _ in range(CYCLES):

@@ -10,7 +10,7 @@ pod).
 
 from __future__ import annotations
 
-from cnikit.scenarios.common import fill, peers
+from cnikit.scenarios.common import release, settled
 from cnikit.scenarios.engine import Ctx, scenario
 
 NODE = 0
@@ -27,21 +27,12 @@ RELEASED = 2
     env={"WARM_IP_TARGET": "1", "MAX_ENI": "1"},
 )
 def run(ctx: Ctx) -> None:
-    eni = ctx.node_enis(NODE)[0]
-    focus = {"node": NODE, "eni": eni.eni_id, "mac": eni.mac}
-    peers(ctx, node=1, count=2)
-    pods = fill(ctx, NODE, 4)
-    ctx.wait_within_targets(NODE)
+    pods, eni, focus = settled(ctx, NODE, 4)
     ctx.step("4 pods; EC2, IMDS and the pool agree", **focus)
 
     lag = max(4.0, ctx.t(100))
     ctx.ec2_fault("describe_lag", seconds=lag, duration=lag + ctx.t(60))
-    before = set(ctx.ec2_eni(eni.eni_id).ips)
-    for pod in pods[:RELEASED]:
-        ctx.delete_pod(pod)
-    ctx.precondition(lambda: len(before - set(ctx.ec2_eni(eni.eni_id).ips)) >= RELEASED, 15,
-                     f"{RELEASED} addresses released to EC2")
-    released = sorted(before - set(ctx.ec2_eni(eni.eni_id).ips))
+    released = release(ctx, eni, pods[:RELEASED], RELEASED)
     ctx.ec2_take(1, released)
     for _ in range(2):
         ctx.add_pod(NODE, retry_for=5)

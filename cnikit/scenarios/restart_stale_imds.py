@@ -8,7 +8,7 @@ pods, which are then dark: EC2 routes those IPs to the other node.
 
 from __future__ import annotations
 
-from cnikit.scenarios.common import fill, peers
+from cnikit.scenarios.common import settled
 from cnikit.scenarios.engine import Ctx, scenario
 
 NODE = 0
@@ -22,11 +22,7 @@ NODE = 0
     env={"WARM_IP_TARGET": "1", "MAX_ENI": "1"},
 )
 def run(ctx: Ctx) -> None:
-    peers(ctx)
-    eni = ctx.node_enis(NODE)[0]
-    focus = {"node": NODE, "eni": eni.eni_id, "mac": eni.mac}
-    pods = fill(ctx, NODE, 5)
-    ctx.wait_within_targets(NODE)
+    pods, eni, focus = settled(ctx, NODE, 5)
     ctx.wait_imds_follows(NODE, eni.eni_id)
     stale = ctx.imds_fault("stale", target={"mac": eni.mac})
     frozen = set(ctx.imds_served(NODE, eni.mac) or []) - {eni.primary_ip}

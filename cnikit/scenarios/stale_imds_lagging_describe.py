@@ -11,7 +11,7 @@ pods' addresses.
 
 from __future__ import annotations
 
-from cnikit.scenarios.common import fill, peers
+from cnikit.scenarios.common import settled
 from cnikit.scenarios.engine import Ctx, Precondition, scenario
 
 NODE = 0
@@ -41,11 +41,7 @@ def take(ctx: Ctx, ip: str, taken: set[str]) -> None:
     env={"WARM_IP_TARGET": "1", "MAX_ENI": "1"},
 )
 def run(ctx: Ctx) -> None:
-    eni = ctx.node_enis(NODE)[0]
-    focus = {"node": NODE, "eni": eni.eni_id, "mac": eni.mac}
-    peers(ctx, node=1, count=2)
-    pods = fill(ctx, NODE, 5)
-    ctx.wait_within_targets(NODE)
+    pods, eni, focus = settled(ctx, NODE, 5)
     ctx.wait_imds_follows(NODE, eni.eni_id)
     ctx.step("5 pods; EC2, IMDS and the pool agree", **focus)
 
