@@ -1,6 +1,7 @@
 """`cnikit certify` on the hardened build, side by side with the matrix's hardened column.
 
-Both run the same scenarios with one seed each, in this one process, one after the other:
+Both run the same scenarios with one seed each, `--jobs` runs at once (2 by default, as CI
+runs them), in this one process, one after the other:
 certify drives a target file for the reference daemon (its command line, observed from
 outside); the matrix column drives the built-in `hardened` profile. Goal (issue 11): certify
 within 15% of the matrix column's wall time, and under 3 minutes on 2 cores.
@@ -28,8 +29,9 @@ WALL_GOAL_S = 180.0
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="only the 3019 replay")
+    ap.add_argument("--jobs", type=int, default=2, help="runs at once in both (default 2)")
     args = ap.parse_args()
-    out: dict = {"bench": "certify", "quick": args.quick}
+    out: dict = {"bench": "certify", "quick": args.quick, "jobs": args.jobs}
     if os.geteuid() != 0:
         out.update(error="needs root (network namespaces)", goal_met=False)
         print(json.dumps(out))
@@ -44,11 +46,13 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-certify-") as tmp:
         target = template.write(Path(tmp) / "hardened.toml", profile="hardened")
         t0 = time.monotonic()
-        m = run_matrix(only, ["hardened"], 1, progress=lambda msg: None)
+        m = run_matrix(only, ["hardened"], 1, progress=lambda msg: None, jobs=args.jobs,
+                       report_root=Path(tmp) / "matrix")
         matrix_s = time.monotonic() - t0
         print(f"matrix column: {matrix_s:.1f}s", file=sys.stderr)
         t0 = time.monotonic()
         cert = certify(str(target), seeds=1, report_dir=Path(tmp) / "certify", only=only,
+                       jobs=args.jobs,
                        on_result=lambda r, k, n: print(f"[{k}/{n}] {r['scenario']}: "
                                                        f"{r['verdict']} {r['seconds']:.1f}s",
                                                        file=sys.stderr))

@@ -9,6 +9,7 @@ clean up). Bad input or an unusable environment: one line on stderr, exit code 2
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import signal
 import sys
@@ -54,10 +55,18 @@ def hold(nodes: int, pods: int, run_id: str | None, instance_type: str) -> None:
         run.close()
 
 
+TEARDOWN_REPORT_S = 20.0  # the teardown takes a second or two
+
+
 def _wait() -> None:
     """Sleep until a signal unwinds us (KeyboardInterrupt / Interrupted)."""
-    while True:
-        signal.pause()
+    try:
+        while True:
+            signal.pause()
+    except BaseException:
+        # A teardown that hangs says where, on stderr, instead of hanging silently.
+        faulthandler.dump_traceback_later(TEARDOWN_REPORT_S, exit=False)
+        raise
 
 
 def main(argv: list[str] | None = None) -> int:
