@@ -35,7 +35,8 @@ from cnikit.errors import CnikitError, UsageError
               help="write a commented target file for the reference daemon, then exit")
 def certify_cmd(target, seeds, report_dir, junitxml, only, jobs, shard, init_file) -> None:
     """Certify a CNI build (a target file, or a built-in profile) against every scenario."""
-    from cnikit.scenarios.cli import _console, _progress, _quiet_logs, _sigterm_as_interrupt
+    from cnikit.fabric.cleanup import cleanup_on_signals
+    from cnikit.scenarios.cli import _console, _progress, _quiet_logs
 
     if init_file:
         from cnikit.certify import template
@@ -74,7 +75,7 @@ def certify_cmd(target, seeds, report_dir, junitxml, only, jobs, shard, init_fil
                       f"{extra} {rec['seconds']:.1f}s", markup=False)
 
     t0 = time.monotonic()
-    with _sigterm_as_interrupt(), _progress(f"certify {t.name}") as say:
+    with cleanup_on_signals(), _progress(f"certify {t.name}") as say:
         cert = certify(t, seeds=seeds, report_dir=root, only=list(only) or None,
                        progress=say if jobs == 1 else None, on_result=on_result,
                        on_start=on_start, jobs=jobs, shard=share)

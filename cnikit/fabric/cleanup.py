@@ -178,11 +178,15 @@ class Interrupted(KeyboardInterrupt):
 
 @contextlib.contextmanager
 def cleanup_on_signals() -> Iterator[None]:
-    """Make SIGTERM (and SIGHUP) unwind like Ctrl-C, for the duration of the body."""
+    """Make SIGTERM (and SIGHUP) unwind like Ctrl-C, for the duration of the body. Ctrl-C
+    (SIGINT) unwinds too even where it was ignored: a shell starts background jobs of a
+    script with SIGINT ignored, and `kill -INT` must still clean up."""
     def raise_interrupt(signum, _frame):
         raise Interrupted(f"signal {signum}")
 
     old = {s: signal.signal(s, raise_interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        old[signal.SIGINT] = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
     finally:

@@ -14,7 +14,6 @@ import contextlib
 import ipaddress
 import json
 import logging
-import signal
 import sys
 import time
 from pathlib import Path
@@ -23,6 +22,7 @@ import click
 
 from cnikit.containers.options import runtime_option
 from cnikit.errors import CnikitError, UsageError
+from cnikit.fabric.cleanup import cleanup_on_signals
 from cnikit.targets import builtin_names
 
 DEMO_SCENARIO = "imds-stale-equal-length"
@@ -33,20 +33,6 @@ def _quiet_logs() -> None:
     logging.getLogger().addHandler(logging.NullHandler())
     for name in ("fault_imds", "cnikit", "botocore", "urllib3", "aiohttp"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
-
-
-@contextlib.contextmanager
-def _sigterm_as_interrupt():
-    """SIGTERM tears down like Ctrl-C does (the finally blocks remove everything)."""
-
-    def handler(signum, frame):
-        raise KeyboardInterrupt
-
-    old = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
 
 
 def _console():
@@ -152,7 +138,7 @@ def run_cmd(scenario, profile, target, ec2, ec2_endpoint, seed, report_dir, dura
     tgt = resolve_target(target or profile)  # a bad target file fails here, before anything
     profile = tgt.name
     report_dir = report_dir or default_report_dir(sc.name, profile, seed)
-    with _sigterm_as_interrupt(), _progress(f"{scenario} [{profile}]") as say:
+    with cleanup_on_signals(), _progress(f"{scenario} [{profile}]") as say:
         r = scenarios.run_scenario(sc, target=tgt, seed=seed, ec2=ec2,
                                    ec2_endpoint=ec2_endpoint, report_dir=report_dir,
                                    duration=duration, progress=say)
@@ -343,7 +329,7 @@ def matrix_cmd(as_json, seeds, only, profiles, targets, report_root, jobs, shard
                       f"{run['verdict']}{ok} {run['seconds']:.1f}s", markup=False)
 
     t0 = time.monotonic()
-    with _sigterm_as_interrupt(), _progress("matrix") as say:
+    with cleanup_on_signals(), _progress("matrix") as say:
         m = run_matrix(names, columns, seeds, report_root=Path(report_root),
                        progress=say if jobs == 1 else None, on_result=on_result,
                        on_start=on_start, jobs=jobs, shard=share)
@@ -443,7 +429,7 @@ def demo_cmd(seed, report_root) -> None:
     t0 = time.monotonic()
     for profile, want in (("vpc-cni-1.18.3", "violation"), ("hardened", "holds")):
         click.echo(f"\n== {profile} (expected: {want})")
-        with _sigterm_as_interrupt(), _progress(f"demo [{profile}]") as say:
+        with cleanup_on_signals(), _progress(f"demo [{profile}]") as say:
             r = scenarios.run_scenario(sc, profile=profile, seed=seed, on_step=DemoPrinter(),
                                        report_dir=Path(report_root) / profile, progress=say)
         _print_result(r)
@@ -495,7 +481,7 @@ def up_cmd(nodes, pods, profile, ec2, ec2_endpoint) -> None:
 
     _quiet_logs()
     require_root("cnikit up")
-    with _sigterm_as_interrupt():
+    with cleanup_on_signals():
         cluster = make_cluster(nodes, profile, DEFAULT_SCALE, {}, 1, ec2, ec2_endpoint)
         follower = None
         try:

@@ -18,7 +18,8 @@ from pathlib import Path
 def main(argv: list[str]) -> int:
     from cnikit import scenarios
     from cnikit.errors import CnikitError
-    from cnikit.scenarios.cli import _quiet_logs, _sigterm_as_interrupt
+    from cnikit.fabric.cleanup import cleanup_on_signals
+    from cnikit.scenarios.cli import _quiet_logs
     from cnikit.scenarios.parallel import run_record
 
     spec = json.loads(argv[0])
@@ -26,7 +27,7 @@ def main(argv: list[str]) -> int:
     name, seed = spec["scenario"], spec["seed"]
     root = Path(spec["root"])
     try:
-        with _sigterm_as_interrupt():  # stopped by the pool: tear the run down, then exit
+        with cleanup_on_signals():  # stopped by the pool: tear the run down, then exit
             r = scenarios.run_scenario(scenarios.get(name), target=spec["target"], seed=seed,
                                        report_dir=spec.get("report_dir")
                                        or root / name / f"seed{seed}",

@@ -24,9 +24,9 @@ CNIKIT = str(Path(sys.executable).with_name("cnikit"))
 ROOT = str(Path(__file__).resolve().parents[2])
 
 
-def start_hold(*args: str) -> tuple[subprocess.Popen, dict]:
+def start_hold(*args: str, **kw) -> tuple[subprocess.Popen, dict]:
     proc = subprocess.Popen([sys.executable, "-m", "cnikit.fabric.hold", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
     line = proc.stdout.readline()
     if not line:
         proc.wait(10)
@@ -145,6 +145,16 @@ def test_sigint_cleans_up_on_the_way_out():
     assert exit_code(proc) == 130
     assert netns.names(f"ck-{ready['run_id']}-") == []
     assert "Traceback" not in proc.stderr.read()
+
+
+def test_sigint_cleans_up_even_when_started_with_sigint_ignored():
+    # What a shell does to a script's background job (`cnikit ... &`): `kill -INT` must
+    # still clean up.
+    proc, ready = start_hold("--nodes", "1", "--pods", "1",
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    proc.send_signal(signal.SIGINT)
+    assert exit_code(proc) == 130
+    assert netns.names(f"ck-{ready['run_id']}-") == []
 
 
 def one_line_exit_2(argv: list[str], **kw) -> str:
