@@ -498,6 +498,10 @@ def _add_eni(d, view) -> None:
         d._setup_eni(view)
         d.metrics.inc("awscni_reconcile_count", fn="eniReconcileAdd")
         d._event("reconcile-eni-add", eni=view.eni_id)
+        # A start-up Describe that did not list the ENI lost its pods (ds.lost): their
+        # addresses are theirs again, not free.
+        for addr in view.secondary_ips:
+            _give_back_to_pod(d, addr)
     except DatastoreError as e:
         d.metrics.inc("awscni_ipamd_error_count", fn="eniReconcileAdd")
         log.warning("reconcile: cannot add %s: %s", view.eni_id, e)

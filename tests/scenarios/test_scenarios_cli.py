@@ -92,7 +92,8 @@ def test_random_chaos_schedule_is_a_function_of_the_seed():
     assert a == b and a != c
     assert all(op["at"] < 30 for op in a) and len(a) > 10
     kinds = {op["op"] for op in make_schedule(3, 120)}
-    assert kinds == {"add", "delete", "imds", "ec2", "kill"}
+    # Single faults and pod churn, and compound faults (a give-back ends a drawn take).
+    assert kinds - {"give-back"} == {"add", "delete", "imds", "ec2", "kill", "compound"}
 
 
 @pytest.mark.root

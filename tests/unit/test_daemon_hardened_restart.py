@@ -428,3 +428,26 @@ def test_an_unconfirmed_address_at_restart_still_takes_its_slot(tmp_path):
     d2 = start("hardened", ec2, imds, clock, ckpt, warm_ip_target=1)
     assert d2.add(key(99)).eni_id != eni
     assert d2.metrics.get("awscni_ipamd_error_count", fn="increaseIPPool") == 0
+
+
+def test_a_restart_whose_describe_predates_the_eni_gives_its_pods_their_addresses_back(tmp_path):
+    # The CI case (restart-lagging-describe under load): a Describe lagging further back
+    # than the node's life shows no ENI at start-up, so every checkpointed pod is lost;
+    # when the reconcile then takes the ENI in whole, its pods' addresses are theirs again,
+    # never free.
+    ckpt = JsonCheckpoint(tmp_path / "ipam.json")
+    ec2, clock = FakeEc2(), FakeClock()
+    imds = FakeImds(ec2)
+    d = start("hardened", ec2, imds, clock, ckpt, warm_ip_target=1)
+    held = pod_ips(d, clock, 0, 3)
+    settle(d, clock, 5)
+    real = ec2.describe_enis
+    ec2.describe_enis = lambda instance_id: []  # before the instance had its ENI
+    d = start("hardened", ec2, imds, clock, ckpt, warm_ip_target=1)
+    ec2.describe_enis = real  # Describe catches up
+    settle(d, clock, 130)
+    for n, ip in enumerate(held):
+        assert d.check(key(n)) is not None and d.check(key(n)).ip == ip
+    fresh = pod_ips(d, clock, 10, 4)
+    assert not set(held) & set(fresh), "a second pod got an address its first pod still uses"
+    assert all(ip in ec2.enis[ec2.primary.eni_id].ips for ip in held), "released under a pod"
