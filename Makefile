@@ -28,8 +28,8 @@ lint: setup
 # spend most of their time waiting on the build's compressed intervals: two at a time.
 SCENARIO_JOBS ?= 2
 test: setup lint localstack
-	$(BIN)/python -m pytest tests/unit tests/integration $(PYTEST_ARGS)
-	$(BIN)/python -m pytest -n $(SCENARIO_JOBS) tests/scenarios $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --durations=10 tests/unit tests/integration $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --durations=10 -n $(SCENARIO_JOBS) tests/scenarios $(PYTEST_ARGS)
 
 unit: setup
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
