@@ -46,16 +46,13 @@ class StateDir:
         return self.state_dir / "daemon.log"
 
 
-class DaemonProcess(StateDir):
-    def __init__(self, state_dir: str | os.PathLike, env: dict[str, str] | None = None,
-                 netns: str | None = None, python: str = sys.executable):
-        self.state_dir = Path(state_dir)
-        self.env = dict(env or {})
-        self.netns = netns  # a name under /run/netns or a path
-        self.python = python
-        self.proc: subprocess.Popen | None = None
-        self.starts = 0
-        self.on_start = None  # called with the pid (e.g. to record it for cleanup)
+class ChildProcess(StateDir):
+    """A node's daemon run as a child process of the kit: its own daemon or a target's
+    command line."""
+
+    proc: subprocess.Popen | None = None
+    starts = 0  # how many times it was started
+    on_start = None  # called with the pid (e.g. to record it for cleanup)
 
     @property
     def pid(self) -> int | None:
@@ -63,6 +60,15 @@ class DaemonProcess(StateDir):
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+
+class DaemonProcess(ChildProcess):
+    def __init__(self, state_dir: str | os.PathLike, env: dict[str, str] | None = None,
+                 netns: str | None = None, python: str = sys.executable):
+        self.state_dir = Path(state_dir)
+        self.env = dict(env or {})
+        self.netns = netns  # a name under /run/netns or a path
+        self.python = python
 
     def command(self) -> list[str]:
         cmd = [self.python, "-m", "cnikit.cli", "daemon", "--state-dir", str(self.state_dir)]

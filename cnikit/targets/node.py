@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cnikit.containers.noderuntime import ContainerDaemon
-from cnikit.daemon.process import DaemonProcess, StateDir
+from cnikit.daemon.process import ChildProcess, DaemonProcess
 from cnikit.errors import DaemonNotReady as _KitDaemonNotReady
 from cnikit.errors import EnvironmentProblem, UsageError
 from cnikit.targets.model import ReadySpec, Target, render
@@ -127,7 +127,7 @@ def wait_ready(daemon, ready: ReadySpec | None, netns: str | None, timeout: floa
         time.sleep(READY_POLL)
 
 
-class TargetProcess(StateDir):
+class TargetProcess(ChildProcess):
     """A target's daemon command, entered into the node's network namespace."""
 
     def __init__(self, argv: list[str], state_dir: str | os.PathLike, env: dict[str, str],
@@ -137,16 +137,6 @@ class TargetProcess(StateDir):
         self.env = dict(env)
         self.netns = netns if "/" in netns else f"/run/netns/{netns}"
         self.ready = ready
-        self.proc: subprocess.Popen | None = None
-        self.starts = 0
-        self.on_start = None  # called with the pid (e.g. to record it for cleanup)
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc else None
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
 
     def command(self) -> list[str]:
         from cnikit.runtime import require_tool
