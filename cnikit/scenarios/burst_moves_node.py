@@ -1,0 +1,54 @@
+"""Pods leave one node in two waves while another node needs addresses (upstream 1091,
+across nodes).
+
+Node 0 deletes its three newest pods, and its three oldest a moment before the first
+three's IP cooldown ends. Once the first wave's addresses are out of cooldown the pool is
+over its warm target and releases addresses to EC2. Node 1 then needs addresses, and EC2
+gives it the lowest free ones. A build that releases only what is out of cooldown gives
+node 1 the first wave's addresses, whose cooldown has ended. A build that releases an
+address during its cooldown gives node 1 one of the second wave's, while that pod's peers
+still send to it: node 1's new pod answers them (`early-reuse`).
+"""
+
+from __future__ import annotations
+
+from cnikit.scenarios.common import settled
+from cnikit.scenarios.engine import Ctx, scenario
+
+NODE = 0
+OTHER = 1
+WAVE = 3
+
+
+@scenario(
+    "burst-moves-node",
+    "pods leave one node in two waves while another node needs addresses (1091 across nodes)",
+    why="every profile releases an address to EC2 only once its IP cooldown has ended, so "
+        "the other node gets the first wave's addresses, past their cooldown. It is there "
+        "for builds (and planted bugs) that release an address while it cools down.",
+    nodes=2,
+    env={"WARM_IP_TARGET": "1", "MAX_ENI": "1"},
+)
+def run(ctx: Ctx) -> None:
+    pods, eni, focus = settled(ctx, NODE, 2 * WAVE)
+    ctx.step(f"{2 * WAVE} pods on node {NODE}; EC2, IMDS and the pool agree", **focus)
+
+    oldest, newest = pods[:WAVE], pods[WAVE:]
+    for pod in newest:
+        ctx.delete_pod(pod)
+    ctx.step(f"the {WAVE} newest pods deleted", **focus)
+    # The second wave a moment before the first wave's cooldown (30 s upstream) ends.
+    ctx.run_for(ctx.t(20))
+    for pod in oldest:
+        ctx.delete_pod(pod)
+    ctx.step(f"the {WAVE} oldest pods deleted", **focus)
+
+    mine = {p.ip for p in pods}
+    ctx.precondition(lambda: mine - set(ctx.ec2_eni(eni.eni_id).ips), 10,
+                     "an address of the deleted pods released to EC2")
+    ctx.step("the pool over its target releases addresses to EC2", **focus)
+    for _ in range(WAVE):
+        ctx.add_pod(OTHER, retry_for=5)
+    ctx.step(f"node {OTHER} needs {WAVE} more addresses", node=OTHER)
+    ctx.wait_reconciles(NODE, 1)
+    ctx.step("a reconcile", **focus)
