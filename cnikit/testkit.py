@@ -126,14 +126,12 @@ class Invariants:
         self.finished: Verdict | None = None
 
     def attach(self, cluster: Cluster) -> None:
-        from cnikit.check.watch import Watch
+        from cnikit.check.watch import Watch, required_ip_cooldown
 
         if id(cluster) in self.watches:
             return
-        # Upstream's 30 s IP cooldown, on the cluster's clock: a reuse sooner is judged too.
-        cooldown = float((cluster.env or {}).get("IP_COOLDOWN_PERIOD", 30)) * cluster.scale
         w = Watch(cluster.fabric, cluster.history, leak_grace=self.leak_grace,
-                  ip_cooldown=cooldown,
+                  ip_cooldown=required_ip_cooldown(cluster.env, cluster.scale),
                   daemon_view=cluster.daemon_ips)
         w.monitor.daemon_interval = DAEMON_VIEW_INTERVAL
         w.start()

@@ -18,6 +18,14 @@ from cnikit.check.invariants import Invariants
 from cnikit.check.monitor import Monitor
 from cnikit.check.prober import ANCHOR_PREFIX, Prober, ProbeTarget
 
+UPSTREAM_IP_COOLDOWN = 30.0  # IP_COOLDOWN_PERIOD's default: the cooldown builds are held to
+
+
+def required_ip_cooldown(env: dict | None, scale: float) -> float:
+    """The IP cooldown every build must keep, in run seconds: what the run's environment
+    asks for (IP_COOLDOWN_PERIOD), else upstream's, times the time scale."""
+    return float((env or {}).get("IP_COOLDOWN_PERIOD", UPSTREAM_IP_COOLDOWN)) * scale
+
 
 class Watch:
     def __init__(self, fabric, history: History | None = None, leak_grace: float = 60.0,

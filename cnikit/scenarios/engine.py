@@ -23,7 +23,6 @@ from cnikit.errors import UsageError
 
 SCENARIO = "scenario"  # history process of the scenario's own step markers
 DEFAULT_SCALE = 0.05  # 60 s reconcile -> 3 s, 30 s IP cooldown -> 1.5 s
-UPSTREAM_IP_COOLDOWN = 30.0  # IP_COOLDOWN_PERIOD's default: the cooldown builds are held to
 STRICT_LEAKS_ENV = "CNIKIT_STRICT_LEAKS"  # "1": leaks are violations (what certify sets)
 
 # Daemon settings every scenario shares. The observe ports (61678/61679) stay on: each
@@ -671,7 +670,7 @@ def run_scenario(sc: Scenario, target=None, seed: int = 1, ec2: str = "moto",
     `target`: a Target, a built-in name or a target file (default the default profile);
     `profile=` is an alias for a built-in name. `strict_leaks`: a leak is a violation
     (certification) rather than a warning; None: CNIKIT_STRICT_LEAKS=1 in the environment."""
-    from cnikit.check.watch import Watch
+    from cnikit.check.watch import Watch, required_ip_cooldown
     from cnikit.runtime import require_root, time_scale
     from cnikit.targets import default_name, resolve_target
 
@@ -707,8 +706,7 @@ def run_scenario(sc: Scenario, target=None, seed: int = 1, ec2: str = "moto",
         result.params["run_id"] = cluster.fabric.rid  # names its namespaces, files, processes
         if strict_leaks is None:
             strict_leaks = os.environ.get(STRICT_LEAKS_ENV) == "1"
-        # The IP cooldown every build must keep: what the scenario asks for, else upstream's.
-        cooldown = float(sc.env.get("IP_COOLDOWN_PERIOD", UPSTREAM_IP_COOLDOWN)) * scale
+        cooldown = required_ip_cooldown(sc.env, scale)
         result.params["strict_leaks"] = strict_leaks
         watch = Watch(cluster.fabric, history, leak_grace=max(5.0, 60 * scale),
                       ip_cooldown=cooldown, strict_leaks=strict_leaks).start()
