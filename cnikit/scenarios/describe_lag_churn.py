@@ -12,9 +12,8 @@ EC2 routes to the other node).
 
 from __future__ import annotations
 
-from cnikit.scenarios.common import release, settled
+from cnikit.scenarios.common import release, settled, take
 from cnikit.scenarios.engine import Ctx, scenario
-from cnikit.scenarios.stale_imds_lagging_describe import take
 
 NODE = 0
 RELEASED = 2
@@ -45,8 +44,7 @@ def run(ctx: Ctx) -> None:
 
     taken: set[str] = set()
     for ip in release(ctx, eni, pods[:RELEASED], RELEASED):
-        if ctx.gate.owners().ips.get(ip) is None:  # not back with the node already
-            take(ctx, ip, taken)
+        take(ctx, ip, taken)
     ctx.step("released addresses taken by another node; Describe still shows them", **focus)
 
     # Pods keep coming and going until Describe catches up, past the releases' cooldown:

@@ -11,23 +11,11 @@ pods' addresses.
 
 from __future__ import annotations
 
-from cnikit.scenarios.common import settled
+from cnikit.scenarios.common import settled, take
 from cnikit.scenarios.engine import Ctx, Precondition, scenario
 
 NODE = 0
 RELEASED = 3
-
-
-def take(ctx: Ctx, ip: str, taken: set[str]) -> None:
-    """Another node takes a released address, unless someone got it first (the nemesis
-    records the refusal)."""
-    try:
-        ctx.ec2_take(1, [ip])
-    except Exception as e:  # noqa: BLE001 - EC2 refused: "Address ... is in use"
-        if "in use" not in str(e):
-            raise
-        return
-    taken.add(ip)
 
 
 @scenario(
@@ -63,8 +51,7 @@ def run(ctx: Ctx) -> None:
         if ctx.elapsed() >= ends:
             break
         for ip in sorted(before - set(ctx.ec2_eni(eni.eni_id).ips) - taken):
-            if ctx.gate.owners().ips.get(ip) is None:  # not back with the node already
-                take(ctx, ip, taken)
+            take(ctx, ip, taken)
         mine = ctx.pods_on(NODE)
         if len(mine) >= 6 or (i % 3 == 2 and len(mine) > 2):
             ctx.delete_pod(mine[0])
