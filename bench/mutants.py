@@ -161,9 +161,9 @@ MUTANTS: list[Mutant] = [
     # ---- allocation ---------------------------------------------------------------------
     Mutant(
         "prefix-pick-ignores-holder", DS,
-        "                            return eni, c, Address(ip)\n"
+        "                            continue\n"
         "                        if not a.assigned and not self.cooling(a):",
-        "                            return eni, c, Address(ip)\n"
+        "                            continue\n"
         "                        if not self.cooling(a):",
         "inside a /28 prefix an address is chosen by its cooldown alone: one a pod holds is "
         "given to a second pod",

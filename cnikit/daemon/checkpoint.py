@@ -12,18 +12,35 @@ from pathlib import Path
 
 FORMAT_VERSION = "vpc-cni-ipam/1"
 RELEASED_VERSION = "cnikit-released/1"
+COOLING_KEY = "cnikitCooling"
 
 
 class CheckpointError(Exception):
     pass
 
 
+def document(allocations: list[dict], cooling: dict[str, int] | None) -> dict:
+    """Upstream's document; the IP cooldowns ride along under a key upstream ignores, so a
+    restarted daemon can keep them (written in the same atomic write as the DEL they follow)."""
+    doc = {"version": FORMAT_VERSION, "allocations": allocations}
+    if cooling:
+        doc[COOLING_KEY] = cooling
+    return doc
+
+
+def cooling_of(doc: dict) -> dict[str, int]:
+    try:
+        return {str(a): int(t) for a, t in (doc.get(COOLING_KEY) or {}).items()}
+    except (TypeError, ValueError, AttributeError):
+        return {}
+
+
 class JsonCheckpoint:
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
 
-    def write(self, allocations: list[dict]) -> None:
-        self._write({"version": FORMAT_VERSION, "allocations": allocations})
+    def write(self, allocations: list[dict], cooling: dict[str, int] | None = None) -> None:
+        self._write(document(allocations, cooling))
 
     def _write(self, data: dict) -> None:
         tmp = self.path.with_name(f"{self.path.name}.tmp{os.getpid()}")
@@ -46,10 +63,25 @@ class JsonCheckpoint:
 
     def read(self) -> list[dict]:
         """The allocations, [] when no file exists (a fresh node). A bad file is an error."""
+        data = self._read()
+        allocations = data.get("allocations") or []
+        if not isinstance(allocations, list):
+            raise CheckpointError(f"{self.path}: allocations is not a list")
+        return allocations
+
+    def read_cooling(self) -> dict[str, int]:
+        """Pods' addresses still in their IP cooldown when the file was written (address ->
+        wall-clock ns of the pod's DEL). A hint: anything unreadable is no cooldown."""
+        try:
+            return cooling_of(self._read())
+        except CheckpointError:
+            return {}
+
+    def _read(self) -> dict:
         try:
             raw = self.path.read_text()
         except FileNotFoundError:
-            return []
+            return {"version": FORMAT_VERSION, "allocations": []}
         try:
             data = json.loads(raw)
         except ValueError as e:
@@ -57,10 +89,7 @@ class JsonCheckpoint:
         if not isinstance(data, dict) or data.get("version") != FORMAT_VERSION:
             raise CheckpointError(f"{self.path}: unexpected checkpoint version {data.get('version')!r}"
                                   if isinstance(data, dict) else f"{self.path}: not a checkpoint")
-        allocations = data.get("allocations") or []
-        if not isinstance(allocations, list):
-            raise CheckpointError(f"{self.path}: allocations is not a list")
-        return allocations
+        return data
 
     # The node's own recent releases (address -> wall-clock ns), in a file of their own
     # beside the checkpoint: a restarted daemon must not take back an address it released
@@ -92,14 +121,17 @@ class MemoryCheckpoint:
         self.writes = 0
         self.fail = False
 
-    def write(self, allocations: list[dict]) -> None:
+    def write(self, allocations: list[dict], cooling: dict[str, int] | None = None) -> None:
         if self.fail:
             raise OSError("checkpoint write failed (injected)")
-        self.doc = json.loads(json.dumps({"version": FORMAT_VERSION, "allocations": allocations}))
+        self.doc = json.loads(json.dumps(document(allocations, cooling)))
         self.writes += 1
 
     def read(self) -> list[dict]:
         return list(self.doc["allocations"])
+
+    def read_cooling(self) -> dict[str, int]:
+        return cooling_of(self.doc)
 
     def write_released(self, released: dict[str, int]) -> None:
         self.released = dict(released)

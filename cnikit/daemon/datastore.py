@@ -129,6 +129,9 @@ class Datastore:
         # pod held it, and the daemon restarted): kept for the pod, in the checkpoint, off
         # every ENI, until its DEL or until the address comes back (ip -> checkpoint row).
         self.lost: dict[str, dict] = {}
+        # IP cooldowns recalled from the checkpoint after a restart (ip -> monotonic DEL
+        # time), for addresses whose Address was built anew without one.
+        self.recalled: dict[str, float] = {}
 
     # ---- ENIs and CIDRs -------------------------------------------------------------
 
@@ -196,8 +199,27 @@ class Datastore:
     # ---- assignments ------------------------------------------------------------------
 
     def cooling(self, addr: Address) -> bool:
-        return (not addr.assigned and addr.unassigned_at is not None
-                and self.clock.now() - addr.unassigned_at <= self.ip_cooldown)
+        t = addr.unassigned_at if addr.unassigned_at is not None else self.recalled.get(addr.ip)
+        return not addr.assigned and t is not None and self.clock.now() - t <= self.ip_cooldown
+
+    def recall_cooling(self, deleted_ns: dict[str, int]) -> None:
+        """IP cooldowns a previous process of this daemon checkpointed (address -> wall ns of
+        its pod's DEL): a restart must not hand a just-freed address to the next pod."""
+        now, wall = self.clock.now(), self.clock.wall_ns()
+        for ip, ns in deleted_ns.items():
+            t = now - max(0.0, (wall - ns) / 1e9)
+            if now - t <= self.ip_cooldown:
+                self.recalled[ip] = t
+
+    def _cooling_wall_ns(self) -> dict[str, int]:
+        now, wall = self.clock.now(), self.clock.wall_ns()
+        out = {ip: t for ip, t in self.recalled.items() if now - t <= self.ip_cooldown}
+        self.recalled = dict(out)
+        for eni in self.enis.values():
+            for a in eni.addresses():
+                if a.unassigned_at is not None and not a.assigned and self.cooling(a):
+                    out[a.ip] = a.unassigned_at
+        return {ip: wall - int((now - t) * 1e9) for ip, t in out.items()}
 
     def find(self, key: IpamKey) -> Assignment | None:
         where = self._by_key.get(key)
@@ -255,7 +277,10 @@ class Datastore:
                     for ip in c.hosts():
                         a = c.addresses.get(ip)
                         if a is None:
-                            return eni, c, Address(ip)
+                            a = Address(ip)
+                            if not self.cooling(a):  # recalled after a restart
+                                return eni, c, a
+                            continue
                         if not a.assigned and not self.cooling(a):
                             if a.unassigned_at is None:
                                 return eni, c, a
@@ -375,7 +400,7 @@ class Datastore:
 
     def _persist(self) -> None:
         if self.checkpoint is not None:
-            self.checkpoint.write(self.rows())
+            self.checkpoint.write(self.rows(), self._cooling_wall_ns())
 
     def restore(self, rows: list[dict]) -> tuple[list[dict], list[dict]]:
         """Re-assign checkpointed rows onto the ENIs/CIDRs already loaded.

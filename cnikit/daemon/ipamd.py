@@ -109,6 +109,10 @@ class IpamD:
         for view in sorted(enis, key=lambda v: v.device_index or 0):
             self._setup_eni(view)
         rows = self.checkpoint.read() if self.checkpoint is not None else []
+        if self.cfg.strategy.keeps_ip_cooldowns and self.checkpoint is not None:
+            # Before the restore rewrites the checkpoint: without them a restart hands an
+            # address freed just before to the next pod at once (upstream 1091's breakage).
+            self.ds.recall_cooling(self.checkpoint.read_cooling())
         recovered, dropped = self.ds.restore(rows)
         if dropped:
             dropped = self.cfg.strategy.restore_dropped(self, dropped)

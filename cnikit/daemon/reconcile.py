@@ -41,6 +41,8 @@ class ReconcileStrategy(Protocol):
 
     # Start-up and new ENIs take IMDS's view at face value (upstream), or EC2's (hardened).
     trusts_imds: bool
+    # A restart keeps the pods' IP cooldowns the checkpoint carries (upstream forgets them).
+    keeps_ip_cooldowns: bool
 
     def reconcile(self, d: IpamD, imds_enis: list[EniView]) -> None:
         """One periodic reconcile pass, given IMDS's view of the node's ENIs."""
@@ -59,6 +61,7 @@ class UpstreamReconcile:
     """Upstream's eniIPPoolReconcile: lengths (1.18.3) or contents (1.18.4) compared."""
 
     trusts_imds = True
+    keeps_ip_cooldowns = False
 
     def __init__(self, contents: bool):
         self.contents = contents
@@ -82,6 +85,7 @@ class HardenedReconcile:
     """IMDS is a hint; only EC2 takes an address or ENI away."""
 
     trusts_imds = False
+    keeps_ip_cooldowns = True
 
     def reconcile(self, d: IpamD, imds_enis: list[EniView]) -> None:
         _hardened(d, imds_enis)

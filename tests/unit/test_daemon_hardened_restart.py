@@ -451,3 +451,42 @@ def test_a_restart_whose_describe_predates_the_eni_gives_its_pods_their_addresse
     fresh = pod_ips(d, clock, 10, 4)
     assert not set(held) & set(fresh), "a second pod got an address its first pod still uses"
     assert all(ip in ec2.enis[ec2.primary.eni_id].ips for ip in held), "released under a pod"
+
+
+# ---- pods' IP cooldowns across a restart ---------------------------------------------
+
+def test_a_restart_keeps_the_ip_cooldown_of_a_pod_deleted_just_before(tmp_path):
+    # The CI case (daemon-crash-churn, reference daemon in podman): the daemon crashed
+    # right after a pod's DEL and, restarted, gave the address to the next pod 1.27 s
+    # later, inside its 1.5 s cooldown. The cooldown rides in the checkpoint.
+    ckpt = JsonCheckpoint(tmp_path / "ipam.json")
+    ec2, clock = FakeEc2(), FakeClock()
+    imds = FakeImds(ec2)
+    d = start("hardened", ec2, imds, clock, ckpt, warm_ip_target=1)
+    held = pod_ips(d, clock, 0, 3)
+    settle(d, clock, 5)
+    d.delete(key(0))
+    clock.advance(1.0)
+    assert [r["ipv4"] for r in ckpt.read()] == held[1:], "upstream's allocations, unchanged"
+    d = start("hardened", ec2, imds, clock, ckpt, warm_ip_target=1)
+    fresh = pod_ips(d, clock, 10, 4)
+    assert held[0] not in fresh, "a restart handed a cooling address to the next pod"
+    assert held[0] in ckpt.read_cooling(), "a second restart keeps it too"
+    settle(d, clock, d.cfg.ip_cooldown_scaled)
+    d.add(key(20))
+    assert held[0] not in ckpt.read_cooling(), "a cooldown that is over is not kept"
+
+
+def test_a_cooldown_recalled_from_the_checkpoint_ends_on_time():
+    ckpt, ec2, clock = MemoryCheckpoint(), FakeEc2(), FakeClock()
+    imds = FakeImds(ec2)
+    d = start("hardened", ec2, imds, clock, ckpt)
+    d.add(key(0))
+    ip = d.check(key(0)).ip
+    d.delete(key(0))
+    d = start("hardened", ec2, imds, clock, ckpt)
+    cooling = [a for e in d.ds.enis.values() for a in e.addresses() if d.ds.cooling(a)]
+    assert [a.ip for a in cooling] == [ip] or ip in d.ds.recalled
+    clock.advance(d.cfg.ip_cooldown_scaled + 0.1)
+    assert not d.ds.cooling(next(a for e in d.ds.enis.values() for a in e.addresses()
+                                 if a.ip == ip))

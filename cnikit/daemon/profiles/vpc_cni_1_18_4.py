@@ -16,6 +16,7 @@ PROFILE = Profile(
         "stale-imds-lagging-describe": VIOLATION,
         "ec2-takes-held-address": VIOLATION,
         "ec2-takes-warm-address": VIOLATION,
+        "restart-after-delete": VIOLATION,
         "random-chaos": None,  # depends on what the seed draws
     },
 )
