@@ -145,6 +145,13 @@ MUTANTS: list[Mutant] = [
         "IMDS still list it",
         "cooldown"),
     Mutant(
+        "restart-forgets-ip-cooldowns", R,
+        "    keeps_ip_cooldowns = True\n",
+        "    keeps_ip_cooldowns = False\n",
+        "a restarted daemon takes every free address as out of cooldown (upstream's checkpoint "
+        "carries none): a pod deleted just before the restart has its IP handed on at once",
+        "cooldown"),
+    Mutant(
         "release-while-cooling", DS,
         "        return all(not a.assigned and not self.cooling(a) for a in c.addresses.values())",
         "        return all(not a.assigned for a in c.addresses.values())",

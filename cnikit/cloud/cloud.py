@@ -105,7 +105,8 @@ class Cloud:
 
     def client(self, endpoint: str | None = None, region: str | None = None):
         """A boto3 EC2 client on the gate (or on `endpoint`) signing for `region` (default:
-        the kit's own), dummy credentials, no retries."""
+        the kit's own), dummy credentials, one retry (botocore's `max_attempts` counts
+        retries, not attempts)."""
         return boto3.client(
             "ec2",
             endpoint_url=endpoint or self.endpoint,

@@ -432,6 +432,11 @@ class Gate:
                 status, out = await self._forward(region, params, request.headers)
             else:
                 status, out = await self._unmodelled(r, action, params, request.headers)
+            if status < 400 and not action.startswith(READ_PREFIXES) and not _spared(
+                    request.headers):
+                lost = self.faults.on_response(action)
+                if lost is not None:  # the change stands; only its answer is lost
+                    status, out = lost.status, R.error_xml(lost)
         except Ec2Error as e:
             self._audit_refusal(region, action, params, e.code)
             status, out = e.status, R.error_xml(e)

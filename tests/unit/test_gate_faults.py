@@ -1,10 +1,13 @@
-"""EC2 faults on the gate (throttle, error, latency, describe_lag), their HTTP API, the audit log."""
+"""EC2 faults on the gate (throttle, error, latency, lost_response, describe_lag), their HTTP
+API, the audit log."""
 
 from __future__ import annotations
 
 import json
 import time
 
+import boto3
+import botocore.config
 import pytest
 import urllib3
 from botocore.exceptions import ClientError
@@ -93,6 +96,32 @@ def test_latency_with_jitter(vpc):
     started = time.monotonic()
     ec2.describe_network_interfaces(NetworkInterfaceIds=[topo.instances[0].primary_eni_id])
     assert time.monotonic() - started >= 0.1  # 150 ms +- 50 ms, as the IMDS's jitter
+
+
+def test_lost_response_changes_ec2_and_answers_an_error(vpc):
+    cloud, topo = vpc
+    ec2 = cloud.client()
+    eni = topo.instances[0].primary_eni_id
+    ips = [a["PrivateIpAddress"] for a in ec2.assign_private_ip_addresses(
+        NetworkInterfaceId=eni, SecondaryPrivateIpAddressCount=2)["AssignedPrivateIpAddresses"]]
+    cloud.gate.faults.add("lost_response", action="UnassignPrivateIpAddresses")
+    once = boto3.client("ec2", endpoint_url=cloud.endpoint, region_name=cloud.region,
+                        aws_access_key_id="test", aws_secret_access_key="test",
+                        config=botocore.config.Config(retries={"total_max_attempts": 1}))
+    assert error_of(lambda: once.unassign_private_ip_addresses(
+        NetworkInterfaceId=eni, PrivateIpAddresses=[ips[0]])) == ("InternalError", 500)
+    assert ips[0] not in cloud.gate.owners().enis[eni].ips, "the change stands"
+    # botocore retries a 500 (the kit's client once): the retry meets the new state, as
+    # after a real timeout, and EC2 refuses it.
+    code, _ = error_of(lambda: ec2.unassign_private_ip_addresses(
+        NetworkInterfaceId=eni, PrivateIpAddresses=[ips[1]]))
+    assert code == "InvalidParameterValue" and ips[1] not in cloud.gate.owners().enis[eni].ips
+    # Read calls and refused calls are never "lost": only a change EC2 made.
+    cloud.gate.faults.clear()
+    cloud.gate.faults.add("lost_response")
+    ec2.describe_network_interfaces(NetworkInterfaceIds=[eni])
+    assert error_of(lambda: ec2.unassign_private_ip_addresses(
+        NetworkInterfaceId=eni, PrivateIpAddresses=[ips[0]]))[0] == "InvalidParameterValue"
 
 
 def test_fault_expires_by_itself(vpc):

@@ -4,8 +4,8 @@ Each kind is one class in its own file in this package, on faultcore's fault mod
 fault IMDS's kinds share it): an optional `action` (None: all actions), a `probability`
 (0..1, default 1, rolled in `Fault.fires`) and an optional `duration` after which the
 fault expires by itself. Every module here is imported below, so adding a kind is adding
-its file. Kinds today: `throttle`, `error`, `latency` (request stage), `describe_lag`
-(describe stage); see base.py for the stages.
+its file. Kinds today: `throttle`, `error`, `latency` (request stage), `lost_response`
+(response stage), `describe_lag` (describe stage); see base.py for the stages.
 
 None of them applies to the fault IMDS's own calls (faultcore.caller, read by gate.py):
 IMDS staleness is modelled by the IMDS's fault kinds, not by the EC2 API's.
@@ -95,6 +95,15 @@ class FaultSet:
                 if error is None:
                     error = out
         return call.delay, error
+
+    def on_response(self, action: str) -> Ec2Error | None:
+        """The error to answer instead of a call's success (which stands), or None."""
+        if not self._faults:
+            return None
+        call = Call(action, time.monotonic(), self.rng)
+        with self._lock:
+            return next((e for f in self._firing("response", call)
+                         if (e := f.apply(call)) is not None), None)
 
     def describe_lag(self) -> float:
         """Seconds of lag for this DescribeNetworkInterfaces call (0: the current state)."""

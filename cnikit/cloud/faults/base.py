@@ -6,6 +6,8 @@ faultcore's, shared with the fault IMDS. A kind is one class in its own file in 
 - "request" kinds act before a call is served: `apply(call)` returns an Ec2Error to
   answer, or None; it may add to `call.delay` (seconds to wait first). Every matching fault
   fires (delays add up); the first error by order answers.
+- "response" kinds act after a call that changed EC2 succeeded: `apply(call)` returns an
+  Ec2Error to answer instead of the success (the change stands), or None.
 - "describe" kinds change which state DescribeNetworkInterfaces answers from: `age()`, in
   seconds (the gate keeps MAX_LAG_S of history; the largest age that fires wins).
 Every fault targets one `action` (None: all actions).
@@ -25,7 +27,7 @@ __all__ = [
     "number", "optional",
 ]
 
-KINDS = Kinds("EC2 fault kind", ("request", "describe"))
+KINDS = Kinds("EC2 fault kind", ("request", "response", "describe"))
 # The gate keeps this much history of its mirror for describe-stage kinds.
 MAX_LAG_S = 300.0
 
@@ -62,5 +64,5 @@ class Ec2Fault(Fault):
     def target_matches(self, call: Call) -> bool:
         return self.target is None or self.target == call.action
 
-    # Request kinds implement:  apply(self, call) -> Ec2Error | None
+    # Request and response kinds implement:  apply(self, call) -> Ec2Error | None
     # Describe kinds implement: age(self) -> float (seconds)

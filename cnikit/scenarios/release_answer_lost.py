@@ -1,0 +1,46 @@
+"""EC2 releases a node's addresses, but its answers are lost; the retries are refused.
+
+Node 0 releases two warm addresses while every UnassignPrivateIpAddresses answer is lost
+(`lost_response`: EC2 made the change, the caller sees InternalError). The daemon's EC2
+client retries, and EC2 refuses the retry (InvalidParameterValue: the addresses are no
+longer on the ENI). Another node then takes them. New pods come on node 0: a build that put
+a refused release back into its pool as free gives one of them an address EC2 routes to the
+other node (`ip-not-owned`, `unreachable`): random-chaos seed 22's second hardened bug.
+"""
+
+from __future__ import annotations
+
+from cnikit.scenarios.common import release, settled, take
+from cnikit.scenarios.engine import Ctx, scenario
+
+NODE = 0
+RELEASED = 2
+
+
+@scenario(
+    "release-answer-lost",
+    "EC2 releases a node's addresses but the answers are lost; the retries are refused",
+    why="a refused release says nothing about where the address is: upstream takes it out "
+        "of the datastore into the reconcile cooldown and re-adds only what EC2 still "
+        "shows; hardened keeps it quarantined until EC2 and IMDS agree. A build that puts "
+        "it back in the pool as free hands a new pod an address another node has.",
+    nodes=2,
+    env={"WARM_IP_TARGET": "1", "MAX_ENI": "1"},
+)
+def run(ctx: Ctx) -> None:
+    pods, eni, focus = settled(ctx, NODE, 4)
+    ctx.step("4 pods; EC2, IMDS and the pool agree", **focus)
+    fault = ctx.ec2_fault("lost_response", action="UnassignPrivateIpAddresses")
+    released = release(ctx, eni, pods[:RELEASED], RELEASED)
+    # Whenever the daemon retries, EC2 refuses: the addresses are no longer on the ENI.
+    taken: set[str] = set()
+    for ip in released:
+        take(ctx, ip, taken)
+    ctx.step(f"{', '.join(released)} released with the answers lost; {len(taken)} taken by "
+             "node 1", **focus)
+    for _ in range(3):
+        ctx.add_pod(NODE, retry_for=5)
+    ctx.end_ec2_fault(fault)
+    ctx.step("3 new pods on node 0; answers no longer lost", **focus)
+    ctx.wait_reconciles(NODE, 2)
+    ctx.step("2 reconciles", **focus)
