@@ -180,6 +180,13 @@ class CniCluster:
     def _kill_daemon(self, node: int, sig: int) -> None:
         self.daemons[node].kill(sig)
 
+    def _state_dir(self, node: int):
+        return self.places[node].state_dir
+
+    def _daemon_pids(self, node: int) -> set[int]:
+        pid = self.daemons[node].pid
+        return {pid} if pid else set()
+
     def _restart_daemon(self, node: int, wait: float) -> None:
         d = self.daemons[node]
         if d.alive():

@@ -18,7 +18,8 @@ History entries (cnikit.check.history), process "nemesis", f the operation:
     type "info"   an instant act (addresses taken or moved)
     type "fail"   the act failed (value.error): nothing was injected
     value         {"op": f, "id": ..., "target": {what it hits}, ...the fault's parameters}
-Operations: imds-fault, ec2-fault, daemon-kill, daemon-restart, ec2-assign-elsewhere,
+Operations: imds-fault, ec2-fault, daemon-kill (`in_write`: killed as it opened that file
+of its state for writing), daemon-restart, ec2-assign-elsewhere,
 ec2-unassign, ec2-assign, ec2-take-held (an address a pod holds, taken until given back:
 the pod's damage meanwhile is the nemesis's, cnikit.check.damage), heal. The checkers never read the nemesis: they judge what the
 clients and the prober observed against EC2's truth; the report draws it.
@@ -27,6 +28,7 @@ clients and the prober observed against EC2's truth; the report draws it.
 from __future__ import annotations
 
 import itertools
+import os
 import signal
 import threading
 import time
@@ -145,17 +147,35 @@ class Nemesis:
             raise ValueError("this nemesis has no daemons")
         return {"node": node, "instance_id": self.daemons.instance_id(node)}
 
-    def kill_daemon(self, node: int, sig: int = signal.SIGKILL) -> None:
+    def kill_daemon(self, node: int, sig: int = signal.SIGKILL, **params) -> None:
         """Send sig to the node's daemon: it is down until restart_daemon(node)."""
         target = self._node(node)
         self._act("daemon-kill", target, lambda: self.daemons._kill_daemon(node, sig),
-                  signal=int(sig))
+                  signal=int(sig), **params)
         with self._lock:
             if node in self._down:  # killed again while down: one down time
                 return
             fid = f"kill-{node}-{next(self._seq)}"
             self._down[node] = ("daemon-kill", fid)
-        self.record(START, "daemon-kill", target, id=fid, signal=int(sig))
+        self.record(START, "daemon-kill", target, id=fid, signal=int(sig), **params)
+
+    def kill_in_write(self, node: int, before: Callable[[], None] | None = None):
+        """Arm a trap on the node's daemon state directory: the next time the daemon opens a
+        file there for writing (a checkpoint write), it is SIGKILLed right after the open,
+        before it wrote a byte (cnikit.cluster.write_trap). Returns the armed WriteTrap
+        (`wait(timeout)` -> what it fired on); the kill is a daemon-kill with `in_write`.
+        `before` runs just before the kill."""
+        from cnikit.cluster.write_trap import WriteTrap
+
+        self._node(node)
+
+        def fire(pid: int, path: str) -> None:
+            if before is not None:
+                before()
+            self.kill_daemon(node, signal.SIGKILL, in_write=os.path.basename(path))
+
+        return WriteTrap(self.daemons._state_dir(node), lambda: self.daemons._daemon_pids(node),
+                         fire)
 
     def restart_daemon(self, node: int, wait: float = 60.0) -> None:
         """Restart the node's daemon and wait until it is ready: the end of its kill, or for

@@ -446,6 +446,14 @@ class Ctx:
             self.sampler.kit_down.add(node)
         self.nemesis.kill_daemon(node, sig)
 
+    def kill_in_write(self, node: int):
+        """Arm the nemesis's trap: the node's daemon is SIGKILLed the next time it opens a
+        file of its state for writing (cnikit.cluster.write_trap). Returns the trap."""
+        def down() -> None:
+            if self.sampler is not None:
+                self.sampler.kit_down.add(node)
+        return self.nemesis.kill_in_write(node, before=down)
+
     def restart_daemon(self, node: int) -> None:
         """Restart the node's daemon and wait until it is ready. Not ready in time: a
         liveness violation (Liveness) of the build; the kit keeps it marked as down."""
