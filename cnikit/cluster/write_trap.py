@@ -1,14 +1,15 @@
-"""Stop a daemon the moment it opens a file of its state for writing (fanotify).
+"""Kill a daemon the moment it opens a file of its state directory (fanotify).
 
 A crash in the middle of a checkpoint write is what atomic writes (temp file, fsync,
 rename) are for, and a SIGKILL at a random moment almost never lands inside a write that
 takes microseconds. fanotify's permission events make the moment exact: the daemon's open()
-waits for the trap's answer, so the trap sends SIGSTOP first and then allows the open. The
-open completes (O_TRUNC included) and the daemon stops on its way back from the syscall,
-before it wrote a byte. If it opened the file for writing (not appending), the trap hands
-it to `on_fire` (the nemesis kills the daemon there); otherwise it lets it go on.
+waits for the trap's answer. The trap allows it and sends SIGKILL at once: the open
+completes in the kernel (O_TRUNC included) and the daemon dies on its way back from the
+syscall, before it can write a byte. (Stopping it there with SIGSTOP instead was tried:
+this kernel interrupts the waiting open and restarts it.) An in-place writer leaves an
+empty checkpoint; an atomic one an unused temp file beside the intact checkpoint.
 
-Only the daemon's own processes (its pid and their children) are stopped; every other
+Only the daemon's own processes (its pid and their children) are killed; every other
 opener is allowed at once. Closing the trap allows whatever is still pending. Needs root
 (CAP_SYS_ADMIN) and a kernel with fanotify permission events.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import platform
 import select
 import signal
 import struct
@@ -27,7 +29,7 @@ from pathlib import Path
 
 from cnikit.errors import EnvironmentProblem
 
-FAN_CLOEXEC, FAN_NONBLOCK, FAN_CLASS_CONTENT = 0x1, 0x2, 0x4
+FAN_CLOEXEC, FAN_NONBLOCK, FAN_CLASS_CONTENT, FAN_REPORT_TID = 0x1, 0x2, 0x4, 0x100
 FAN_OPEN_PERM, FAN_EVENT_ON_CHILD, FAN_MARK_ADD, FAN_ALLOW = 0x10000, 0x08000000, 0x1, 0x1
 AT_FDCWD = -100
 # struct fanotify_event_metadata: event_len, vers, reserved, metadata_len, mask, fd, pid
@@ -43,11 +45,11 @@ def _libc():
 
 
 class WriteTrap:
-    """Armed on `directory` until it fires once or is closed.
+    """Armed on `directory` until it fires once (the daemon killed) or is closed.
 
     pids: the daemon's current pid(s) (a callable: a restarted daemon has a new one).
-    on_fire(pid, path): called in the trap's thread with the writer stopped; it must end it
-    (SIGKILL) or the writer stays stopped.
+    on_fire(pid, path): called in the trap's thread once the daemon was killed (the nemesis
+    records the kill there), the trap already closed.
     """
 
     def __init__(self, directory: str | os.PathLike, pids: Callable[[], set[int]],
@@ -59,7 +61,7 @@ class WriteTrap:
         self.error: str | None = None
         self._done = threading.Event()
         libc = _libc()
-        fd = libc.fanotify_init(FAN_CLASS_CONTENT | FAN_CLOEXEC | FAN_NONBLOCK,
+        fd = libc.fanotify_init(FAN_CLASS_CONTENT | FAN_CLOEXEC | FAN_NONBLOCK | FAN_REPORT_TID,
                                 os.O_RDONLY | os.O_LARGEFILE)
         if fd < 0:
             raise EnvironmentProblem(
@@ -102,10 +104,10 @@ class WriteTrap:
                     continue
                 off = 0
                 while off + EVENT.size <= len(buf):
-                    length, _, _, _, mask, efd, pid = EVENT.unpack_from(buf, off)
+                    length, _, _, _, mask, efd, tid = EVENT.unpack_from(buf, off)
                     off += length
                     if efd >= 0:
-                        self._event(efd, pid, mask)
+                        self._event(efd, tid, mask)
         except Exception as e:  # noqa: BLE001 - reported by wait()'s caller, never raised here
             self.error = f"{type(e).__name__}: {e}"
         finally:
@@ -120,23 +122,24 @@ class WriteTrap:
             finally:
                 self._done.set()
 
-    def _event(self, efd: int, pid: int, mask: int) -> None:
-        answered = False
+    def _event(self, efd: int, tid: int, mask: int) -> None:
+        pid = write = 0
+        path = ""
         try:
-            if self.fired is None and mask & FAN_OPEN_PERM and self._ours(pid):
-                path = os.readlink(f"/proc/self/fd/{efd}")
-                os.kill(pid, signal.SIGSTOP)
-                self._allow(efd)
-                answered = True
-                if _opened_for_writing(pid, path):
-                    self.fired = {"pid": pid, "path": path, "at": time.time()}
-                else:
-                    os.kill(pid, signal.SIGCONT)
+            try:
+                if self.fired is None and mask & FAN_OPEN_PERM:
+                    pid = _tgid(tid)
+                    # The opener waits in open(): its flags are in its syscall's arguments.
+                    write = self._ours(pid) and _opening_for_writing(pid, tid)
+                    path = os.readlink(f"/proc/self/fd/{efd}") if write else ""
+            finally:
+                self._allow(efd)  # ours too: its open must complete, O_TRUNC and all
+            if write:
+                os.kill(pid, signal.SIGKILL)  # it dies on its way back from open()
+                self.fired = {"pid": pid, "path": path, "at": time.time()}
         except ProcessLookupError:
             pass
         finally:
-            if not answered:
-                self._allow(efd)
             os.close(efd)
 
     def _allow(self, efd: int) -> None:
@@ -153,6 +156,35 @@ class WriteTrap:
         return False
 
 
+def _tgid(tid: int) -> int:
+    try:
+        for line in Path(f"/proc/{tid}/status").read_text().splitlines():
+            if line.startswith("Tgid:"):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+# Syscall numbers whose flags argument we can read: open(path, flags), openat(dir, path,
+# flags); creat always writes. openat2's flags sit in a struct: not judged.
+OPEN_FLAGS_ARG, CREAT = {"x86_64": ({2: 1, 257: 2}, 85),
+                         "aarch64": ({56: 2}, -1)}.get(platform.machine(), ({}, -1))
+
+
+def _opening_for_writing(pid: int, tid: int) -> bool:
+    """Whether the thread, blocked in open(), opens for writing (not appending)."""
+    try:
+        fields = Path(f"/proc/{pid}/task/{tid}/syscall").read_text().split()
+        nr = int(fields[0])
+        if nr == CREAT:
+            return True
+        flags = int(fields[1 + OPEN_FLAGS_ARG[nr]], 16)
+    except (OSError, ValueError, IndexError, KeyError):
+        return False
+    return flags & os.O_ACCMODE in (os.O_WRONLY, os.O_RDWR) and not flags & os.O_APPEND
+
+
 def _ppid(pid: int) -> int:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -163,39 +195,3 @@ def _ppid(pid: int) -> int:
     return 0
 
 
-def _opened_for_writing(pid: int, path: str, within: float = 1.0) -> bool:
-    """Whether the stopped process now holds `path` open for writing (not appending)."""
-    end = time.monotonic() + within
-    while time.monotonic() < end and not _all_stopped(pid):
-        time.sleep(0.001)  # every thread stopped: the opener is back from open(), its fd set
-    try:
-        fds = os.listdir(f"/proc/{pid}/fd")
-    except OSError:
-        return False
-    for fd in fds:
-        try:
-            if os.readlink(f"/proc/{pid}/fd/{fd}") != path:
-                continue
-            info = Path(f"/proc/{pid}/fdinfo/{fd}").read_text()
-        except OSError:
-            continue
-        flags = next((int(line.split()[1], 8) for line in info.splitlines()
-                      if line.startswith("flags:")), 0)
-        if flags & os.O_ACCMODE in (os.O_WRONLY, os.O_RDWR) and not flags & os.O_APPEND:
-            return True
-    return False
-
-
-def _all_stopped(pid: int) -> bool:
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return True
-    for tid in tasks:
-        try:
-            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
-        except OSError:
-            continue
-        if stat.rsplit(")", 1)[1].split()[0] not in ("T", "t"):
-            return False
-    return True
