@@ -7,6 +7,7 @@ fixtures, `cnikit up`).
     n.end(f)                                        # or f.remove(), or `with f:`
     g = n.ec2_fault("throttle", action="AssignPrivateIpAddresses", probability=0.5); n.end(g)
     n.kill_daemon(0); n.restart_daemon(0)           # the daemon is down from kill to restart
+    t = n.kill_in_write(0); t.wait(10)              # killed as it opens a state file to write
     n.take_ips(eni, ips)                            # another tenant of the subnet takes addresses
     n.unassign(ip); n.assign(ip, eni, allow_reassignment=True)    # EC2 moves a pod's address
     n.heal()                                        # every fault ends
