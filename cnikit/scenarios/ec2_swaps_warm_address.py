@@ -1,0 +1,66 @@
+"""EC2 swaps the node's warm address for another: IMDS follows, the count stays the same.
+
+EC2 moves the one free address of node 0's warm pool to another node and assigns a new
+address of the subnet to node 0's ENI (an operator's or another controller's doing). IMDS
+follows EC2: it lists as many addresses as the daemon's datastore holds, but not the same
+ones. After the build's next reconcile pass, new pods come. A build that compares IMDS with
+its datastore by length (upstream 3019's compare) sees nothing to do and hands the moved
+address to a new pod: it is dark (EC2 routes it to the other node). Twice.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+from cnikit.scenarios.common import settled
+from cnikit.scenarios.engine import Ctx, Precondition, scenario
+
+NODE = 0
+CYCLES = 2
+
+
+@scenario(
+    "ec2-swaps-warm-address",
+    "EC2 swaps the node's warm address for a new one; IMDS follows with the same count",
+    why="1.18.3 compares IMDS and the datastore by length: equal, so it never asks EC2 and "
+        "gives the moved address to a new pod. 1.18.4 compares contents and asks EC2, "
+        "hardened too (and every few passes regardless): both drop the moved address.",
+    nodes=2,
+    env={"WARM_IP_TARGET": "1", "MAX_ENI": "1"},
+)
+def run(ctx: Ctx) -> None:
+    pods, eni, focus = settled(ctx, NODE, 3)
+    ctx.wait_imds_follows(NODE, eni.eni_id)
+    ctx.step("3 pods; EC2, IMDS and the pool agree", **focus)
+    other = ctx.node_enis(1)[0].eni_id
+    for cycle in range(CYCLES):
+        ctx.wait_within_targets(NODE)
+        held = set(ctx.pod_ips(NODE))
+        warm = sorted(set(ctx.ec2_eni(eni.eni_id).ips) - held - {eni.primary_ip})
+        if not warm:
+            raise Precondition("a free address in the node's warm pool")
+        new = _free_addresses(ctx, len(warm))
+        for ip in warm:  # moved from the node's ENI (AllowReassignment)
+            ctx.nemesis.assign(ip, other, allow_reassignment=True)
+        for ip in new:
+            ctx.nemesis.assign(ip, eni.eni_id)
+        ctx.wait_imds_follows(NODE, eni.eni_id)
+        ctx.step(f"cycle {cycle + 1}: EC2 moves {', '.join(warm)} to another node and gives "
+                 f"the ENI {', '.join(new)}; IMDS follows", **focus)
+        ctx.wait_reconciles(NODE, 1)
+        for _ in range(2):
+            ctx.add_pod(NODE, retry_for=max(5.0, ctx.t(60)))
+        ctx.step(f"cycle {cycle + 1}: a reconcile pass, then 2 new pods (none may get "
+                 f"{', '.join(warm)})", **focus)
+
+
+def _free_addresses(ctx: Ctx, count: int) -> list[str]:
+    """Addresses of the subnet no ENI has, from the top (clear of the build's own picks:
+    EC2 hands out the lowest free first). AWS reserves the first four and the last."""
+    subnet = ipaddress.ip_network(ctx.fabric.topo.subnet_cidr)
+    owned = ctx.gate.owners().ips
+    hosts = list(subnet.hosts())[3:-1]
+    free = [str(ip) for ip in reversed(hosts) if str(ip) not in owned]
+    if len(free) < count:
+        raise Precondition(f"{count} free addresses in the subnet")
+    return free[:count]
