@@ -3,9 +3,9 @@
 EC2 moves the one free address of node 0's warm pool to another node and assigns a new
 address of the subnet to node 0's ENI (an operator's or another controller's doing). IMDS
 follows EC2: it lists as many addresses as the daemon's datastore holds, but not the same
-ones. After the build's next reconcile pass, new pods come. A build that compares IMDS with
-its datastore by length (upstream 3019's compare) sees nothing to do and hands the moved
-address to a new pod: it is dark (EC2 routes it to the other node). Twice.
+ones. After the build's next reconcile pass, new pods come. A build that takes equal counts
+for agreement and then trusts its datastore (asking neither IMDS's list nor EC2) hands the
+moved address to a new pod: it is dark (EC2 routes it to the other node). Twice.
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ CYCLES = 2
 @scenario(
     "ec2-swaps-warm-address",
     "EC2 swaps the node's warm address for a new one; IMDS follows with the same count",
-    why="1.18.3 compares IMDS and the datastore by length: equal, so it never asks EC2 and "
-        "gives the moved address to a new pod. 1.18.4 compares contents and asks EC2, "
-        "hardened too (and every few passes regardless): both drop the moved address.",
+    why="IMDS is right here: 1.18.3, on equal lengths, takes IMDS's list (the new address "
+        "verified with EC2) and drops the moved one; 1.18.4 and hardened see the contents "
+        "differ and ask EC2. A build that stops at equal counts (the imds-agrees-by-length "
+        "mutant: hardened's compare by length) keeps the moved address and gives it out.",
     nodes=2,
     env={"WARM_IP_TARGET": "1", "MAX_ENI": "1"},
 )
