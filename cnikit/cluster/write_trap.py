@@ -157,14 +157,7 @@ class WriteTrap:
 
 
 def _tgid(tid: int) -> int:
-    try:
-        for line in Path(f"/proc/{tid}/status").read_text().splitlines():
-            if line.startswith("Tgid:"):
-                return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return 0
-
+    return _status(tid, "Tgid")
 
 # Syscall numbers whose flags argument we can read: open(path, flags), openat(dir, path,
 # flags); creat always writes. openat2's flags sit in a struct: not judged.
@@ -186,9 +179,14 @@ def _opening_for_writing(pid: int, tid: int) -> bool:
 
 
 def _ppid(pid: int) -> int:
+    return _status(pid, "PPid")
+
+
+def _status(pid: int, field: str) -> int:
+    """A number from /proc/PID/status (0 when the process is gone)."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("PPid:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1])
     except (OSError, ValueError):
         pass

@@ -44,6 +44,18 @@ def settled(ctx: Ctx, node: int, count: int) -> tuple[list, object, dict]:
     return pods, eni, focus
 
 
+def warm_addresses(ctx: Ctx, node: int, eni) -> list[str]:
+    """The free addresses of the node's warm pool on `eni`, as EC2 has them (none: the
+    scenario cannot go on, Precondition)."""
+    from cnikit.scenarios.engine import Precondition
+
+    held = {p.ip for p in ctx.pods_on(node) if getattr(p, "ip", None)}
+    warm = sorted(set(ctx.ec2_eni(eni.eni_id).ips) - held - {eni.primary_ip})
+    if not warm:
+        raise Precondition("a free address in the node's warm pool")
+    return warm
+
+
 def release(ctx: Ctx, eni, pods: list, count: int, before: set[str] | None = None,
             within: float = 15) -> list[str]:
     """Delete `pods` and wait until `count` of the ENI's addresses (`before`: as EC2 has

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from cnikit.scenarios.common import settled
+from cnikit.scenarios.common import settled, warm_addresses
 from cnikit.scenarios.engine import Ctx, Precondition, scenario
 
 NODE = 0
@@ -36,10 +36,7 @@ def run(ctx: Ctx) -> None:
     other = ctx.node_enis(1)[0].eni_id
     for cycle in range(CYCLES):
         ctx.wait_within_targets(NODE)
-        held = set(ctx.pod_ips(NODE))
-        warm = sorted(set(ctx.ec2_eni(eni.eni_id).ips) - held - {eni.primary_ip})
-        if not warm:
-            raise Precondition("a free address in the node's warm pool")
+        warm = warm_addresses(ctx, NODE, eni)
         new = _free_addresses(ctx, len(warm))
         for ip in warm:  # moved from the node's ENI (AllowReassignment)
             ctx.nemesis.assign(ip, other, allow_reassignment=True)

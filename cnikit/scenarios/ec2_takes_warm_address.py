@@ -10,8 +10,8 @@ other node) or shares it with a pod there.
 
 from __future__ import annotations
 
-from cnikit.scenarios.common import settled
-from cnikit.scenarios.engine import Ctx, Precondition, scenario
+from cnikit.scenarios.common import settled, warm_addresses
+from cnikit.scenarios.engine import Ctx, scenario
 
 NODE = 0
 PASSES = 6  # reconcile passes a build gets to check EC2 while IMDS is stale
@@ -32,10 +32,7 @@ def run(ctx: Ctx) -> None:
     ctx.step("3 pods; EC2, IMDS and the pool agree", **focus)
 
     stale = ctx.imds_fault("stale", target={"mac": eni.mac})
-    held = {p.ip for p in pods}
-    warm = sorted(set(ctx.ec2_eni(eni.eni_id).ips) - held - {eni.primary_ip})
-    if not warm:
-        raise Precondition("a free address in the node's warm pool")
+    warm = warm_addresses(ctx, NODE, eni)
     other = ctx.node_enis(1)[0].eni_id
     for ip in warm:  # moved from the node's ENI (AllowReassignment)
         ctx.nemesis.assign(ip, other, allow_reassignment=True)
