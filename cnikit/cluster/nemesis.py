@@ -165,18 +165,17 @@ class Nemesis:
         file there for writing (a checkpoint write), it is SIGKILLed right after the open,
         before it wrote a byte (cnikit.cluster.write_trap). Returns the armed WriteTrap
         (`wait(timeout)` -> what it fired on); the kill is a daemon-kill with `in_write`.
-        `before` runs just before the kill."""
+        `before` runs just before the kill (the scenario's watch marks the node down: the
+        trap kills first and records after)."""
         from cnikit.cluster.write_trap import WriteTrap
 
         self._node(node)
 
         def fire(pid: int, path: str) -> None:
-            if before is not None:
-                before()
             self.kill_daemon(node, signal.SIGKILL, in_write=os.path.basename(path))
 
         return WriteTrap(self.daemons._state_dir(node), lambda: self.daemons._daemon_pids(node),
-                         fire)
+                         fire, before_kill=before)
 
     def restart_daemon(self, node: int, wait: float = 60.0) -> None:
         """Restart the node's daemon and wait until it is ready: the end of its kill, or for

@@ -49,14 +49,17 @@ class WriteTrap:
 
     pids: the daemon's current pid(s) (a callable: a restarted daemon has a new one).
     on_fire(pid, path): called in the trap's thread once the daemon was killed (the nemesis
-    records the kill there), the trap already closed.
+    records the kill there), the trap already closed. before_kill(): called right before
+    the kill, in the trap's thread (it must not open files in the directory).
     """
 
     def __init__(self, directory: str | os.PathLike, pids: Callable[[], set[int]],
-                 on_fire: Callable[[int, str], None]):
+                 on_fire: Callable[[int, str], None],
+                 before_kill: Callable[[], None] | None = None):
         self.directory = Path(directory)
         self.pids = pids
         self.on_fire = on_fire
+        self.before_kill = before_kill
         self.fired: dict | None = None  # {"pid", "path", "at"} once it fired
         self.error: str | None = None
         self._done = threading.Event()
@@ -135,6 +138,8 @@ class WriteTrap:
             finally:
                 self._allow(efd)  # ours too: its open must complete, O_TRUNC and all
             if write:
+                if self.before_kill is not None:
+                    self.before_kill()  # e.g. the kit's watch told first: no crash of its own
                 os.kill(pid, signal.SIGKILL)  # it dies on its way back from open()
                 self.fired = {"pid": pid, "path": path, "at": time.time()}
         except ProcessLookupError:
