@@ -164,6 +164,7 @@ class WriteTrap:
 def _tgid(tid: int) -> int:
     return _status(tid, "Tgid")
 
+
 # Syscall numbers whose flags argument we can read: open(path, flags), openat(dir, path,
 # flags); creat always writes. openat2's flags sit in a struct: not judged.
 OPEN_FLAGS_ARG, CREAT = {"x86_64": ({2: 1, 257: 2}, 85),

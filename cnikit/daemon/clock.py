@@ -17,6 +17,17 @@ class Clock(Protocol):
         """Wait (a fake clock just moves on): used only for upstream's bounded retries."""
 
 
+def to_wall_ns(clock: Clock, t: float) -> int:
+    """A monotonic time of `clock` as wall-clock ns: what a file keeps across a restart."""
+    return clock.wall_ns() - int((clock.now() - t) * 1e9)
+
+
+def from_wall_ns(clock: Clock, ns: int) -> float:
+    """A wall-clock ns time a file kept, as a monotonic time of `clock` (never later than
+    now: a clock stepped back does not make a cooldown longer)."""
+    return clock.now() - max(0.0, (clock.wall_ns() - ns) / 1e9)
+
+
 class SystemClock:
     def now(self) -> float:
         return time.monotonic()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass, field
 
-from cnikit.daemon.clock import Clock
+from cnikit.daemon.clock import Clock, from_wall_ns, to_wall_ns
 
 
 class DatastoreError(Exception):
@@ -205,21 +205,23 @@ class Datastore:
     def recall_cooling(self, deleted_ns: dict[str, int]) -> None:
         """IP cooldowns a previous process of this daemon checkpointed (address -> wall ns of
         its pod's DEL): a restart must not hand a just-freed address to the next pod."""
-        now, wall = self.clock.now(), self.clock.wall_ns()
+        now = self.clock.now()
         for ip, ns in deleted_ns.items():
-            t = now - max(0.0, (wall - ns) / 1e9)
+            t = from_wall_ns(self.clock, ns)
             if now - t <= self.ip_cooldown:
                 self.recalled[ip] = t
 
     def _cooling_wall_ns(self) -> dict[str, int]:
-        now, wall = self.clock.now(), self.clock.wall_ns()
-        out = {ip: t for ip, t in self.recalled.items() if now - t <= self.ip_cooldown}
-        self.recalled = dict(out)
+        """What is cooling now (recalled ones included), for the checkpoint; drops the
+        recalled cooldowns that are over."""
+        now = self.clock.now()
+        self.recalled = {ip: t for ip, t in self.recalled.items() if now - t <= self.ip_cooldown}
+        out = dict(self.recalled)
         for eni in self.enis.values():
             for a in eni.addresses():
-                if a.unassigned_at is not None and not a.assigned and self.cooling(a):
+                if a.unassigned_at is not None and self.cooling(a):
                     out[a.ip] = a.unassigned_at
-        return {ip: wall - int((now - t) * 1e9) for ip, t in out.items()}
+        return {ip: to_wall_ns(self.clock, t) for ip, t in out.items()}
 
     def find(self, key: IpamKey) -> Assignment | None:
         where = self._by_key.get(key)

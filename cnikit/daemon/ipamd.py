@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from cnikit.daemon import reconcile
 from cnikit.daemon.apis import ApiError, Ec2Api, EniView, ImdsApi, InstanceInfo, Limits
-from cnikit.daemon.clock import Clock
+from cnikit.daemon.clock import Clock, from_wall_ns, to_wall_ns
 from cnikit.daemon.config import Config
 from cnikit.daemon.datastore import (
     Assignment,
@@ -377,10 +377,9 @@ class IpamD:
         write = getattr(self.checkpoint, "write_released", None)
         if write is None:
             return
-        now, wall = self.clock.now(), self.clock.wall_ns()
         ours = self.ds.addresses()
         try:
-            write({a: wall - int((now - t) * 1e9) for a, t in self.recently_freed.items()
+            write({a: to_wall_ns(self.clock, t) for a, t in self.recently_freed.items()
                    if a not in ours})
         except OSError as e:
             self.metrics.inc("awscni_ipamd_error_count", fn="saveReleases")
@@ -391,9 +390,8 @@ class IpamD:
         read = getattr(self.checkpoint, "read_released", None)
         if read is None:
             return
-        now, wall = self.clock.now(), self.clock.wall_ns()
         for a, ns in read().items():
-            self.recently_freed.setdefault(a, now - max(0.0, (wall - ns) / 1e9))
+            self.recently_freed.setdefault(a, from_wall_ns(self.clock, ns))
 
     def _free_one_eni(self, need_check: bool) -> None:
         for eni_id in self.ds.deletable_enis(self.cfg.min_eni_lifetime):

@@ -7,7 +7,6 @@ import signal
 import threading
 import time
 
-from cnikit.check.watch import required_ip_cooldown
 from cnikit.scenarios.common import peers
 from cnikit.scenarios.engine import Ctx, scenario
 
@@ -28,7 +27,7 @@ def run(ctx: Ctx) -> None:
     peers(ctx, node=1, count=2)
     peers(ctx, node=0, count=2)
     ctx.step("pods up")
-    cooldown = required_ip_cooldown(ctx.env, ctx.scale)
+    cooldown = ctx.ip_cooldown
     deleted = {0: 0.0, 1: 0.0}  # node -> monotonic time of its last DEL
 
     def delete(pod) -> None:

@@ -322,6 +322,13 @@ class Ctx:
     def t(self, upstream_seconds: float) -> float:
         return upstream_seconds * self.scale
 
+    @property
+    def ip_cooldown(self) -> float:
+        """The IP cooldown the run holds the build to, in run seconds (the watch's)."""
+        from cnikit.check.watch import required_ip_cooldown
+
+        return required_ip_cooldown(self.env, self.scale)
+
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import signal
 import time
 
-from cnikit.check.watch import required_ip_cooldown
 from cnikit.scenarios.common import settled
 from cnikit.scenarios.engine import Ctx, scenario
 
@@ -35,7 +34,7 @@ ROOM = 6  # new pods per cycle at most: the ENI has room for them (m5.large: 9 s
 def run(ctx: Ctx) -> None:
     pods, _, focus = settled(ctx, NODE, 3)
     ctx.step("a tight pool", **focus)
-    cooldown = required_ip_cooldown(ctx.env, ctx.scale)
+    cooldown = ctx.ip_cooldown
     for cycle in range(CYCLES):
         old = pods.pop(ctx.rng.randrange(len(pods)))
         ctx.delete_pod(old)
