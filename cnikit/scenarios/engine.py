@@ -73,6 +73,7 @@ class Scenario:
     nodes: int = 2
     env: dict[str, str] = field(default_factory=dict)
     duration: float | None = None  # default --duration (seconds of chaos), if it takes one
+    instance_type: str = "m5.large"  # every node's: its ENI and address limits
 
     @property
     def expected(self) -> dict[str, str | None]:
@@ -86,12 +87,14 @@ REGISTRY: dict[str, Scenario] = {}
 
 
 def scenario(name: str, description: str, why: str = "", nodes: int = 2,
-             env: dict[str, str] | None = None, duration: float | None = None):
+             env: dict[str, str] | None = None, duration: float | None = None,
+             instance_type: str = "m5.large"):
     """Register fn(ctx) as a named scenario (one line of description; why each profile
     reaches the verdict its profile module (cnikit.daemon.profiles) expects)."""
 
     def deco(fn):
-        REGISTRY[name] = Scenario(name, description, fn, why, nodes, dict(env or {}), duration)
+        REGISTRY[name] = Scenario(name, description, fn, why, nodes, dict(env or {}), duration,
+                                  instance_type)
         return fn
 
     return deco
@@ -706,12 +709,13 @@ def run_scenario(sc: Scenario, target=None, seed: int = 1, ec2: str = "moto",
     result = RunResult(sc.name, sc.description, profile, seed, "error", tgt.expected(sc.name),
                        0.0, started, target=tgt.name,
                        params={"scale": scale, "env": sc.env, "nodes": sc.nodes,
+                               "instance_type": sc.instance_type,
                                "duration": duration, "ec2": ec2,
                                "target": str(tgt.source) if tgt.source else tgt.name},
                        versions=_versions())
     say(f"{sc.name} [{profile}] seed {seed}: starting {sc.nodes} node(s)")
     cluster = make_cluster(sc.nodes, tgt, scale, sc.env, seed, ec2, ec2_endpoint,
-                           runtime=runtime)
+                           instance_type=sc.instance_type, runtime=runtime)
     # The cluster's history: its nemesis records every fault there, the watch the rest.
     history = cluster.history
     watch = sampler = ctx = None
