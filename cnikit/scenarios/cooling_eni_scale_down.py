@@ -33,7 +33,7 @@ SLOTS = 3  # t3.small: 4 addresses per ENI, one of them the primary
         "at once (the eni-freed-while-cooling mutant) gives the deleted pod's address, back "
         "in the subnet, to a new pod within the cooldown: early-reuse.",
     nodes=2,
-    env={"WARM_ENI_TARGET": "1", "MAX_ENI": str(ENIS), "IP_COOLDOWN_PERIOD": "150"},
+    env={"WARM_ENI_TARGET": "1", "MAX_ENI": str(ENIS), "IP_COOLDOWN_PERIOD": "200"},
     instance_type="t3.small",
 )
 def run(ctx: Ctx) -> None:
@@ -63,6 +63,10 @@ def run(ctx: Ctx) -> None:
     ctx.delete_pod(last)
     cooled = time.monotonic() + cooldown
     ctx.step(f"{last.name} ({last.ip}), the last pod on {enis[-1].eni_id}, deleted", **focus)
+    # The build's next decrease pass decides: EC2 unchanged for a decrease interval.
+    ctx.wait_pool_settles(NODE, timeout=cooldown)
+    kept = enis[-1].eni_id in {e.eni_id for e in ctx.node_enis(NODE)}
+    ctx.step(f"{enis[-1].eni_id} {'still attached' if kept else 'freed'}", **focus)
     # New pods fill the node until one has the deleted pod's address, the cooldown is over or
     # the node is full: a build that freed the ENI gets its addresses back on a new ENI.
     new = []
