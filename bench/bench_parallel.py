@@ -1,7 +1,7 @@
 """The verdict matrix one run at a time and N runs at once, side by side in one process.
 
-Goals (the CI-speed issue): the whole 27-run matrix in under 120 s on 2 cores, and the same
-table with --jobs N as with --jobs 1. `--quick`: two scenarios instead of all.
+Goals (the CI-speed issue): the whole matrix in under 120 s on 2 cores, and the same table with
+--jobs N (default: the CLI's default) as with --jobs 1. `--quick`: two scenarios instead of all.
 Prints one JSON object on stdout; progress on stderr.
 """
 
@@ -29,9 +29,14 @@ def _table(m: dict) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="two scenarios only")
-    ap.add_argument("--jobs", type=int, nargs="+", default=[2, 4],
-                    help="parallel settings measured beside --jobs 1")
+    ap.add_argument("--jobs", type=int, nargs="+", default=None,
+                    help="parallel settings measured beside --jobs 1 [default: the CLI's "
+                         "default, one run per core]")
     args = ap.parse_args()
+    if args.jobs is None:
+        from cnikit.scenarios.parallel import default_jobs
+
+        args.jobs = sorted({max(2, default_jobs())})
     out: dict = {"bench": "parallel", "quick": args.quick}
     if os.geteuid() != 0:
         out.update(error="needs root (network namespaces)", goal_met=False)

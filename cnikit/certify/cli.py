@@ -13,6 +13,7 @@ import click
 from cnikit.certify.suite import DEFAULT_SEEDS
 from cnikit.containers.options import runtime_option
 from cnikit.errors import CnikitError, UsageError
+from cnikit.scenarios.parallel import default_jobs
 
 
 @click.command("certify")
@@ -26,8 +27,8 @@ from cnikit.errors import CnikitError, UsageError
 @click.option("--junitxml", default=None, type=click.Path(dir_okay=False),
               help="also write the JUnit XML here (it is always in the report directory)")
 @click.option("--scenario", "-s", "only", multiple=True, help="only these scenarios")
-@click.option("--jobs", "-j", default=1, show_default=True, type=click.IntRange(1, 64),
-              help="runs at once, each in its own process")
+@click.option("--jobs", "-j", default=default_jobs, type=click.IntRange(1, 64),
+              help="runs at once, each in its own process [default: one per core]")
 @click.option("--shard", default=None, metavar="I/N",
               help="only the I-th of N deterministic shares of the runs "
                    "(join the shards with 'cnikit report merge')")

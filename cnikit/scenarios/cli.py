@@ -23,6 +23,7 @@ import click
 from cnikit.containers.options import runtime_option
 from cnikit.errors import CnikitError, UsageError
 from cnikit.fabric.cleanup import cleanup_on_signals
+from cnikit.scenarios.parallel import default_jobs
 from cnikit.targets import builtin_names
 
 DEMO_SCENARIO = "imds-stale-equal-length"
@@ -285,8 +286,8 @@ def matrix_cell(c: dict) -> str:
 @_target_option(multiple=True)
 @click.option("--report", "report_root", default="reports/matrix", show_default=True,
               type=click.Path(file_okay=False))
-@click.option("--jobs", "-j", default=1, show_default=True, type=click.IntRange(1, 64),
-              help="runs at once, each in its own process")
+@click.option("--jobs", "-j", default=default_jobs, type=click.IntRange(1, 64),
+              help="runs at once, each in its own process [default: one per core]")
 @click.option("--shard", default=None, metavar="I/N",
               help="only the I-th of N deterministic shares of scenario x target x seed "
                    "(join the shards with 'cnikit report merge')")

@@ -127,7 +127,7 @@ def test_jobs_and_shards_give_the_same_certification(tmp_path):
     assert whole["jobs"] == 2 and whole["summary"]["holds"] == 2
     assert len({r["run_id"] for r in whole["runs"]}) == 2, "each run has its own run id"
     for i in (1, 2):
-        p = _certify(str(target), *only, "--shard", f"{i}/2", "--report", str(tmp_path / f"s{i}"))
+        p = _certify(str(target), *only, "--shard", f"{i}/2", "--jobs", "1", "--report", str(tmp_path / f"s{i}"))
         assert p.returncode == 0, p.stdout + p.stderr
     p = subprocess.run([sys.executable, "-m", "cnikit.cli", "report", "merge", str(tmp_path / "s1"),
                         str(tmp_path / "s2"), "--out", str(tmp_path / "merged")],

@@ -187,6 +187,15 @@ def test_bad_shard_is_one_line(bad):
         parse_shard(bad)
 
 
+def test_runs_at_once_default_to_one_per_usable_core(monkeypatch):
+    from cnikit.scenarios import parallel
+
+    monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda pid: {0, 3, 5})
+    assert parallel.default_jobs() == 3
+    monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda pid: set())
+    assert parallel.default_jobs() == 1
+
+
 def _shard_dirs(target, tmp_path, n: int) -> list[Path]:
     from cnikit.scenarios.parallel import take_shard
 
