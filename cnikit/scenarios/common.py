@@ -44,6 +44,23 @@ def settled(ctx: Ctx, node: int, count: int) -> tuple[list, object, dict]:
     return pods, eni, focus
 
 
+def pods_until_reuse(ctx: Ctx, node: int, ip: str, until: float, room: int) -> list:
+    """New pods on `node` until one is given `ip` (a deleted pod's), the monotonic time
+    `until` (its cooldown's end) passes or `room` pods were added: a build that hands out
+    addresses before their cooldown is over reaches `ip` soon. The new pods, in order."""
+    import time
+
+    new = []
+    while len(new) < room and time.monotonic() < until:
+        pod = ctx.add_pod(node, retry_for=max(0.5, until - time.monotonic()))
+        if pod is None:
+            break
+        new.append(pod)
+        if pod.ip == ip:
+            break
+    return new
+
+
 def warm_addresses(ctx: Ctx, node: int, eni) -> list[str]:
     """The free addresses of the node's warm pool on `eni`, as EC2 has them (none: the
     scenario cannot go on, Precondition)."""

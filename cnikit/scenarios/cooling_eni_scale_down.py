@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 
-from cnikit.scenarios.common import peers
+from cnikit.scenarios.common import peers, pods_until_reuse
 from cnikit.scenarios.engine import Ctx, Precondition, scenario
 
 NODE = 0
@@ -57,7 +57,7 @@ def run(ctx: Ctx) -> None:
     ctx.wait_pool_settles(NODE, timeout=cooldown + 15)
     if [e.eni_id for e in ctx.node_enis(NODE)] != [e.eni_id for e in enis]:
         raise Precondition(f"node {NODE}'s {ENIS} ENIs to stay while each has a pod")
-    ctx.step(f"one pod left on each secondary ENI, the others' addresses cooled", **focus)
+    ctx.step("one pod left on each secondary ENI, the others' addresses cooled", **focus)
 
     last = keep[enis[-1].eni_id]
     ctx.delete_pod(last)
@@ -69,15 +69,7 @@ def run(ctx: Ctx) -> None:
     ctx.step(f"{enis[-1].eni_id} {'still attached' if kept else 'freed'}", **focus)
     # New pods fill the node until one has the deleted pod's address, the cooldown is over or
     # the node is full: a build that freed the ENI gets its addresses back on a new ENI.
-    new = []
-    room = ENIS * SLOTS - len(ctx.pods_on(NODE))
-    while len(new) < room and time.monotonic() < cooled:
-        pod = ctx.add_pod(NODE, retry_for=max(0.5, cooled - time.monotonic()))
-        if pod is None:
-            break
-        new.append(pod)
-        if pod.ip == last.ip:
-            break
+    new = pods_until_reuse(ctx, NODE, last.ip, cooled, ENIS * SLOTS - len(ctx.pods_on(NODE)))
     reused = any(p.ip == last.ip for p in new)
     ctx.step(f"{len(new)} new pods"
              f"{', the last on ' + last.ip if reused else ''}", **focus)

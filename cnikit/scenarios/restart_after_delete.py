@@ -12,7 +12,7 @@ from __future__ import annotations
 import signal
 import time
 
-from cnikit.scenarios.common import settled
+from cnikit.scenarios.common import pods_until_reuse, settled
 from cnikit.scenarios.engine import Ctx, scenario
 
 NODE = 0
@@ -44,14 +44,7 @@ def run(ctx: Ctx) -> None:
         ctx.step(f"{old.name} ({old.ip}) deleted, daemon killed and restarted", **focus)
         # New pods until one has the deleted pod's address, the cooldown is over or the
         # ENI's room is used: a build that forgot the cooldown reaches the address soon.
-        new = []
-        while len(new) < ROOM and time.monotonic() < cooled:
-            pod = ctx.add_pod(NODE, retry_for=max(0.5, cooled - time.monotonic()))
-            if pod is None:
-                break
-            new.append(pod)
-            if pod.ip == old.ip:
-                break
+        new = pods_until_reuse(ctx, NODE, old.ip, cooled, ROOM)
         ctx.step(f"cycle {cycle + 1}: {len(new)} new pods within the cooldown"
                  f"{', one on ' + old.ip if any(p.ip == old.ip for p in new) else ''}",
                  **focus)
