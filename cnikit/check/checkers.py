@@ -260,7 +260,9 @@ class Leaks(Checker):
                            nemesis or another tenant may have, behind the build's back).
 
     Without that view a warm address cannot be told from a leak: nothing is judged for a
-    node whose build shows none (or whose view is down: a restarting daemon)."""
+    node whose build shows none (or whose view is down: a restarting daemon), and a pod is
+    held by the build only in a view asked for after its delete (`at`: a daemon busy with
+    EC2 may answer seconds late, with its state of before)."""
 
     kind = "leak"
     severity = WARNING
@@ -271,6 +273,7 @@ class Leaks(Checker):
         self.strict = bool(self.options.get("strict_leaks"))
         self.daemon: dict[str, set[str]] = {}  # instance -> ips the daemon knows
         self.assigned: dict[str, dict[str, str]] = {}  # instance -> {ip: container}
+        self.asked: dict[str, float] = {}  # instance -> when its view was asked for
         self.deleted: dict[str, float] = {}  # pod (= container id) -> deleted at
         self.unknown_since: dict[str, float] = {}
 
@@ -280,6 +283,7 @@ class Leaks(Checker):
         if proc == "monitor" and f == "daemon-view":
             self.daemon[v["instance_id"]] = set(v.get("ips", []))
             self.assigned[v["instance_id"]] = dict(v.get("assigned") or {})
+            self.asked[v["instance_id"]] = float(v.get("at") or at)
         elif proc == "monitor" and f == "daemon-view-error":
             # The build's view is unknown while its daemon is down: judge nothing there.
             self.daemon.pop(v.get("instance_id"), None)
@@ -306,6 +310,8 @@ class Leaks(Checker):
                 continue  # a warm address
             candidates.add(ip)
             first = self.unknown_since.setdefault(ip, at)
+            if holder is not None and self.asked.get(instance, at) <= self.deleted[holder]:
+                continue  # a view asked for before the delete cannot show it: wait for one
             if at - first >= self.grace:
                 if holder is not None:
                     what = (f"EC2 still gives {instance} {ip}, which the build holds for "

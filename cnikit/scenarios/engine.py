@@ -200,6 +200,8 @@ class DaemonSampler:
     (one that exits by itself is a liveness violation) and, when the target declares the
     [observe] introspection port, its datastore (upstream's /v1/enis) whenever it changes."""
 
+    REPEAT = 1.0  # seconds: an unchanged view is recorded again this often
+
     def __init__(self, cluster, history: History, interval: float = 0.2, observe=None):
         self.c, self.h, self.interval = cluster, history, interval
         if observe is None:
@@ -209,6 +211,7 @@ class DaemonSampler:
         self.liveness: list[dict] = []
         self._stop = threading.Event()
         self._last: dict[int, object] = {}
+        self._sent: dict[int, float] = {}  # node -> when its last recorded view was asked
         self._exited: set[int] = set()
         self._thread = threading.Thread(target=self._loop, name="daemon-sampler", daemon=True)
 
@@ -231,6 +234,9 @@ class DaemonSampler:
         from cnikit.scenarios.blackbox import enis_view
 
         iid = self.c.fabric.nodes[node].instance_id
+        # When the view was asked for: a daemon that answers late (busy with EC2) answers
+        # with its state of then or later, never of before. Checkers judge by this time.
+        asked = time.time()
         try:
             enis, held = enis_view(self.view(node))
         except (OSError, ValueError) as e:  # a daemon down is an observation
@@ -239,12 +245,14 @@ class DaemonSampler:
                 self.h.info(MONITOR, "daemon-view-error", {"instance_id": iid, "error": str(e)})
             return
         key = (enis, held)
-        if self._last.get(node) == key:
+        # Unchanged views are recorded again now and then, so a checker knows the view it
+        # holds is still current (and not the last answer before the daemon went quiet).
+        if self._last.get(node) == key and asked - self._sent.get(node, 0.0) < self.REPEAT:
             return
-        self._last[node] = key
+        self._last[node], self._sent[node] = key, asked
         ips = sorted({ip for v in enis.values() for ip in v if "/" not in ip})
         self.h.info(MONITOR, "daemon-view", {"instance_id": iid, "ips": ips, "enis": enis,
-                                             "assigned": held, "at": time.time()})
+                                             "assigned": held, "at": asked})
 
     def _check_alive(self, node: int) -> None:
         daemons = getattr(self.c, "daemons", None) or []

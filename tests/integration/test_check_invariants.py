@@ -134,6 +134,8 @@ def test_an_ip_held_for_a_deleted_pod_is_a_violation_when_certifying(make_fabric
         h = watch.history
         h.info("monitor", "daemon-view", {"instance_id": fabric.nodes[0].instance_id, **view})
         fabric.delete_pod(pod)
+        # Asked for again after the delete (a view from before it cannot show the delete).
+        h.info("monitor", "daemon-view", {"instance_id": fabric.nodes[0].instance_id, **view})
         [v] = wait_until(lambda: watch.invariants.violations("leak"), 3.0, what="a leak")
         assert (v.subject, v.detail["why"], v.detail["container"]) == (
             ip, "assigned-to-deleted", pod.name)

@@ -28,9 +28,12 @@ def owners(h: History, at: float, **ips: str) -> None:
         ip.replace("_", "."): ["i-1", "eni-1", ip == "10_0_1_4"] for ip in ips}}, at=at)
 
 
-def view(h: History, at: float, ips: list[str], assigned: dict[str, str] | None = None) -> None:
-    h.info("monitor", "daemon-view", {"instance_id": "i-1", "ips": ips,
-                                      "assigned": assigned or {}}, at=at)
+def view(h: History, at: float, ips: list[str], assigned: dict[str, str] | None = None,
+         asked: float | None = None) -> None:
+    value = {"instance_id": "i-1", "ips": ips, "assigned": assigned or {}}
+    if asked is not None:
+        value["at"] = asked
+    h.info("monitor", "daemon-view", value, at=at)
 
 
 def tick(h: History, at: float) -> None:
@@ -92,6 +95,25 @@ def test_an_address_the_build_does_not_know_past_the_grace_is_a_leak_warning(str
     assert inv.ok()
     # Not before the grace: the first tick past it opened it, dated at the grace's end.
     assert v.since == T0 + GRACE
+
+
+def test_a_view_asked_for_before_the_delete_is_no_evidence_however_late_it_came():
+    """A daemon busy with EC2 answered seconds late with its state of before the DEL (seen
+    in certification: ec2-throttle-storm); only a view asked for after the delete counts."""
+    h, inv = live(True)
+    owners(h, T0, **{"10_0_1_9": ""})
+    view(h, T0, ["10.0.1.9"], {"10.0.1.9": "p"})
+    h.append("client", "ok", "pod-delete", {"pod": "p", "ip": "10.0.1.9"}, at=T0 + 1)
+    view(h, T0 + 2.5, ["10.0.1.9"], {"10.0.1.9": "p"}, asked=T0 + 0.8)
+    for s in range(3, 12):
+        tick(h, T0 + s)
+    assert inv.violations() == [] and inv.warnings() == []
+    # A view asked for after the delete that still holds it: the leak (dated, as every
+    # leak, at the grace's end).
+    view(h, T0 + 12, ["10.0.1.9"], {"10.0.1.9": "p"}, asked=T0 + 11.9)
+    tick(h, T0 + 12.5)
+    [v] = inv.violations("leak")
+    assert v.detail["why"] == "assigned-to-deleted" and v.since == T0 + 1 + GRACE
 
 
 def test_within_the_grace_nothing_is_a_leak():
