@@ -46,8 +46,7 @@ def run(ctx: Ctx) -> None:
 
     # One pod stays on each secondary ENI (none can be freed); the others leave and cool.
     keep = {}
-    for pod in pods:
-        eni = _eni_of(ctx, pod.ip)
+    for pod, eni in zip(pods, _enis_of(ctx, pods), strict=True):
         if eni != enis[0].eni_id and eni not in keep:
             keep[eni] = pod
     for pod in pods:
@@ -85,14 +84,13 @@ def _fill(ctx: Ctx) -> list:
     for _ in range(ENIS * SLOTS):
         pods.append(ctx.require_pod(NODE, retry_for=max(10.0, ctx.t(120))))
         enis = ctx.node_enis(NODE)
-        used = {_eni_of(ctx, p.ip) for p in pods}
+        used = set(_enis_of(ctx, pods))
         if len(enis) == ENIS and all(e.eni_id in used for e in enis[1:]):
             return pods
     raise Precondition(f"node {NODE}'s pods on {ENIS} ENIs")
 
 
-def _eni_of(ctx: Ctx, ip: str) -> str | None:
-    for eni in ctx.node_enis(NODE):
-        if ip in eni.ips:
-            return eni.eni_id
-    return None
+def _enis_of(ctx: Ctx, pods: list) -> list[str | None]:
+    """The ENI EC2 gives each pod's address to (the gate's ownership, one snapshot)."""
+    owners = ctx.gate.owners().ips
+    return [o.eni_id if (o := owners.get(p.ip)) else None for p in pods]
