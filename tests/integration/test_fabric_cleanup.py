@@ -20,6 +20,9 @@ from cnikit.fabric.cleanup import remove_dead_runs
 from tests.integration.conftest import needs_root, wait_until
 
 pytestmark = [pytest.mark.root, needs_root]
+# A dead run's leftovers are any run's to remove: a test that kills a run and then looks at
+# what is left must not have another test's run start beside it (`make test` runs these alone).
+EXCLUSIVE = pytest.mark.exclusive
 CNIKIT = str(Path(sys.executable).with_name("cnikit"))
 ROOT = str(Path(__file__).resolve().parents[2])
 
@@ -34,6 +37,7 @@ def start_hold(*args: str, **kw) -> tuple[subprocess.Popen, dict]:
     return proc, json.loads(line)
 
 
+@EXCLUSIVE
 def test_sigkill_leaves_namespaces_and_the_next_run_removes_them(make_fabric):
     proc, ready = start_hold("--nodes", "2", "--pods", "2")
     rid = ready["run_id"]
@@ -53,6 +57,7 @@ def test_sigkill_leaves_namespaces_and_the_next_run_removes_them(make_fabric):
     assert netns.names(f"ck-{fabric.rid}-")  # and its own namespaces are there
 
 
+@EXCLUSIVE
 def test_cleanup_command_spares_live_runs_and_foreign_namespaces(make_fabric):
     live = make_fabric(nodes=1)
     proc, ready = start_hold("--nodes", "1", "--pods", "1")
@@ -80,6 +85,7 @@ def test_cleanup_command_spares_live_runs_and_foreign_namespaces(make_fabric):
             netns.remove(name)
 
 
+@EXCLUSIVE
 def test_cleanup_lists_each_process_once_and_removes_dead_state_dirs(make_fabric):
     from cnikit.fabric.cleanup import record_process
 

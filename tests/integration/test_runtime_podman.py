@@ -95,6 +95,7 @@ def test_kill_restart_keeps_the_state_and_stop_removes(cluster):
     cluster.delete_pod(pod)
 
 
+@pytest.mark.exclusive  # sweeps every run's containers (see Makefile)
 def test_cleanup_removes_dead_runs_containers_only():
     from cnikit.containers.cleanup import remove_dead_containers, remove_images
     from cnikit.containers.image import ensure_image
@@ -255,6 +256,7 @@ def test_docker_kill_restart_keeps_the_state_and_stop_removes(docker_cluster, do
     docker_cluster.delete_pod(pod)
 
 
+@pytest.mark.exclusive  # sweeps every run's containers (see Makefile)
 def test_docker_sweep_removes_dead_runs_containers_only(docker_env):
     from cnikit.containers.noderuntime import Docker
     from cnikit.runtime import Run
