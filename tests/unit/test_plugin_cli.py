@@ -246,3 +246,13 @@ def test_tinyjson_matches_json():
     for bad in ["", "{", "[1,]", "1 2", "NaN", '{"a" 1}', "nul"]:
         with pytest.raises(ValueError):
             tinyjson.loads(bad)
+
+
+def test_launcher_runs_an_interpreter_of_this_python_version_outside_any_venv(plugin):
+    # Through a venv's link, Python reads pyvenv.cfg at each start (1 ms of a plugin run).
+    shebang = open(plugin).readline()
+    python = shebang[2:].split()[0]
+    out = subprocess.run([python, "-IS", "-c", "import sys; print(sys.version_info[:2], "
+                          "sys.prefix == sys.base_prefix)"], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == f"{tuple(sys.version_info[:2])} True", out
