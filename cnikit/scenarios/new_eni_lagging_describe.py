@@ -11,6 +11,8 @@ pool releases them to EC2 under their pods).
 
 from __future__ import annotations
 
+import time
+
 from cnikit.scenarios.common import settled
 from cnikit.scenarios.engine import Ctx, scenario
 
@@ -31,12 +33,17 @@ BURST = 4
     env={"WARM_IP_TARGET": "1", "MAX_ENI": "2"},
 )
 def run(ctx: Ctx) -> None:
-    _, _, on_first = settled(ctx, NODE, CAPACITY - 1)
+    _, first, on_first = settled(ctx, NODE, CAPACITY - 1)
     ctx.step(f"{CAPACITY - 1} pods: the first ENI is nearly full", **on_first)
 
     # Longer than a few reconciles, so that several run while the new ENI is unlisted.
     lag = max(4.0, ctx.t(100))
     lasts = lag + max(2.0, ctx.t(60))
+    # Both lags serve EC2 as it was `lag` seconds ago. Begin once the first ENI's addresses
+    # are older than that, so that what lags is the new ENI alone: begun sooner, both sources
+    # also hide the running pods' addresses, how many depending on how fast the machine
+    # filled the ENI (1.18.4 then swept them all, in one run of four at once).
+    ctx.run_for(max(0.0, lag + 0.5 - _since_last_change(ctx, first.eni_id)))
     ctx.ec2_fault("describe_lag", seconds=lag, duration=lasts)
     ctx.imds_fault("lag", target={"instance_id": ctx.instance_id(NODE)}, seconds=lag,
                    duration=lasts)
@@ -69,3 +76,9 @@ def run(ctx: Ctx) -> None:
             ctx.add_pod(NODE, retry_for=5)
     ctx.wait_reconciles(NODE, 1)
     ctx.step("more pods; a reconcile", **focus)
+
+
+def _since_last_change(ctx: Ctx, eni_id: str) -> float:
+    """Seconds since EC2 last changed the ENI's addresses (the gate's audit log)."""
+    times = [r.time for r in ctx.gate.audit.records() if r.eni_id == eni_id and r.outcome == "ok"]
+    return time.time() - max(times) if times else float("inf")
