@@ -44,6 +44,26 @@ def settled(ctx: Ctx, node: int, count: int) -> tuple[list, object, dict]:
     return pods, eni, focus
 
 
+def age_past(ctx: Ctx, lag: float, eni_id: str | None = None) -> None:
+    """Let the system run until EC2's last address change (on `eni_id`; None: on any ENI of
+    the cluster) is older than `lag`, before a Describe `lag` seconds behind begins: the
+    lagging view then shows the settled cluster, and lags only what changes from here.
+    Begun sooner, a lagging Describe also hides addresses every node's running pods got
+    while the cluster came up, how many depending on how fast the machine was (under four
+    runs at once, 1.18.4 swept another node's peers in restart-lagging-describe)."""
+    ctx.run_for(max(0.0, lag + 0.5 - _since_last_change(ctx, eni_id)))
+
+
+def _since_last_change(ctx: Ctx, eni_id: str | None) -> float:
+    """Seconds since EC2 last changed addresses (on `eni_id`, or anywhere; the gate's audit
+    log of successful mutating calls)."""
+    import time
+
+    times = [r.time for r in ctx.gate.audit.records()
+             if r.outcome == "ok" and (eni_id is None or r.eni_id == eni_id)]
+    return time.time() - max(times) if times else float("inf")
+
+
 def pods_until_reuse(ctx: Ctx, node: int, ip: str, until: float, room: int) -> list:
     """New pods on `node` until one is given `ip` (a deleted pod's), the monotonic time
     `until` (its cooldown's end) passes or `room` pods were added: a build that hands out

@@ -12,7 +12,7 @@ ones back (a pod on an address EC2 routes to the other node).
 
 from __future__ import annotations
 
-from cnikit.scenarios.common import release, settled, take
+from cnikit.scenarios.common import age_past, release, settled, take
 from cnikit.scenarios.engine import Ctx, scenario
 
 NODE = 0
@@ -37,6 +37,7 @@ def run(ctx: Ctx) -> None:
     # Longer than the reconcile cooldown (60 s upstream) and two reconciles after it.
     lag = max(6.0, ctx.t(160))
     lasts = lag + max(2.0, ctx.t(80))
+    age_past(ctx, lag)
     ctx.ec2_fault("describe_lag", seconds=lag, duration=lasts)
     ctx.imds_fault("lag", target={"mac": eni.mac}, seconds=max(0.5, ctx.t(20)), duration=lasts)
     # One pod stays throughout, its address left out of IMDS's list: the views disagree at

@@ -11,9 +11,7 @@ pool releases them to EC2 under their pods).
 
 from __future__ import annotations
 
-import time
-
-from cnikit.scenarios.common import settled
+from cnikit.scenarios.common import age_past, settled
 from cnikit.scenarios.engine import Ctx, scenario
 
 NODE = 0
@@ -39,11 +37,11 @@ def run(ctx: Ctx) -> None:
     # Longer than a few reconciles, so that several run while the new ENI is unlisted.
     lag = max(4.0, ctx.t(100))
     lasts = lag + max(2.0, ctx.t(60))
-    # Both lags serve EC2 as it was `lag` seconds ago. Begin once the first ENI's addresses
-    # are older than that, so that what lags is the new ENI alone: begun sooner, both sources
-    # also hide the running pods' addresses, how many depending on how fast the machine
-    # filled the ENI (1.18.4 then swept them all, in one run of four at once).
-    ctx.run_for(max(0.0, lag + 0.5 - _since_last_change(ctx, first.eni_id)))
+    # Both lags serve EC2 as it was `lag` seconds ago. Begin once every address is older than
+    # that, so that what lags is the new ENI alone: begun sooner, both sources also hide the
+    # running pods' addresses, how many depending on how fast the machine filled the ENI
+    # (1.18.4 then swept them all, in one run of four at once).
+    age_past(ctx, lag)
     ctx.ec2_fault("describe_lag", seconds=lag, duration=lasts)
     ctx.imds_fault("lag", target={"instance_id": ctx.instance_id(NODE)}, seconds=lag,
                    duration=lasts)
@@ -76,9 +74,3 @@ def run(ctx: Ctx) -> None:
             ctx.add_pod(NODE, retry_for=5)
     ctx.wait_reconciles(NODE, 1)
     ctx.step("more pods; a reconcile", **focus)
-
-
-def _since_last_change(ctx: Ctx, eni_id: str) -> float:
-    """Seconds since EC2 last changed the ENI's addresses (the gate's audit log)."""
-    times = [r.time for r in ctx.gate.audit.records() if r.eni_id == eni_id and r.outcome == "ok"]
-    return time.time() - max(times) if times else float("inf")

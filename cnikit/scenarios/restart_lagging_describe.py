@@ -10,7 +10,7 @@ pod).
 
 from __future__ import annotations
 
-from cnikit.scenarios.common import release, settled
+from cnikit.scenarios.common import age_past, release, settled
 from cnikit.scenarios.engine import Ctx, scenario
 
 NODE = 0
@@ -31,6 +31,7 @@ def run(ctx: Ctx) -> None:
     ctx.step("4 pods; EC2, IMDS and the pool agree", **focus)
 
     lag = max(4.0, ctx.t(100))
+    age_past(ctx, lag)
     fault = ctx.ec2_fault("describe_lag", seconds=lag, duration=lag + ctx.t(60))
     before_release = ctx.elapsed()
     released = release(ctx, eni, pods[:RELEASED], RELEASED)

@@ -11,7 +11,7 @@ pods' addresses.
 
 from __future__ import annotations
 
-from cnikit.scenarios.common import settled, take
+from cnikit.scenarios.common import age_past, settled, take
 from cnikit.scenarios.engine import Ctx, Precondition, scenario
 
 NODE = 0
@@ -35,6 +35,7 @@ def run(ctx: Ctx) -> None:
 
     lag = max(5.0, ctx.t(100))
     lasts = lag + max(4.0, ctx.t(80))
+    age_past(ctx, lag)
     stale = ctx.imds_fault("stale", target={"mac": eni.mac})
     ctx.ec2_fault("describe_lag", seconds=lag, duration=lasts)
     ends = ctx.elapsed() + lasts
