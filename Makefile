@@ -52,7 +52,7 @@ bench: setup
 mutants: setup
 	$(BIN)/python bench/bench_detection.py $(MUTANTS_ARGS)
 
-# LocalStack lives in its own venv: its pins clash with the kit's (FACTS.md).
+# LocalStack lives in its own venv: its pins clash with the kit's (LocalStack 4.14 needs older cbor2, cryptography and pyopenssl).
 # Installed once (stamp); `make test` needs it for the LocalStack replay (~65 s here).
 LOCALSTACK_STAMP := .venv-localstack/.installed-4.14.0
 localstack: $(LOCALSTACK_STAMP)

@@ -12,11 +12,11 @@ import threading
 import traceback
 
 from cnikit.check.checkers import (
-    CHECKERS,
     VIOLATION,
     WARNING,
     PodState,
     Violation,
+    in_order,
 )
 from cnikit.check.damage import NemesisDamage
 
@@ -24,7 +24,7 @@ CHECKER_ERROR = "checker-error"
 
 
 class Invariants:
-    """Every registered checker (cnikit.check.checkers.CHECKERS) over one history."""
+    """Every registered checker (a module of cnikit.check.checkers each) over one history."""
 
     def __init__(self, leak_grace: float = 60.0, damage_grace: float = 3.0,
                  ip_cooldown: float = 0.0, strict_leaks: bool = False):
@@ -36,7 +36,7 @@ class Invariants:
         self.damage = NemesisDamage(damage_grace)
         options = {"leak_grace": leak_grace, "ip_cooldown": ip_cooldown,
                    "strict_leaks": strict_leaks}
-        self.checkers = {kind: cls(options) for kind, cls in CHECKERS.items()}
+        self.checkers = {kind: cls(options) for kind, cls in in_order()}
         # A checker that raised: recorded once as a violation of its own and no longer fed.
         # The history is appended from the prober's and the scenario's threads: a checker's
         # bug must fail the run visibly, never raise in those threads.

@@ -1,7 +1,7 @@
 """The EC2 gate: an HTTP front speaking the EC2 Query protocol in front of moto/LocalStack.
 
 Why: moto hands out duplicate and reserved IPs, ignores limits and prefix delegation and
-loops forever on a full subnet (FACTS.md). A chaos kit whose EC2 can itself double-assign
+loops forever on a full subnet (moto 5.2, tested in tests/unit/test_gate_rules.py). A chaos kit whose EC2 can itself double-assign
 an IP would blame CNIs for its own bugs, so every client talks to the gate instead.
 
 How it works

@@ -6,7 +6,7 @@ the DEL of the old sandbox after the new pod is up (kubelet retries DELs), which
 free the IP a new pod may now hold. Peers on both nodes probe every pod throughout, and
 keep their flows to a deleted pod going for the required cooldown (upstream's
 IP_COOLDOWN_PERIOD, 30 s, scaled): a new pod given the address sooner answers them, which is
-the `early-reuse` violation (cnikit.check.checkers.EarlyReuse), evidence included.
+the `early-reuse` violation (cnikit.check.checkers.early_reuse), evidence included.
 """
 
 from __future__ import annotations

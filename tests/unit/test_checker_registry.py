@@ -1,8 +1,14 @@
-"""A checker is one class and nothing else: defining it registers it with every run; a
+"""A checker is one module and nothing else: its class registers itself with every run; a
 checker that raises is recorded as a checker error (the run fails visibly) and never raises
 into the thread that appended to the history."""
 
 from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -46,7 +52,56 @@ def raising():
 
 
 def test_the_builtin_checkers_are_registered():
-    assert {"unreachable", "shared-ip", "ip-not-owned", "leak", "unprobed"} <= set(CHECKERS)
+    assert {"unreachable", "shared-ip", "ip-not-owned", "leak", "early-reuse",
+            "unprobed"} <= set(CHECKERS)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+ODD_OCTET_MODULE = '''
+from cnikit.check.checkers.base import Checker
+
+
+class OddOctet(Checker):
+    kind = "odd-octet"
+
+    def step(self, e, run):
+        if e["process"] == "client" and e["f"] == "pod-add" and int(e["value"]["ip"][-1]) % 2:
+            self._open(e["value"]["pod"], e["time"], ip=e["value"]["ip"])
+'''
+JUDGE = '''
+import json, sys
+from cnikit.check.history import History
+from cnikit.check.invariants import Invariants, judge
+h = History()
+inv = Invariants()
+h.subscribe(inv.step)
+for pod, ip in (("a", "10.0.1.4"), ("b", "10.0.1.7")):
+    h.append("client", "ok", "pod-add", {"pod": pod, "node": 0, "instance_id": "i-1", "ip": ip})
+print(json.dumps({"live": [[v.kind, v.subject] for v in inv.violations()],
+                  "replayed": [v.subject for v in judge(h.entries()).violations("odd-octet")]}))
+'''
+
+
+def test_a_new_checker_is_one_new_module(tmp_path):
+    """A module dropped into a copy of cnikit/check/checkers/ judges every run of that copy,
+    live and replayed, with nothing else edited."""
+    shutil.copytree(ROOT / "cnikit", tmp_path / "cnikit",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    (tmp_path / "cnikit" / "check" / "checkers" / "odd_octet.py").write_text(ODD_OCTET_MODULE)
+    out = subprocess.run([sys.executable, "-c", JUDGE], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=60, env={"PYTHONPATH": str(tmp_path)})
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {"live": [["odd-octet", "b"]], "replayed": ["b"]}
+    assert "odd-octet" not in CHECKERS  # the real package never had it
+
+
+def test_a_checker_reading_another_steps_after_it():
+    from cnikit.check.checkers import in_order
+    from cnikit.check.checkers.leaks import Leaks
+    from cnikit.check.checkers.ownership import Ownership
+
+    kinds = [kind for kind, _ in in_order()]
+    assert kinds.index(Ownership.kind) < kinds.index(Leaks.kind)
 
 
 def test_defining_a_checker_is_the_only_step(throwaway):

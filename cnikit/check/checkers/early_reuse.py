@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+from cnikit.check.checkers.base import Checker, Violation
+
+
+class EarlyReuse(Checker):
+    """Upstream 1091: an address given to a new pod within the required IP cooldown of its
+    old pod's delete, and reached there by the old pod's flows.
+
+    A violation when, for a pod X deleted at t (its pod-delete, recorded before the DEL is
+    sent: the earliest the build could free the address) and a pod Y added at u with X's IP:
+      u - t < cooldown (option `ip_cooldown`, seconds: upstream's IP_COOLDOWN_PERIOD, 30 s,
+      times the run's time scale), and the prober's lingering flow to X (its peers keep
+      sending to X's old IP, addressed to X, for the cooldown after X's removal) is answered
+      by Y (a `stale` event).
+    Both halves are needed: a reuse after the cooldown is what the cooldown allows, and stale
+    traffic without a reuse reaches nobody. Off when the cooldown is 0."""
+
+    kind = "early-reuse"
+    order = 50
+
+    def __init__(self, options: dict | None = None) -> None:
+        super().__init__(options)
+        self.cooldown = float(self.options.get("ip_cooldown") or 0.0)
+        self.ips: dict[str, str] = {}  # pod -> ip (every pod seen)
+        self.freed: dict[str, list[tuple[str, float]]] = {}  # ip -> [(deleted pod, at)]
+        self.early: dict[str, dict[str, tuple[float, float]]] = {}  # new -> {old: (del, add)}
+        self.found: dict[tuple[str, str], Violation] = {}
+
+    def step(self, e: dict, state) -> None:
+        if self.cooldown <= 0:
+            return
+        f, v, at = e["f"], e["value"] or {}, e["time"]
+        if e["process"] == "client" and e["type"] == "ok" and f == "pod-add":
+            pod, ip = v["pod"], v["ip"]
+            self.ips[pod] = ip
+            recent = [(old, t) for old, t in self.freed.get(ip, []) if at - t < self.cooldown]
+            self.freed[ip] = recent
+            if recent:
+                self.early[pod] = {old: (t, at) for old, t in recent}
+        elif e["process"] == "client" and e["type"] == "ok" and f == "pod-delete":
+            pod = v.get("pod")
+            ip = v.get("ip") or self.ips.get(pod)
+            if pod and ip:
+                self.freed.setdefault(ip, []).append((pod, at))
+        elif e["process"] == "prober" and f == "stale":
+            old, new = v.get("dst"), v.get("by")
+            times = self.early.get(new, {}).get(old)
+            if times is None or v.get("src") == new:  # a flow needs a peer of the old pod
+                return
+            deleted, added = times
+            found = self.found.get((old, new))
+            if found is not None:
+                found.detail["stale_answers"] += 1
+                return
+            ip = v.get("ip") or self.ips.get(new)
+            what = (f"traffic for deleted pod {old} reached its successor {new} on IP {ip} "
+                    f"{at - deleted:.2f}s after {old}'s delete ({new} got {ip} "
+                    f"{added - deleted:.2f}s after it; required cooldown {self.cooldown:.2f}s)")
+            self._open(new, at, ip=ip, deleted_pod=old, sent_from=v.get("src"),
+                       reassigned_after=round(added - deleted, 3),
+                       reached_after=round(at - deleted, 3), cooldown=self.cooldown,
+                       stale_answers=1, what=what)
+            self.found[(old, new)] = self.open[new]
+            self._close(new, at)  # an event, not a state: it stays in the run's violations

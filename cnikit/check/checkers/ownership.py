@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+import ipaddress
+
+from cnikit.check.checkers.base import Checker
+
+
+class Ownership(Checker):
+    """Every pod IP is held in EC2 by an ENI of the pod's own node (or a /28 prefix on one)."""
+
+    kind = "ip-not-owned"
+    order = 30
+
+    def __init__(self, options: dict | None = None) -> None:
+        super().__init__(options)
+        self.ips: dict[str, list] = {}
+        self.prefixes: dict[str, list] = {}
+        self.known = False
+
+    def owner(self, ip: str) -> str | None:
+        o = self.ips.get(ip)
+        if o is not None:
+            return o[0]
+        addr = ipaddress.ip_address(ip)
+        for cidr, p in self.prefixes.items():
+            if addr in ipaddress.ip_network(cidr):
+                return p[0]
+        return None
+
+    def step(self, e: dict, state) -> None:
+        f, v, at = e["f"], e["value"] or {}, e["time"]
+        if e["process"] == "monitor" and f == "ownership":
+            if v.get("full"):
+                self.ips, self.prefixes = {}, {}
+            self.ips.update(v.get("set", {}))
+            for ip in v.get("unset", []):
+                self.ips.pop(ip, None)
+            self.prefixes.update(v.get("prefixes_set", {}))
+            for cidr in v.get("prefixes_unset", []):
+                self.prefixes.pop(cidr, None)
+            self.known = True
+            pods = list(state.pods)
+        elif e["process"] == "client" and e["type"] == "ok" and f in ("pod-add", "pod-delete"):
+            pods = [v.get("pod")]
+        else:
+            return
+        if not self.known:
+            return
+        for name in pods:
+            pod = state.pods.get(name)
+            if pod is None:
+                self._close(name, at)
+                continue
+            holder = self.owner(pod["ip"])
+            if holder != pod["instance_id"]:
+                self._open(name, at, ip=pod["ip"], node=pod["instance_id"], held_by=holder)
+            else:
+                self._close(name, at)

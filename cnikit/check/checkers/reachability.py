@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+from cnikit.check.checkers.base import ANCHOR_PREFIX, Checker
+
+
+class Reachability(Checker):
+    """Every pod reachable from every other. Failing pairs are attributed to the fewest pods
+    that explain them all (greedy cover), so one lost pod does not blame its peers."""
+
+    kind = "unreachable"
+    order = 10
+
+    def __init__(self, options: dict | None = None) -> None:
+        super().__init__(options)
+        self.failing: set[tuple[str, str]] = set()
+
+    def step(self, e: dict, state) -> None:
+        f, v, at = e["f"], e["value"] or {}, e["time"]
+        if e["process"] == "prober" and f in ("fail", "recover"):
+            key = (v["src"], v["dst"])
+            if f == "fail":
+                self.failing.add(key)
+            else:
+                self.failing.discard(key)
+        elif e["process"] == "client" and e["type"] == "ok" and f == "pod-delete":
+            pod = v.get("pod")
+            self.failing = {k for k in self.failing if pod not in k}
+        else:
+            return
+        blamed = self.attribute()
+        for pod in list(self.open):
+            if pod not in blamed:
+                self._close(pod, at)
+        for pod, peers in blamed.items():
+            self._open(pod, at, peers=sorted(peers)[:20], failing_pairs=len(peers))
+
+    def attribute(self) -> dict[str, set[str]]:
+        """pod -> peers it fails with, for the pods blamed for the failing pairs."""
+        peers: dict[str, set[str]] = {}
+        for a, b in self.failing:
+            peers.setdefault(a, set()).add(b)
+            peers.setdefault(b, set()).add(a)
+        if len(self.failing) > 5000:
+            return peers
+        blamed: dict[str, set[str]] = {}
+        # A pod that fails with an anchor (the VPC router) is lost whatever its peers say;
+        # an anchor itself is never blamed.
+        for anchor in [p for p in peers if p.startswith(ANCHOR_PREFIX)]:
+            for pod in peers.pop(anchor):
+                blamed[pod] = peers[pod]
+        left = {p: {q for q in s if q not in blamed and not q.startswith(ANCHOR_PREFIX)}
+                for p, s in peers.items() if p not in blamed}
+        while any(left.values()):
+            pod = max(sorted(left), key=lambda p: len(left[p]))
+            blamed[pod] = peers[pod]
+            for other in left.pop(pod):
+                left[other].discard(pod)
+        return blamed

@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+from cnikit.check.checkers.base import Checker
+
+
+class SharedIp(Checker):
+    """No two pods hold the same IP: two pod-adds with one IP, or a probe answered by a pod
+    other than the one probed."""
+
+    kind = "shared-ip"
+    order = 20
+
+    def __init__(self, options: dict | None = None) -> None:
+        super().__init__(options)
+        self.wrong: dict[str, set[tuple[str, str, str]]] = {}  # ip -> {(src, dst, by)}
+
+    def step(self, e: dict, state) -> None:
+        f, v, at = e["f"], e["value"] or {}, e["time"]
+        touched: set[str] = set()
+        if e["process"] == "prober" and f in ("wrong", "right"):
+            pod = state.pods.get(v["dst"])
+            if pod is None:
+                return
+            ip = pod["ip"]
+            marks = self.wrong.setdefault(ip, set())
+            if f == "wrong":
+                marks.add((v["src"], v["dst"], v["by"]))
+            else:
+                for m in [m for m in marks if m[:2] == (v["src"], v["dst"])]:
+                    marks.discard(m)
+            touched.add(ip)
+        elif e["process"] == "client" and e["type"] == "ok" and f in ("pod-add", "pod-delete"):
+            if f == "pod-add":
+                touched.add(v["ip"])
+            else:
+                for ip, marks in self.wrong.items():
+                    if any(v.get("pod") in m for m in marks):
+                        self.wrong[ip] = {m for m in marks if v.get("pod") not in m}
+                        touched.add(ip)
+                touched |= {ip for ip in self.open}
+        for ip in touched:
+            holders = sorted(state.by_ip.get(ip, ()))
+            marks = self.wrong.get(ip, set())
+            if len(holders) > 1 or marks:
+                answered = sorted({m[2] for m in marks})
+                self._open(ip, at, pods=holders, answered_by=answered,
+                           evidence="probe answered by another pod" if marks else "pod-add")
+            else:
+                self._close(ip, at)
