@@ -30,8 +30,9 @@ How it works
   SigV4 credential scope; unsigned requests get the gate's own region). Each region has its
   own mirror (rules never compare addresses across regions) and Describe history; its
   first request loads it from the upstream. Calls the gate makes itself are signed for the
-  region they act on. Faults and the audit log are shared (audit records name the region);
-  `owners()` and `wait_change()` serve the gate's own region unless asked for another.
+  region they act on. A fault acts on every region unless it names one (`region`); the
+  audit log is shared (its records name the region); `owners()` and `wait_change()` serve
+  the gate's own region unless asked for another.
 - Errors: the gate's own refusals and unexpected failures answer EC2's XML error format
   (`InternalError` 500 for a gate bug, logged); a non-XML upstream error (moto's HTML 500)
   becomes `InternalError` XML too, so clients never see a traceback.
@@ -60,8 +61,9 @@ from cnikit.cloud.faults import MAX_LAG_S, FaultSet
 from cnikit.cloud.limits import FALLBACK, InstanceLimits
 from cnikit.cloud.models import Attachment, Eni, Instance, Mirror, Versions
 from cnikit.cloud.ownership import OwnershipSnapshot
+from cnikit.cloud.regions import check_region, known_regions
 from cnikit.cloud.upstream import UpstreamClient
-from cnikit.errors import CnikitError, UsageError
+from cnikit.errors import CnikitError
 from faultcore.caller import spared as _spared
 
 log = logging.getLogger("cnikit.cloud.gate")
@@ -108,20 +110,6 @@ def _required_params() -> dict[str, list[str]]:
     return out
 
 
-@functools.cache
-def known_regions() -> frozenset[str]:
-    """Every region botocore knows EC2 in, in every partition (moto serves the same list)."""
-    import botocore.session
-
-    session = botocore.session.get_session()
-    return frozenset(r for p in session.get_available_partitions()
-                     for r in session.get_available_regions("ec2", p))
-
-
-def check_region(name: str) -> str:
-    if name not in known_regions():
-        raise UsageError(f"unknown AWS region {name!r} (e.g. us-east-1, us-west-2, eu-west-1)")
-    return name
 
 
 class Region:
@@ -416,7 +404,7 @@ class Gate:
             region = R.signed_region(request.headers, params) or self.region
             self._validate(action, params)
             if not _spared(request.headers):
-                delay, fault = self.faults.on_request(action)
+                delay, fault = self.faults.on_request(action, region)
                 if delay:
                     await asyncio.sleep(delay)
                 if fault is not None:
@@ -434,7 +422,7 @@ class Gate:
                 status, out = await self._unmodelled(r, action, params, request.headers)
             if status < 400 and not action.startswith(READ_PREFIXES) and not _spared(
                     request.headers):
-                lost = self.faults.on_response(action)
+                lost = self.faults.on_response(action, region)
                 if lost is not None:  # the change stands; only its answer is lost
                     status, out = lost.status, R.error_xml(lost)
         except Ec2Error as e:
@@ -759,7 +747,7 @@ class Gate:
         return status, R.with_available_counts(out, r.mirror.available_ips)
 
     async def _describe_enis(self, r: Region, params, headers) -> tuple[int, bytes]:
-        enis = self._enis_as_of(r, 0.0 if _spared(headers) else self.faults.describe_lag())
+        enis = self._enis_as_of(r, 0.0 if _spared(headers) else self.faults.describe_lag(r.name))
         wanted = R.filters(params)
         for name in wanted:
             R.check_filter_name(name)

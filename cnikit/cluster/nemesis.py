@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from cnikit.check.history import NEMESIS, History
+from cnikit.cloud.faults.base import Ec2Fault
 from fault_imds.client import FaultClient, FaultHandle
 
 START, END, INFO, FAIL = "start", "end", "info", "fail"
@@ -314,6 +315,14 @@ class NemesisFaultClient(FaultClient):
             self.nemesis.record(END, "imds-fault", started["target"], id=fid)
 
 
+# What an EC2 fault's spec names as its target, not its attributes.
+EC2_TARGET_FIELDS = Ec2Fault.target_fields
+
+
+def _ec2_target(spec: dict) -> dict:
+    return {k: spec[k] for k in EC2_TARGET_FIELDS if spec.get(k)}
+
+
 class Ec2Faults:
     """The gate's faults (cnikit.cloud.faults.FaultSet) with adds and removes recorded: what
     the `cloud` fixture's .faults and Ctx.ec2 hand out."""
@@ -322,8 +331,8 @@ class Ec2Faults:
         self.nemesis, self.faults = nemesis, faults
 
     def add(self, kind: str, **attrs) -> str:
-        target = {"action": attrs["action"]} if attrs.get("action") else {}
-        params = {k: v for k, v in attrs.items() if k != "action"}
+        target = _ec2_target(attrs)
+        params = {k: v for k, v in attrs.items() if k not in EC2_TARGET_FIELDS}
         fid = self.nemesis._act("ec2-fault", target, lambda: self.faults.add(kind, **attrs),
                                 kind=kind, **params)
         self.nemesis.record(START, "ec2-fault", target, id=fid, kind=kind, **params)
@@ -349,7 +358,7 @@ class Ec2Faults:
 class Follower:
     """Turns the fault IMDS's events and the gate's fault list into nemesis entries."""
 
-    KEPT_OUT = ("id", "kind", "target", "duration", "created", "expires", "action")
+    KEPT_OUT = ("id", "kind", "target", "duration", "created", "expires", *EC2_TARGET_FIELDS)
 
     def __init__(self, nemesis: Nemesis, interval: float):
         self.n, self.interval = nemesis, interval
@@ -401,7 +410,7 @@ class Follower:
             now = {f["id"]: f for f in self.n.ec2.faults.list() if f["id"] not in mine}
             for fid, f in now.items():
                 if fid not in self._ec2:
-                    target = {"action": f["action"]} if f.get("action") else {}
+                    target = _ec2_target(f)
                     self._ec2[fid] = target
                     self._followed.add(fid)
                     self.n.record(START, "ec2-fault", target, id=fid, via="control-api",

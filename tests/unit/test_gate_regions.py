@@ -138,6 +138,35 @@ def test_audit_records_name_the_region(gate_cloud):
     assert (rec.action, rec.region) == ("AssignPrivateIpAddresses", "us-west-2")
 
 
+def test_a_fault_naming_a_region_acts_only_on_calls_signed_for_it(gate_cloud):
+    west, east = signing_for(gate_cloud, "us-west-2"), signing_for(gate_cloud, "us-east-1")
+    west_eni = primary_eni(launch(west, vpc_in(west, "10.65.0.0/16", "10.65.1.0/24",
+                                               "us-west-2a")))
+    east_eni = primary_eni(launch(east, vpc_in(east, "10.65.0.0/16", "10.65.1.0/24",
+                                               "us-east-1a")))
+    faults = gate_cloud.gate.faults
+    throttle = faults.add("throttle", action="DescribeVpcs", region="us-west-2")
+    lag = faults.add("describe_lag", seconds=60, region="us-west-2")
+    try:
+        assert [(f["kind"], f["region"]) for f in faults.list()] == [
+            ("throttle", "us-west-2"), ("describe_lag", "us-west-2")]
+        with pytest.raises(ClientError) as exc:
+            west.describe_vpcs()
+        assert exc.value.response["Error"]["Code"] == "RequestLimitExceeded"
+        east.describe_vpcs()  # another region: untouched
+        # Describe in us-west-2 answers from a minute ago (before the ENI), us-east-1 now.
+        for ec2, eni, seen in ((west, west_eni, []), (east, east_eni, [east_eni])):
+            found = ec2.describe_network_interfaces(
+                Filters=[{"Name": "network-interface-id", "Values": [eni]}])
+            assert [e["NetworkInterfaceId"] for e in found["NetworkInterfaces"]] == seen
+    finally:
+        faults.remove(throttle)
+        faults.remove(lag)
+    with pytest.raises(UsageError, match="region must be an AWS region"):
+        faults.add("throttle", region="xx-nowhere-9")
+    assert faults.list() == []
+
+
 def test_unknown_region_is_refused_and_changes_nothing(gate_cloud):
     before = gate_cloud.gate.regions()
     with pytest.raises(ClientError) as exc:

@@ -3,7 +3,8 @@
 Each kind is one class in its own file in this package, on faultcore's fault model (the
 fault IMDS's kinds share it): an optional `action` (None: all actions), a `probability`
 (0..1, default 1, rolled in `Fault.fires`) and an optional `duration` after which the
-fault expires by itself. Every module here is imported below, so adding a kind is adding
+fault expires by itself. A fault may name a `region`: it then acts only on calls signed
+for that region. Every module here is imported below, so adding a kind is adding
 its file. Kinds today: `throttle`, `error`, `latency` (request stage), `lost_response`
 (response stage), `describe_lag` (describe stage); see base.py for the stages.
 
@@ -83,11 +84,12 @@ class FaultSet:
         self._expire(call.now)
         return [f for f in self._ordered[stage] if f.fires(call, self.rng)]
 
-    def on_request(self, action: str) -> tuple[float, Ec2Error | None]:
-        """(delay in seconds, error to answer or None) for one call."""
+    def on_request(self, action: str, region: str | None = None
+                   ) -> tuple[float, Ec2Error | None]:
+        """(delay in seconds, error to answer or None) for one call signed for `region`."""
         if not self._faults:
             return 0.0, None
-        call = Call(action, time.monotonic(), self.rng)
+        call = Call(action, time.monotonic(), self.rng, region)
         error = None
         with self._lock:
             for f in self._firing("request", call):
@@ -96,19 +98,19 @@ class FaultSet:
                     error = out
         return call.delay, error
 
-    def on_response(self, action: str) -> Ec2Error | None:
+    def on_response(self, action: str, region: str | None = None) -> Ec2Error | None:
         """The error to answer instead of a call's success (which stands), or None."""
         if not self._faults:
             return None
-        call = Call(action, time.monotonic(), self.rng)
+        call = Call(action, time.monotonic(), self.rng, region)
         with self._lock:
             return next((e for f in self._firing("response", call)
                          if (e := f.apply(call)) is not None), None)
 
-    def describe_lag(self) -> float:
+    def describe_lag(self, region: str | None = None) -> float:
         """Seconds of lag for this DescribeNetworkInterfaces call (0: the current state)."""
         if not self._faults:
             return 0.0
-        call = Call("DescribeNetworkInterfaces", time.monotonic(), self.rng)
+        call = Call("DescribeNetworkInterfaces", time.monotonic(), self.rng, region)
         with self._lock:
             return max((f.age() for f in self._firing("describe", call)), default=0.0)
