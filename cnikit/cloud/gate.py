@@ -59,7 +59,7 @@ from cnikit.cloud.control import ControlApi
 from cnikit.cloud.errors import Ec2Error, internal_error, invalid_value, missing
 from cnikit.cloud.faults import MAX_LAG_S, FaultSet
 from cnikit.cloud.limits import FALLBACK, InstanceLimits
-from cnikit.cloud.models import Attachment, Eni, Instance, Mirror, Versions
+from cnikit.cloud.models import Attachment, Eni, InstanceState, Mirror, Versions
 from cnikit.cloud.ownership import OwnershipSnapshot
 from cnikit.cloud.regions import check_region, known_regions
 from cnikit.cloud.upstream import UpstreamClient
@@ -666,8 +666,8 @@ class Gate:
                 await self._adopt_instances(r, R.instances_from(bodies[-1]), ips[1:], headers)
         return 200, _merge_reservations(bodies)
 
-    async def _adopt_instances(self, r: Region, instances: list[Instance], secondaries: list[str],
-                               headers) -> None:
+    async def _adopt_instances(self, r: Region, instances: list[InstanceState],
+                               secondaries: list[str], headers) -> None:
         for inst in instances:
             body = await self._call(r.name, "DescribeNetworkInterfaces", {
                 "Filter.1.Name": "attachment.instance-id", "Filter.1.Value.1": inst.instance_id})
@@ -707,7 +707,7 @@ class Gate:
                     await self._release_eni(r, eni)
                 inst = mirror.instances[iid]
                 self._mutate(r, mirror.put_instance,
-                             Instance(iid, inst.instance_type, inst.subnet_id, inst.az,
+                             InstanceState(iid, inst.instance_type, inst.subnet_id, inst.az,
                                       "terminated"))
                 self.audit.add("TerminateInstances", None, instance_id=iid, region=r.name)
         return status, out

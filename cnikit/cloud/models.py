@@ -110,7 +110,10 @@ class Eni:
 
 
 @dataclass(frozen=True)
-class Instance:
+class InstanceState:
+    """An instance as the gate's mirror holds it (cnikit.cloud.Instance is what the kit
+    launched, with its primary ENI)."""
+
     instance_id: str
     instance_type: str
     subnet_id: str
@@ -151,7 +154,7 @@ class Mirror:
         self.region = region
         self.versions = versions or Versions((region,))
         self.subnets: dict[str, Subnet] = {}
-        self.instances: dict[str, Instance] = {}
+        self.instances: dict[str, InstanceState] = {}
         self.enis: dict[str, Eni] = {}
         self._ip_owner: dict[tuple[str, str], str] = {}  # (vpc, ip) -> eni
         self._used: dict[str, set[int]] = {}  # subnet -> addresses held (IPs and prefixes)
@@ -159,7 +162,7 @@ class Mirror:
 
     # -- loading and changing -------------------------------------------------------------
 
-    def load(self, subnets: Iterable[Subnet], instances: Iterable[Instance],
+    def load(self, subnets: Iterable[Subnet], instances: Iterable[InstanceState],
              enis: Iterable[Eni]) -> None:
         """Replace everything (a resync); keeps the version growing."""
         self.subnets = {s.subnet_id: s for s in subnets}
@@ -182,7 +185,7 @@ class Mirror:
         if old is not None:
             self._unindex(old)
 
-    def put_instance(self, inst: Instance) -> None:
+    def put_instance(self, inst: InstanceState) -> None:
         self.instances[inst.instance_id] = inst
 
     @property
@@ -226,7 +229,7 @@ class Mirror:
             raise subnet_not_found(str(subnet_id))
         return subnet
 
-    def instance(self, instance_id: str | None) -> Instance:
+    def instance(self, instance_id: str | None) -> InstanceState:
         inst = self.instances.get(instance_id or "")
         if inst is None or inst.state == "terminated":
             raise instance_not_found(str(instance_id))
@@ -440,7 +443,7 @@ class Mirror:
         return subnet, ips, checked
 
     def plan_attach(self, eni_id: str | None, instance_id: str | None,
-                    device_index: int | None) -> tuple[Eni, Instance]:
+                    device_index: int | None) -> tuple[Eni, InstanceState]:
         eni = self.eni(eni_id)
         inst = self.instance(instance_id)
         if device_index is None or device_index < 0:

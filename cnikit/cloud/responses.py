@@ -22,7 +22,7 @@ from xml.sax.saxutils import escape
 
 from cnikit.cloud.errors import Ec2Error, invalid_value
 from cnikit.cloud.limits import InstanceLimits
-from cnikit.cloud.models import Attachment, Eni, Instance, Subnet
+from cnikit.cloud.models import Attachment, Eni, InstanceState, Subnet
 
 NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
 XML_DECL = b'<?xml version="1.0" encoding="UTF-8"?>\n'
@@ -243,13 +243,13 @@ def with_available_counts(body: bytes, available) -> bytes:
     return XML_DECL + ET.tostring(root)
 
 
-def instances_from(body: bytes) -> list[Instance]:
+def instances_from(body: bytes) -> list[InstanceState]:
     root = parse_xml(body)
     out = []
     for i in root.iter("item"):
         if i.find("instanceId") is None or i.find("instanceType") is None:
             continue
-        out.append(Instance(
+        out.append(InstanceState(
             instance_id=_text(i, "instanceId"),
             instance_type=_text(i, "instanceType"),
             subnet_id=_text(i, "subnetId"),
