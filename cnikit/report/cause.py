@@ -122,6 +122,9 @@ def _chain(tl: Timeline, v: dict) -> list[dict]:
     links: list[dict] = []
     node_inst = (pod.instance_id if pod else None) or (change.instance if change else None)
     if change is None:
+        taken = _taken_before(tl, ip, pod)
+        if taken is not None:
+            return _handed_out(tl, v, ip, pod, taken)
         for f in _active(tl, since, node_inst, None):
             links.append(_fault_link(tl, f))
         links.append(_symptom(tl, v, ip, pod))
@@ -181,6 +184,58 @@ def _chain(tl: Timeline, v: dict) -> list[dict]:
     # 4. EC2's reaction
     links.append({"step": "ec2", "time": change.time, "text": _reaction(tl, change)})
     # 5. the symptom
+    links.append(_symptom(tl, v, ip, pod))
+    links.sort(key=lambda x: (x["time"] if x["time"] is not None else tl.t1))
+    return links
+
+
+def _taken_before(tl: Timeline, ip: str, pod) -> Change | None:
+    """The last EC2 change before the pod's ADD that took `ip` from the pod's node (the
+    daemon then handed out an address EC2 no longer gave it), or None."""
+    if pod is None or pod.start is None or not pod.instance_id:
+        return None
+    found, prev = None, None
+    changes = [c for c in tl.ip_owners.get(ip, []) if c[0] <= pod.start]
+    for n, c in enumerate(changes):
+        if prev is not None and prev[2] == pod.instance_id and c[2] != pod.instance_id:
+            nxt = next((x for x in changes[n + 1:] if x[1] is not None), None) \
+                if c[1] is None else None
+            found = Change(c[0], ip, prev[1], prev[2], c[1], c[2], c[3],
+                           _call(tl, ip, c[0], released=c[1] is None), nxt)
+        prev = c
+    if found is None or (changes and changes[-1][2] == pod.instance_id):
+        return None  # back with the node by the ADD: not why the pod's IP is not its node's
+    return found
+
+
+def _handed_out(tl: Timeline, v: dict, ip: str, pod, taken: Change) -> list[dict]:
+    """The chain of a pod given an address EC2 had already taken from its node: who took
+    it, what IMDS served the node before the ADD, the ADD itself, the symptom."""
+    links: list[dict] = []
+    actor = _nemesis_actor(tl, taken)
+    node = tl.node_of(pod.instance_id) or pod.instance_id
+    who = f"the daemon on {node}"
+    if actor is not None:
+        links.append({"step": "fault", "time": min(actor["time"], taken.call["time"]),
+                      "text": f"fault: the scenario's {_nemesis_text(actor)} (not the daemon)"})
+    elif taken.call is not None:
+        c = taken.call
+        by = who if tl.eni_instance.get(c.get("eni_id")) == pod.instance_id else \
+            f"the daemon on {tl.node_of(tl.eni_instance.get(c.get('eni_id'))) or 'another node'}"
+        links.append({"step": "ec2-call", "time": c["time"],
+                      "text": f"{by} called {c['action']} on {c.get('eni_id')} for "
+                              f"{shorts((c.get('ips') or []) + (c.get('prefixes') or []))}"})
+    links.append({"step": "ec2", "time": taken.time, "text": _reaction(tl, taken)})
+    read = _imds_read(tl, taken, pod.start)
+    for f in _active(tl, read["time"] if read else pod.start, pod.instance_id, taken.eni, read):
+        links.append(_fault_link(tl, f))
+    if read is not None:
+        links.append({"step": "imds", "time": read["time"], "text": read["text"]})
+    for d in _decisions(tl, tl.node_of(pod.instance_id), taken, taken.time, pod.start):
+        links.append({"step": "daemon", "time": d["time"], "text": f"{who}: {d['text']}"})
+    links.append({"step": "daemon", "time": pod.start,
+                  "text": f"{who} gave {ip} to pod {pod.name} (its CNI ADD), an address EC2 "
+                          "no longer gave the node"})
     links.append(_symptom(tl, v, ip, pod))
     links.sort(key=lambda x: (x["time"] if x["time"] is not None else tl.t1))
     return links
@@ -290,9 +345,20 @@ def _nemesis_actor(tl: Timeline, c: Change) -> dict | None:
     if c.call is None:
         return None
     for e in tl.nemesis:
-        if e.get("type") in ("start", "info") and abs(e["time"] - c.call["time"]) <= NEMESIS_NEAR and c.ip in _mentions(e, {c.ip}, set()):
+        if e.get("type") in ("start", "info") and abs(e["time"] - c.call["time"]) <= NEMESIS_NEAR \
+                and c.ip in _mentions(e, {c.ip}, set()) and _on_eni(e, c.call.get("eni_id")):
             return e
     return None
+
+
+def _on_eni(e: dict, eni: str | None) -> bool:
+    """Whether the nemesis entry's call was made on `eni` (every EC2 operation names the ENI
+    it calls on): a node's own release right before another node takes the address is the
+    node's call, not the take's."""
+    v = e.get("value") if isinstance(e.get("value"), dict) else {}
+    target = v.get("target") if isinstance(v.get("target"), dict) else v
+    named = target.get("eni")
+    return not (named and eni and named != eni)
 
 
 def _nemesis_on(tl: Timeline, read: dict, c: Change) -> list[dict]:

@@ -143,3 +143,41 @@ def test_an_address_moved_to_another_node_blames_the_taker():
     assert by["ec2-call"] == ("the daemon on node-1 called AssignPrivateIpAddresses on eni-0ccc "
                               "for .12")
     assert by["ec2"] == "EC2: 10.0.1.12 moved from ENI eni-0aaa to ENI eni-0ccc of node-1"
+
+
+def test_a_pod_given_an_address_ec2_had_taken_from_its_node():
+    """The daemon released .12, another node took it, the daemon re-added it as free (a
+    lagging view) and gave it to a new pod: the chain shows the daemon's release (not the
+    take, made on the other node's ENI a moment later), where the address went, the re-add
+    and the ADD itself."""
+    r = story()
+    r["nodes"] = NODES
+    h = r["history"]
+    other_eni, other = "eni-0bbb", "i-0other"
+    h.append("nemesis", "info", "ec2-assign-elsewhere",
+             {"op": "ec2-assign-elsewhere", "id": None,
+              "target": {"eni": other_eni, "ips": ["10.0.1.12"]}}, at=T0 + 10.4, mono=10.4)
+    h.append("monitor", "info", "ownership",
+             {"version": 4, "full": False, "set": {"10.0.1.12": [other, other_eni, False]},
+              "unset": [], "prefixes_set": {}, "prefixes_unset": []}, at=T0 + 10.5, mono=10.5)
+    h.append("client", "ok", "pod-add",
+             {"pod": "p3", "node": 0, "instance_id": I1, "ip": "10.0.1.12"},
+             at=T0 + 13, mono=13)
+    r["audit"].append({"time": T0 + 10.4, "action": "AssignPrivateIpAddresses",
+                       "eni_id": other_eni, "ips": ["10.0.1.12"], "prefixes": [],
+                       "outcome": "ok", "instance_id": other})
+    r["daemon_events"] = {"node-0": [
+        {"t": 12.0, "kind": "reconcile-add", "eni": ENI, "address": "10.0.1.12"}]}
+    doc, _ = build(r)
+    v = next(v for v in doc["violations"] if v["kind"] == "ip-not-owned" and v["subject"] == "p3")
+    links = v["chain"]
+    assert _steps(links) == ["fault", "ec2-call", "ec2", "daemon", "imds", "daemon",
+                             "symptom"], links
+    call, ec2, readd, imds, add = links[1:6]
+    assert call["text"] == ("the daemon on node-0 called UnassignPrivateIpAddresses on "
+                            "eni-0aaa for .12")
+    assert ec2["text"].startswith("EC2: 10.0.1.12 held by no instance, then by ENI eni-0bbb")
+    assert readd["text"] == "the daemon on node-0: reconcile re-added .12 as free"
+    assert "still listing .12 that EC2 had taken back" in imds["text"]
+    assert add["at"] == "t=+13.00s" and "gave 10.0.1.12 to pod p3 (its CNI ADD)" in add["text"]
+    assert "the scenario's" not in " ".join(x["text"] for x in links)
