@@ -26,7 +26,7 @@ from cnikit.cluster.nemesis import Nemesis
 
 # 10.<n>.0.0/16 per cluster; shared by every kit of this process.
 _vpc_numbers = itertools.count()
-# The monitor's default is 1 s; tests are short, and a status call over the socket is cheap.
+# The monitor's default is 1 s; tests are short, and a read of the introspection port is cheap.
 DAEMON_VIEW_INTERVAL = 0.25
 _vpc_lock = threading.Lock()
 
@@ -91,12 +91,18 @@ class Cluster(CniCluster):
         self.nemesis.unassign(pod.ip)
 
     def daemon_ips(self, instance_id: str) -> set[str] | None:
-        """The daemon's datastore of that node: every IP and prefix on its ENIs (the monitor's
-        daemon view). Raises when the daemon does not answer (recorded as such)."""
-        for n, node in enumerate(self.fabric.nodes):
-            if node.instance_id == instance_id:
-                st = self.status(n)
-                return {x for e in st["enis"].values() for x in e["ips"] + e["prefixes"]}
+        """The build's datastore of that node, read from outside as the scenarios read it:
+        every IP and prefix on its ENIs from its [observe] introspection port (upstream's
+        /v1/enis), the monitor's daemon view. None for a build that declares no such port
+        (nothing is judged that needs the view); raises when the daemon does not answer
+        (recorded as such)."""
+        from cnikit.scenarios.blackbox import enis_view, introspect
+
+        port = self.target.observe.introspection
+        for node in self.fabric.nodes:
+            if node.instance_id == instance_id and port:
+                enis, _ = enis_view(introspect(node.ns.path, port))
+                return {x for addrs in enis.values() for x in addrs}
         return None
 
     def close(self) -> None:

@@ -115,6 +115,29 @@ def test_reference_daemon_image_certifies_in_podman(tmp_path):
 
 
 @pytest.mark.timeout(600)
+def test_reference_daemon_image_1_18_3_fails_in_podman_as_its_matrix_column(tmp_path):
+    """The same image run as upstream v1.18.3 (its profile in the target's env): the 3019
+    replay is a violation, as in the 1.18.3 column of the matrix."""
+    from cnikit.containers.image import ensure_image
+    from cnikit.containers.podman import Podman
+    from cnikit.targets import builtin
+    from tests.integration.test_targets import reference_target
+
+    if Podman.available() is not None:
+        pytest.skip(Podman.available())
+    assert builtin("vpc-cni-1.18.3").expected("imds-stale-equal-length") == "violation"
+    target = reference_target(tmp_path / "image.toml", f'image = "{ensure_image(Podman())}"',
+                              profile="vpc-cni-1.18.3")
+    out = tmp_path / "out"
+    p = _certify(str(target), "--runtime", "podman", "--scenario", "imds-stale-equal-length",
+                 "--report", str(out))
+    assert p.returncode == 1, p.stdout + p.stderr
+    cert = json.loads((out / "certificate.json").read_text())
+    assert [(r["scenario"], r["verdict"]) for r in cert["runs"]] == [
+        ("imds-stale-equal-length", "violation")]
+
+
+@pytest.mark.timeout(600)
 def test_jobs_and_shards_give_the_same_certification(tmp_path):
     """Two runs at once (--jobs 2), then the same plan as two shards merged: the same cells,
     the same verdicts, one exit code."""

@@ -38,12 +38,19 @@ def test_breaks(cloud, cluster, invariants):
     print("\nVICTIM", victim.name, victim.ip)
     c.unassign(victim)
     assert invariants.wait_for(lambda inv: victim.name in inv.failing_pods(), 10) is not None
+
+def test_sees_the_build_from_outside(cluster, invariants):
+    # The checkers' view of the datastore is the build's [observe] port, as any build has it:
+    # the reference daemon's private status API off changes nothing.
+    c = cluster(nodes=1, env={"CNIKIT_PRIVATE_STATUS": "off"})
+    pod = c.add_pod(0, "seen")
+    assert pod.ip in c.daemon_ips(c.nodes[0].instance_id)
 '''
 
 
 @pytest.fixture(scope="module")
 def outcome(tmp_path_factory):
-    """Both user tests in one pytest run (one moto start): (result, report dir)."""
+    """The user tests in one pytest run (one moto start): (result, report dir)."""
     pytester_dir = tmp_path_factory.mktemp("user")
     (pytester_dir / "test_user.py").write_text(USER_TESTS)
     reports = tmp_path_factory.mktemp("reports")
@@ -63,7 +70,7 @@ def outcome(tmp_path_factory):
 def test_a_clean_test_passes_and_writes_its_report(outcome):
     proc, reports = outcome
     out = proc.stdout + proc.stderr
-    assert "test_user.py::test_holds PASSED" in out or "1 passed" in out, out[-3000:]
+    assert "test_user.py::test_holds PASSED" in out or "2 passed" in out, out[-3000:]
     [d] = [p for p in reports.iterdir() if "test_holds" in p.name and p.is_dir()]
     doc = json.loads((d / "report.json").read_text())
     assert doc["verdict"] == "holds" and doc["profile"] == "vpc-cni-1.18.4"
@@ -78,7 +85,7 @@ def test_a_broken_pod_fails_the_test_with_the_statement_and_report(outcome):
     proc, reports = outcome
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out[-3000:]
-    assert "1 failed, 1 passed" in out, out[-3000:]
+    assert "1 failed, 2 passed" in out, out[-3000:]
     victim_line = next(line for line in out.splitlines() if line.startswith("VICTIM "))
     _, name, ip = victim_line.split()
     # The one-line summary (-rf) says what broke: kind, pod, IP.
@@ -191,7 +198,8 @@ def test_junit_names_the_build_and_carries_run_id_and_report(outcome):
 
     _proc, reports = outcome
     cases = {c.get("name"): c for c in ET.parse(reports / "junit.xml").getroot().iter("testcase")}
-    assert set(cases) == {"test_holds[vpc-cni-1.18.4]", "test_breaks[vpc-cni-1.18.4]"}, set(cases)
+    assert set(cases) == {"test_holds[vpc-cni-1.18.4]", "test_breaks[vpc-cni-1.18.4]",
+                          "test_sees_the_build_from_outside[vpc-cni-1.18.4]"}, set(cases)
     props = {p.get("name"): p.get("value") for p in cases["test_breaks[vpc-cni-1.18.4]"].iter("property")}
     assert props["cnikit_build"] == "vpc-cni-1.18.4"
     assert len(props["cnikit_run_id"]) >= 4 and props["cnikit_report"].endswith("report.html")
