@@ -139,7 +139,10 @@ def _chain(tl: Timeline, v: dict) -> list[dict]:
     dropped = None
     node = tl.node_of(acting.instance)
     if actor is None:
-        decisions = _decisions(tl, node, acting, pod.start if pod else tl.t0, acted)
+        # Two pods on one IP: what the daemon decided about it up to the second one's ADD
+        # (a sweep and a re-add after the EC2 change are how it got there).
+        until = max(acted, since) if v.get("kind") == "shared-ip" else acted
+        decisions = _decisions(tl, node, acting, pod.start if pod else tl.t0, until)
         dropped = _dropped_seen(tl, acting, pod.start if pod else tl.t0, acted)
         first = min([d["time"] for d in decisions] + ([dropped] if dropped else []) + [acted])
     else:
@@ -341,11 +344,13 @@ def _mentions(e: dict, ips: set[str], enis: set[str]) -> set[str]:
 
 
 def _nemesis_actor(tl: Timeline, c: Change) -> dict | None:
-    """The scenario's own entry that made the EC2 call, when one names its addresses."""
+    """The scenario's own EC2 operation that made the call, when one names its addresses
+    (an IMDS fault naming them made no EC2 call)."""
     if c.call is None:
         return None
     for e in tl.nemesis:
-        if e.get("type") in ("start", "info") and abs(e["time"] - c.call["time"]) <= NEMESIS_NEAR \
+        if e.get("type") in ("start", "info") and str(e.get("f", "")).startswith("ec2-") \
+                and abs(e["time"] - c.call["time"]) <= NEMESIS_NEAR \
                 and c.ip in _mentions(e, {c.ip}, set()) and _on_eni(e, c.call.get("eni_id")):
             return e
     return None

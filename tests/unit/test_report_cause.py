@@ -181,3 +181,26 @@ def test_a_pod_given_an_address_ec2_had_taken_from_its_node():
     assert "still listing .12 that EC2 had taken back" in imds["text"]
     assert add["at"] == "t=+13.00s" and "gave 10.0.1.12 to pod p3 (its CNI ADD)" in add["text"]
     assert "the scenario's" not in " ".join(x["text"] for x in links)
+
+
+def test_two_pods_on_one_ip_show_what_the_daemon_decided_up_to_the_second_add():
+    """After the EC2 change, the daemon's own decisions about the address (here a re-add as
+    free) are how a second pod came to get it: they are in the shared-ip chain."""
+    r = story()
+    r["nodes"] = NODES
+    r["history"].append("monitor", "info", "ownership",
+                        {"version": 4, "full": False, "set": {"10.0.1.12": [I1, ENI, False]},
+                         "unset": [], "prefixes_set": {}, "prefixes_unset": []},
+                        at=T0 + 10.5, mono=10.5)
+    r["history"].append("client", "ok", "pod-add",
+                        {"pod": "p3", "node": 0, "instance_id": I1, "ip": "10.0.1.12"},
+                        at=T0 + 11, mono=11)
+    r["daemon_events"] = {"node-0": [
+        {"t": 10.8, "kind": "reconcile-add", "eni": ENI, "address": "10.0.1.12"}]}
+    doc, _ = build(r)
+    v = next(v for v in doc["violations"] if v["kind"] == "shared-ip")
+    daemon = [x for x in v["chain"] if x["step"] == "daemon"]
+    assert [x["text"] for x in daemon] == [
+        "the daemon on node-0: reconcile re-added .12 as free"], v["chain"]
+    assert daemon[0]["at"] == "t=+10.80s"
+    assert _steps(v["chain"])[-1] == "symptom"
