@@ -17,6 +17,7 @@ PROFILE = Profile(
         "ec2-takes-held-address": VIOLATION,
         "ec2-takes-warm-address": VIOLATION,
         "restart-after-delete": VIOLATION,
+        "released-address-comes-back": VIOLATION,
         # A released address EC2 hands back to the same ENI within the reconcile cooldown is
         # swept from the datastore under the pod given it (upstream keeps the cooldown
         # entry past the new assign); the storm's churn gets there only now and then.
