@@ -163,7 +163,7 @@ def _describe(v: dict, pods: dict[str, dict]) -> dict:
     d = v.get("detail") or {}
     if v["kind"] == "shared-ip":
         ip, pod = v["subject"], ",".join(d.get("pods", []))
-        what = f"IP held by pods {d.get('pods')} ({d.get('evidence')})"
+        what = f"IP held by pods {', '.join(d.get('pods', []))} ({d.get('evidence')})"
     elif v["kind"] == "ip-not-owned":
         pod, ip = v["subject"], d.get("ip")
         what = f"EC2 assigns it to {d.get('held_by') or 'nobody'}, not the pod's node {d.get('node')}"

@@ -130,3 +130,12 @@ def test_eni_headers_name_their_node(tmp_path):
     _, svg = _render(tmp_path)
     heads = [t for a, t in svg.texts if a["_group"] == "eni-head"]
     assert heads and all("node-a" in t for t in heads), heads
+
+
+def test_the_cli_evidence_of_a_shared_ip_names_the_pods_without_a_list_repr():
+    from cnikit.scenarios.engine import _describe
+
+    v = _describe({"kind": "shared-ip", "subject": "10.0.1.7",
+                   "detail": {"pods": ["p4", "p5"], "evidence": "pod-add"}}, {})
+    assert v["what"] == "IP held by pods p4, p5 (pod-add)"
+    assert (v["pod"], v["ip"]) == ("p4,p5", "10.0.1.7")
