@@ -284,4 +284,11 @@ def test_cnikit_ec2_region_option():
         assert any("AWS_DEFAULT_REGION=eu-west-1" in line for line in lines), lines
     finally:
         proc.terminate()
-        assert proc.wait(20) == 0
+        # communicate drains both pipes: a child blocked on a full stderr pipe never exits.
+        try:
+            _, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+            pytest.fail(f"cnikit ec2 did not stop within 60 s of SIGTERM; stderr: {err[-2000:]}")
+    assert proc.returncode == 0, err[-2000:]
