@@ -99,8 +99,10 @@ class Cluster(CniCluster):
         from cnikit.scenarios.blackbox import enis_view, introspect
 
         port = self.target.observe.introspection
+        if not port:
+            return None
         for node in self.fabric.nodes:
-            if node.instance_id == instance_id and port:
+            if node.instance_id == instance_id:
                 enis, _ = enis_view(introspect(node.ns.path, port))
                 return {x for addrs in enis.values() for x in addrs}
         return None

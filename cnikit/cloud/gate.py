@@ -1,8 +1,9 @@
 """The EC2 gate: an HTTP front speaking the EC2 Query protocol in front of moto/LocalStack.
 
 Why: moto hands out duplicate and reserved IPs, ignores limits and prefix delegation and
-loops forever on a full subnet (moto 5.2, tested in tests/unit/test_gate_rules.py). A chaos kit whose EC2 can itself double-assign
-an IP would blame CNIs for its own bugs, so every client talks to the gate instead.
+loops forever on a full subnet (moto 5.2; tests/unit/test_gate_rules.py). A chaos kit whose
+EC2 can itself double-assign an IP would blame CNIs for its own bugs, so every client talks
+to the gate instead.
 
 How it works
 - aiohttp serves (`web.SockSite` makes `add_listener(sock)` trivial: the fabric hands a
@@ -108,8 +109,6 @@ def _required_params() -> dict[str, list[str]]:
                 req.append(loc[0].upper() + loc[1:] if loc else member)
         out[name] = req
     return out
-
-
 
 
 class Region:

@@ -152,9 +152,7 @@ def _chain(tl: Timeline, v: dict) -> list[dict]:
     # 1. the faults: active where the daemon read IMDS (or acted), and the scenario's own
     # EC2 actions on what that read still listed.
     if actor is not None:
-        # The scenario logs its action once the call has returned: it stands at the call.
-        links.append({"step": "fault", "time": min(actor["time"], acted),
-                      "text": f"fault: the scenario's {_nemesis_text(actor)} (not the daemon)"})
+        links.append(_actor_link(actor, acted))
     else:
         at = read["time"] if read else first
         for f in _active(tl, at, acting.instance, acting.eni, read):
@@ -179,11 +177,7 @@ def _chain(tl: Timeline, v: dict) -> list[dict]:
                           "text": f"{who} dropped {change.ip} from its datastore "
                                   "(seen in its view)"})
     if change.call is not None:
-        c = change.call
-        by = who if actor is None else "the scenario"
-        what = shorts((c.get("ips") or []) + (c.get("prefixes") or []))
-        links.append({"step": "ec2-call", "time": c["time"],
-                      "text": f"{by} called {c['action']} on {c.get('eni_id')} for {what}"})
+        links.append(_call_link(who if actor is None else "the scenario", change.call))
     # 4. EC2's reaction
     links.append({"step": "ec2", "time": change.time, "text": _reaction(tl, change)})
     # 5. the symptom
@@ -219,15 +213,12 @@ def _handed_out(tl: Timeline, v: dict, ip: str, pod, taken: Change) -> list[dict
     node = tl.node_of(pod.instance_id) or pod.instance_id
     who = f"the daemon on {node}"
     if actor is not None:
-        links.append({"step": "fault", "time": min(actor["time"], taken.call["time"]),
-                      "text": f"fault: the scenario's {_nemesis_text(actor)} (not the daemon)"})
+        links.append(_actor_link(actor, taken.call["time"]))
     elif taken.call is not None:
-        c = taken.call
-        by = who if tl.eni_instance.get(c.get("eni_id")) == pod.instance_id else \
-            f"the daemon on {tl.node_of(tl.eni_instance.get(c.get('eni_id'))) or 'another node'}"
-        links.append({"step": "ec2-call", "time": c["time"],
-                      "text": f"{by} called {c['action']} on {c.get('eni_id')} for "
-                              f"{shorts((c.get('ips') or []) + (c.get('prefixes') or []))}"})
+        caller = tl.eni_instance.get(taken.call.get("eni_id"))
+        by = who if caller == pod.instance_id else \
+            f"the daemon on {tl.node_of(caller) or 'another node'}"
+        links.append(_call_link(by, taken.call))
     links.append({"step": "ec2", "time": taken.time, "text": _reaction(tl, taken)})
     read = _imds_read(tl, taken, pod.start)
     for f in _active(tl, read["time"] if read else pod.start, pod.instance_id, taken.eni, read):
@@ -242,6 +233,18 @@ def _handed_out(tl: Timeline, v: dict, ip: str, pod, taken: Change) -> list[dict
     links.append(_symptom(tl, v, ip, pod))
     links.sort(key=lambda x: (x["time"] if x["time"] is not None else tl.t1))
     return links
+
+
+def _actor_link(actor: dict, acted: float) -> dict:
+    # The scenario logs its action once the call has returned: it stands at the call.
+    return {"step": "fault", "time": min(actor["time"], acted),
+            "text": f"fault: the scenario's {_nemesis_text(actor)} (not the daemon)"}
+
+
+def _call_link(by: str, call: dict) -> dict:
+    what = shorts((call.get("ips") or []) + (call.get("prefixes") or []))
+    return {"step": "ec2-call", "time": call["time"],
+            "text": f"{by} called {call['action']} on {call.get('eni_id')} for {what}"}
 
 
 def one_line(tl: Timeline, links: list[dict]) -> str:

@@ -49,8 +49,8 @@ def age_past(ctx: Ctx, lag: float, eni_id: str | None = None) -> None:
     the cluster) is older than `lag`, before a Describe `lag` seconds behind begins: the
     lagging view then shows the settled cluster, and lags only what changes from here.
     Begun sooner, a lagging Describe also hides addresses every node's running pods got
-    while the cluster came up, how many depending on how fast the machine was (under four
-    runs at once, 1.18.4 swept another node's peers in restart-lagging-describe)."""
+    while the cluster came up, how many depending on how fast the machine was (under three
+    runs at once in CI, 1.18.4 swept another node's peers in restart-lagging-describe)."""
     ctx.run_for(max(0.0, lag + 0.5 - _since_last_change(ctx, eni_id)))
 
 
