@@ -145,6 +145,7 @@ class Gate:
         self._upstream: UpstreamClient | None = None
         self._lock: asyncio.Lock | None = None
         self._changed: asyncio.Event | None = None
+        self._closing = False
         self._handlers = {
             "AssignPrivateIpAddresses": self._assign,
             "UnassignPrivateIpAddresses": self._unassign,
@@ -256,6 +257,10 @@ class Gate:
             await asyncio.sleep(0.2)
 
     async def _shutdown(self) -> None:
+        # Long polls of the change feed (the IMDS's) end now: cleanup waits for every handler.
+        self._closing = True
+        if self._changed is not None:
+            self._changed.set()
         if self._runner is not None:
             await self._runner.cleanup()
         if self._upstream is not None:
@@ -781,7 +786,7 @@ class Gate:
 
     async def wait_version(self, since: int) -> None:
         """Return once the mirror's version exceeds `since` (event-loop side of wait_change)."""
-        while self.mirror.version <= since:
+        while self.mirror.version <= since and not self._closing:
             await self._changed.wait()
 
 

@@ -31,6 +31,7 @@ log = logging.getLogger("cnikit.daemon.server")
 SOCKET_NAME = "ipamd.sock"
 CHECKPOINT_NAME = "ipam.json"
 MAX_REQUEST = 64 * 1024
+SERVE_POLL = 0.05  # seconds: how long a stopping server may take to notice
 
 # CNI spec error codes the daemon's answers map to.
 CNI_TRY_AGAIN = 11
@@ -279,7 +280,9 @@ class Daemon:
         return S(tuple(addr), H)
 
     def _start(self, server, name: str) -> None:
-        t = threading.Thread(target=server.serve_forever, name=name, daemon=True)
+        # A short poll: stopping (a restart in a scenario, every run's teardown) waits one.
+        t = threading.Thread(target=server.serve_forever, args=(SERVE_POLL,), name=name,
+                             daemon=True)
         t.start()
         self._servers.append(server)
         self._threads.append(t)
@@ -311,8 +314,13 @@ class Daemon:
 
     def stop(self) -> None:
         self.stopping.set()
+        # Each shutdown() waits out its server's poll interval: all at once, not one by one.
+        stoppers = [threading.Thread(target=s.shutdown) for s in self._servers]
+        for t in stoppers:
+            t.start()
+        for t in stoppers:
+            t.join()
         for s in self._servers:
-            s.shutdown()
             s.server_close()
         self.socket_path.unlink(missing_ok=True)
 
