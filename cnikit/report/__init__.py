@@ -24,9 +24,10 @@ from cnikit.errors import UsageError
 SCHEMA_VERSION = "cnikit-report/1"
 FIELDS = ("scenario", "profile", "seed", "verdict", "seconds", "violations", "warnings",
           "history", "imds_events", "audit", "versions")
+VERDICTS = ("holds", "violation", "inconclusive", "error")
 # Kept in report.json when a RunResult has them (cnikit.scenarios.engine).
-EXTRAS = ("description", "expected", "error", "params", "nodes", "steps", "schedule",
-          "daemon_views", "daemon_events", "imds_requests")
+EXTRAS = ("description", "expected", "error", "precondition", "params", "nodes", "steps",
+          "schedule", "daemon_views", "daemon_events", "imds_requests")
 
 # The shape of report.json, as a JSON Schema (draft 2020-12); tests validate against it.
 SCHEMA = {
@@ -38,7 +39,7 @@ SCHEMA = {
         "scenario": {"type": ["string", "null"]},
         "profile": {"type": ["string", "null"]},
         "seed": {"type": ["integer", "null"]},
-        "verdict": {"enum": ["holds", "violation", "error"]},
+        "verdict": {"enum": ["holds", "violation", "inconclusive", "error"]},
         "seconds": {"type": ["number", "null"]},
         "started": {"type": "number"},
         "ended": {"type": "number"},
@@ -132,7 +133,7 @@ def normalize(result) -> dict:
         if raw.get("warnings") is None:
             doc["warnings"] = [v.to_json() for v in inv.warnings()]
     doc["violations"] = sorted(doc["violations"], key=lambda v: v.get("since") or 0)
-    if doc.get("verdict") not in ("holds", "violation", "error"):
+    if doc.get("verdict") not in VERDICTS:
         doc["verdict"] = "violation" if doc["violations"] else "holds"
     doc["versions"] = {**versions(), **(doc.get("versions") or {})}
     if isinstance(doc.get("seed"), str) and doc["seed"].isdigit():
@@ -154,6 +155,8 @@ def build(result) -> tuple[dict, object]:
                         extras.get("nodes"), requests if isinstance(requests, list) else None,
                         extras.get("daemon_events"))
     doc["summary"] = summary.summarize(tl, doc["verdict"], doc["violations"], doc["warnings"])
+    if doc["verdict"] == "inconclusive" and extras.get("precondition"):
+        doc["summary"].insert(0, f"inconclusive: precondition not met: {extras['precondition']}")
     # Each violation carries its chain back to the first cause the record shows.
     doc["violations"] = [{**v, "chain": cause.to_json(tl, cause.chain(tl, v))}
                          for v in doc["violations"]]

@@ -429,6 +429,7 @@ h1{font-size:20px;margin:0 0 4px} h2{font-size:16px;margin:22px 0 6px}
 h3{font-size:14px;margin:12px 0 4px}
 .verdict{display:inline-block;padding:2px 10px;border-radius:4px;color:#fff;font-weight:600}
 .holds{background:#2e7d32} .violation{background:#c62828} .error{background:#6d4c41}
+.inconclusive{background:#8d6e00}
 p.err{color:#6d4c41;font-weight:600}
 .meta{color:#555} ul.summary li{margin:3px 0} ul.summary li.v{color:#b71c1c}
 .legend span{display:inline-block;margin:0 14px 4px 0} .legend i{display:inline-block;width:14px;

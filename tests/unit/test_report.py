@@ -221,3 +221,18 @@ def test_error_verdict_is_kept(tmp_path):
     paths = write_report(tmp_path, r)
     assert json.loads(paths["json"].read_text())["verdict"] == "error"
     assert "cluster failed" in paths["html"].read_text()
+
+
+def test_an_inconclusive_run_is_reported_as_one_with_its_precondition(tmp_path):
+    jsonschema = pytest.importorskip("jsonschema")
+    r = story()
+    r["verdict"], r["violations"], r["warnings"] = "inconclusive", [], []
+    r["precondition"] = "no address was released to EC2 within 20s"
+    paths = write_report(tmp_path, r)
+    doc = json.loads(paths["json"].read_text())
+    jsonschema.validate(doc, SCHEMA)
+    assert doc["verdict"] == "inconclusive"
+    assert doc["precondition"] == r["precondition"]
+    assert doc["summary"][0] == f"inconclusive: precondition not met: {r['precondition']}"
+    html = paths["html"].read_text()
+    assert 'class="verdict inconclusive"' in html and "released to EC2 within 20s" in html
