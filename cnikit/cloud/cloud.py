@@ -6,6 +6,7 @@ says LocalStack is (`AWS_ENDPOINT_URL`, else `LOCALSTACK_HOST`, default localhos
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 import boto3
@@ -58,6 +59,10 @@ class Cloud:
         self.upstream_url = upstream_url
         self.region = region
         self._owned = owned  # the upstream server this Cloud started (stopped with it)
+        # One client per endpoint and region, shared (botocore's clients are thread-safe):
+        # making one costs 7-200 ms of CPU, and the nemesis used to make one per fault.
+        self._clients: dict[tuple[str, str], object] = {}
+        self._clients_lock = threading.Lock()
 
     @classmethod
     def start(cls, ec2: str = "moto", endpoint: str | None = None, port: int = 0,
@@ -106,16 +111,21 @@ class Cloud:
     def client(self, endpoint: str | None = None, region: str | None = None):
         """A boto3 EC2 client on the gate (or on `endpoint`) signing for `region` (default:
         the kit's own), dummy credentials, one retry (botocore's `max_attempts` counts
-        retries, not attempts)."""
-        return boto3.client(
-            "ec2",
-            endpoint_url=endpoint or self.endpoint,
-            region_name=region or self.region,
-            aws_access_key_id="test",
-            aws_secret_access_key="test",
-            config=botocore.config.Config(retries={"max_attempts": 1, "mode": "standard"},
-                                          connect_timeout=5, read_timeout=60),
-        )
+        retries, not attempts). The same client for the same endpoint and region."""
+        key = (endpoint or self.endpoint, region or self.region)
+        with self._clients_lock:  # boto3's default session is not thread-safe
+            client = self._clients.get(key)
+            if client is None:
+                client = self._clients[key] = boto3.client(
+                    "ec2",
+                    endpoint_url=key[0],
+                    region_name=key[1],
+                    aws_access_key_id="test",
+                    aws_secret_access_key="test",
+                    config=botocore.config.Config(retries={"max_attempts": 1, "mode": "standard"},
+                                                  connect_timeout=5, read_timeout=60),
+                )
+        return client
 
     def bootstrap(self, nodes: int = 3, instance_type: str = "m5.large",
                   vpc_cidr: str = "10.0.0.0/16", subnet_cidr: str = "10.0.1.0/24",

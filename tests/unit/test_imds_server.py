@@ -337,9 +337,12 @@ def test_lag_shows_changes_one_second_late(server, topo, ec2, fc):
 def test_stale_of_ips_and_path_glob(server, topo, ec2, fc):
     inst = topo.instances[0]
     imds = as_instance(server, topo, 0)
+    if len(eni_ips(ec2, inst.primary_eni_id)) < 2:  # alone in its worker: no secondary yet
+        ec2.assign_private_ip_addresses(NetworkInterfaceId=inst.primary_eni_id,
+                                        SecondaryPrivateIpAddressCount=1)
     before = eni_ips(ec2, inst.primary_eni_id)
     wait_for(lambda: imds.ips(inst.mac) == before, 0.3, "served equals EC2")
-    victim = before[-1]
+    victim = before[-1]  # a secondary: EC2 refuses to unassign the primary
     with fc.stale(ips=[victim]), fc.stale(path="latest/meta-data/network/*/ipv4-prefix"):
         held_prefix = imds.text(f"{MACS}{inst.mac}/ipv4-prefix")
         ec2.unassign_private_ip_addresses(NetworkInterfaceId=inst.primary_eni_id,
