@@ -1,15 +1,17 @@
-"""Scenario runs side by side (`cnikit matrix --jobs`, `cnikit certify --jobs`): each in its
-own process (cnikit.scenarios.worker), at most `jobs` at once; and the deterministic share
+"""Scenario runs side by side (`cnikit matrix --jobs`, `cnikit certify --jobs`): in worker
+processes (cnikit.scenarios.worker), at most `jobs` at once; and the deterministic share
 of them one CI runner takes (--shard)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import threading
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -79,55 +81,116 @@ def target_ref(target) -> str:
     return str(target.source) if getattr(target, "source", None) else target.name
 
 
+class WorkerDied(Exception):
+    pass
+
+
+def _error_record(spec: dict, why: str) -> dict:
+    return {"scenario": spec["scenario"], "seed": spec["seed"], "verdict": "error",
+            "expected": None, "seconds": 0.0, "report": None, "precondition": None,
+            "exercised": False, "error": f"worker: {why}"[:500], "evidence": [], "run_id": None}
+
+
+class Worker:
+    """One `cnikit.scenarios.worker --serve` process, in its own session (so Ctrl-C stops
+    them all, and the kit's cleanup removes what a killed one left: its run ids are its own)."""
+
+    def __init__(self):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "cnikit.scenarios.worker", "--serve"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        self._err: deque[str] = deque(maxlen=20)  # its last words, should it die
+        threading.Thread(target=self._drain, name="worker-stderr", daemon=True).start()
+
+    def _drain(self) -> None:
+        for line in self.proc.stderr:
+            if line.strip():
+                self._err.append(line.rstrip())
+
+    def call(self, spec: dict) -> dict:
+        """The run's record ({"worker_error": why} for a spec it cannot run); WorkerDied(why)
+        when the worker dies on the way."""
+        try:
+            self.proc.stdin.write(json.dumps(spec) + "\n")
+            self.proc.stdin.flush()
+            line = self.proc.stdout.readline()
+        except (BrokenPipeError, ValueError, OSError):
+            line = ""
+        if not line:
+            code = self.proc.wait()
+            raise WorkerDied(self._err[-1] if self._err else f"exit {code}")
+        return json.loads(line)
+
+    def close(self) -> None:
+        """End it at its next read (EOF); it has no run in flight then."""
+        with contextlib.suppress(OSError, ValueError):
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.signal(signal.SIGKILL)
+            self.proc.wait()
+
+    def signal(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, sig)
+
+
 class Pool:
-    """Worker processes, each in its own session so Ctrl-C stops them all, and the kit's
-    cleanup removes what a killed one left (its run id is its own)."""
+    """At most `jobs` workers, each taking one run after another."""
 
     def __init__(self, jobs: int):
         self.jobs = jobs
-        self._procs: set[subprocess.Popen] = set()
+        self._idle: list[Worker] = []
+        self._all: set[Worker] = set()
         self._lock = threading.Lock()
 
     def run(self, spec: dict) -> dict:
-        cmd = [sys.executable, "-m", "cnikit.scenarios.worker", json.dumps(spec)]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True)
         with self._lock:
-            self._procs.add(proc)
-        try:
-            out, err = proc.communicate()
-        finally:
+            w = self._idle.pop() if self._idle else None
+        if w is None:
+            w = Worker()
             with self._lock:
-                self._procs.discard(proc)
-        lines = [x for x in out.splitlines() if x.startswith("{")]
-        if proc.returncode == 0 and lines:
-            return json.loads(lines[-1])
-        why = (err.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
-        return {"scenario": spec["scenario"], "seed": spec["seed"], "verdict": "error",
-                "expected": None, "seconds": 0.0, "report": None, "precondition": None,
-                "exercised": False, "error": f"worker: {why}"[:500], "evidence": [],
-                "run_id": None}
+                self._all.add(w)
+        try:
+            rec = w.call(spec)
+        except WorkerDied as e:  # the next run gets a new worker
+            with self._lock:
+                self._all.discard(w)
+            return _error_record(spec, str(e))
+        with self._lock:
+            self._idle.append(w)
+        if "worker_error" in rec:
+            return _error_record(spec, f"cnikit: {rec['worker_error']}")
+        return rec
+
+    def close(self) -> None:
+        """End the idle workers (every run done)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+            self._all.difference_update(idle)
+        for w in idle:
+            w.close()
 
     def stop(self) -> None:
+        """Stop every worker, busy or not: each tears its run down on SIGTERM."""
         with self._lock:
-            procs = list(self._procs)
-        for p in procs:
+            workers, self._idle = list(self._all), []
+            self._all.clear()
+        for w in workers:
+            w.signal(signal.SIGTERM)
+        for w in workers:
             try:
-                os.killpg(p.pid, signal.SIGTERM)  # the worker tears its run down
-            except ProcessLookupError:
-                pass
-        for p in procs:
-            try:
-                p.wait(30)
+                w.proc.wait(30)
             except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
+                w.signal(signal.SIGKILL)
 
 
 def run_specs(items: list, spec_of: Callable[[object], dict], jobs: int,
               on_start: Callable[[object], None] | None = None,
               on_done: Callable[[object, dict], None] | None = None) -> list[dict]:
-    """One worker process per item (spec_of(item): the worker's JSON argument), `jobs` at
-    once; the records in the items' order."""
+    """One run per item (spec_of(item): the worker's JSON spec), `jobs` at once; the records
+    in the items' order."""
     pool = Pool(jobs)
 
     def one(item) -> dict:
@@ -140,12 +203,14 @@ def run_specs(items: list, spec_of: Callable[[object], dict], jobs: int,
 
     ex = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="runs")
     try:
-        return list(ex.map(one, items))
+        records = list(ex.map(one, items))
     except BaseException:
         pool.stop()
         raise
     finally:
         ex.shutdown(wait=True, cancel_futures=True)
+    pool.close()
+    return records
 
 
 def run_all(todo: list, target, root: Path, jobs: int, ec2: str, ec2_endpoint: str | None,
