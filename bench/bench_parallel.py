@@ -31,7 +31,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="two scenarios only")
     ap.add_argument("--jobs", type=int, nargs="+", default=None,
                     help="parallel settings measured beside --jobs 1 [default: the CLI's "
-                         "default, one run per core]")
+                         "default, three runs per core]")
     args = ap.parse_args()
     if args.jobs is None:
         from cnikit.scenarios.parallel import default_jobs
