@@ -187,13 +187,15 @@ def test_bad_shard_is_one_line(bad):
         parse_shard(bad)
 
 
-def test_runs_at_once_default_to_one_per_usable_core(monkeypatch):
+def test_runs_at_once_default_to_three_per_usable_core(monkeypatch):
     from cnikit.scenarios import parallel
 
     monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda pid: {0, 3, 5})
-    assert parallel.default_jobs() == 3
+    assert parallel.default_jobs() == 9
     monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda pid: set())
     assert parallel.default_jobs() == 1
+    monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda pid: set(range(40)))
+    assert parallel.default_jobs() == 64
 
 
 def _shard_dirs(target, tmp_path, n: int) -> list[Path]:
