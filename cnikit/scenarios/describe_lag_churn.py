@@ -3,11 +3,11 @@
 DescribeNetworkInterfaces shows the state of a few seconds ago (EC2 is eventually
 consistent), longer than the reconcile cooldown, while the node keeps changing its pool:
 addresses it just assigned for new pods are missing from Describe, addresses it just
-released (and another node then took) are still in it. The node's IMDS follows EC2 a second
+released (and another tenant of the subnet then took) are still in it. The node's IMDS follows EC2 a second
 late, as a hypervisor's does, and leaves out one pod's address, so the daemon's views
 disagree and it asks EC2 on every reconcile. A build that believes Describe alone drops its
 new pods' addresses (they come back free: two pods on one address) or takes the released
-ones back (a pod on an address EC2 routes to the other node).
+ones back (a pod on an address EC2 gave to someone else).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ RELEASED = 2
     env={"WARM_IP_TARGET": "1", "MAX_ENI": "1"},
 )
 def run(ctx: Ctx) -> None:
+    ctx.spare_interface()  # what takes released addresses: ready before they are released
     pods, eni, focus = settled(ctx, NODE, 4)
     ctx.step("4 pods; EC2, IMDS and the pool agree", **focus)
 
@@ -52,7 +53,7 @@ def run(ctx: Ctx) -> None:
     taken: set[str] = set()
     for ip in release(ctx, eni, pods[:RELEASED], RELEASED):
         take(ctx, ip, taken)
-    ctx.step("released addresses taken by another node; Describe still shows them", **focus)
+    ctx.step("released addresses taken by another interface; Describe still shows them", **focus)
 
     # Pods keep coming and going until Describe catches up, past the releases' cooldown:
     # each new pod's address is one the node assigns now, missing from Describe, and a

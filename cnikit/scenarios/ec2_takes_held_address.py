@@ -29,11 +29,7 @@ CAPACITY = 9  # secondary addresses of one m5.large ENI
     env={"WARM_IP_TARGET": "1", "MAX_ENI": "1"},
 )
 def run(ctx: Ctx) -> None:
-    # Another interface of the subnet, attached to no node (an operator's, a load
-    # balancer's): what it takes is no node's, so no daemon adopts it.
-    elsewhere = ctx.cloud.client().create_network_interface(
-        SubnetId=ctx.fabric.topo.subnet_id,
-        Description="another interface")["NetworkInterface"]["NetworkInterfaceId"]
+    elsewhere = ctx.spare_interface()
     pods, eni, focus = settled(ctx, NODE, 3)
     ctx.step("3 pods; EC2, IMDS and the pool agree", **focus)
 

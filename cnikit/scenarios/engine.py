@@ -327,6 +327,7 @@ class Ctx:
         self._seq = 0
         self.add_failures = 0
         self.last_add_error: dict[int, str] = {}  # node -> the last failed ADD's answer
+        self._spare: str | None = None
 
     # -- time ------------------------------------------------------------------------------
 
@@ -487,9 +488,25 @@ class Ctx:
         if self.sampler is not None:
             self.sampler.kit_down.discard(node)
 
-    def ec2_take(self, node: int, ips: list[str]) -> None:
-        """Another tenant of the subnet takes these IPs (on `node`'s primary ENI)."""
-        self.nemesis.take_ips(self.fabric.topo.instances[node].primary_eni_id, list(ips))
+    def ec2_take(self, ips: list[str], node: int | None = None) -> None:
+        """Another tenant of the subnet takes these IPs: the spare interface, which no daemon
+        manages, so none gives them back to EC2 while the run lasts; or `node`'s primary ENI,
+        whose daemon may release them again as surplus (within a second, measured, and EC2
+        then handed them back to the node that had just released them)."""
+        eni = self.spare_interface() if node is None else \
+            self.fabric.topo.instances[node].primary_eni_id
+        self.nemesis.take_ips(eni, list(ips))
+
+    def spare_interface(self) -> str:
+        """Another interface of the subnet, attached to no node (an operator's, a load
+        balancer's): what it takes is no node's, so no daemon adopts it. Made at first use:
+        a scenario that takes released addresses makes it first (made at the take, its own
+        EC2 call gave the pool time to assign a released address again)."""
+        if self._spare is None:
+            self._spare = self.cloud.client().create_network_interface(
+                SubnetId=self.fabric.topo.subnet_id,
+                Description="another interface")["NetworkInterface"]["NetworkInterfaceId"]
+        return self._spare
 
     # -- the build, seen from outside, and EC2 ----------------------------------------------
 

@@ -27,6 +27,7 @@ NODE = 0
     env={"WARM_IP_TARGET": "1", "MAX_ENI": "1"},
 )
 def run(ctx: Ctx) -> None:
+    ctx.spare_interface()  # what takes released addresses: ready before they are released
     # Peers on the other node: pod traffic across nodes crosses the VPC fabric, which
     # routes by EC2's assignments, so an IP EC2 took back goes dark there.
     pods, eni, focus = settled(ctx, NODE, M)
@@ -39,9 +40,9 @@ def run(ctx: Ctx) -> None:
 
     # The IP cooldown ends, the pool is over WARM_IP_TARGET: the daemon releases to EC2.
     freed = release(ctx, eni, pods[:FREED], FREED, before=frozen, within=20)
-    # A busy subnet: another node picks the freed IPs up, so EC2 will not hand them back.
-    ctx.ec2_take(1, freed)
-    ctx.step(f"{len(freed)} IPs released to EC2 (and taken by another node), still listed in IMDS",
+    # A busy subnet: another tenant picks the freed IPs up, so EC2 will not hand them back.
+    ctx.ec2_take(freed)
+    ctx.step(f"{len(freed)} IPs released to EC2 (and taken by another interface), still listed in IMDS",
              **focus)
 
     for _ in range(FREED - 1):

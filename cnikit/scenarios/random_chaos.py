@@ -216,13 +216,6 @@ def _retried(ctx: Ctx, act, tries: int = 20):
     return None
 
 
-def spare_interface(ctx: Ctx) -> str:
-    """Another interface of the subnet, attached to no node: what takes pods' addresses."""
-    return ctx.cloud.client().create_network_interface(
-        SubnetId=ctx.fabric.topo.subnet_id,
-        Description="another interface")["NetworkInterface"]["NetworkInterfaceId"]
-
-
 def restart(ctx: Ctx, node: int, timeout: float = 30.0) -> None:
     """Restart like a DaemonSet does: a daemon that cannot start (IMDS down) is retried.
     Faults last at most a few seconds: a daemon still not ready after `timeout` is stuck."""
@@ -252,7 +245,7 @@ def run(ctx: Ctx) -> None:
     duration = ctx.duration or 15.0
     ctx.schedule = [dict(op) for op in make_schedule(ctx.seed, duration)]
     ctx.taken = {}  # compound id -> (take-held id, the ENI to give the address back to)
-    ctx.spare_eni = spare_interface(ctx)
+    ctx.spare_eni = ctx.spare_interface()
     peers(ctx, node=1, count=2)
     peers(ctx, node=0, count=2)
     ctx.step(f"chaos for {duration:.0f}s: {len(ctx.schedule)} operations from seed {ctx.seed}")

@@ -3,9 +3,9 @@
 Node 0 releases two warm addresses while every UnassignPrivateIpAddresses answer is lost
 (`lost_response`: EC2 made the change, the caller sees InternalError). The daemon's EC2
 client retries, and EC2 refuses the retry (InvalidParameterValue: the addresses are no
-longer on the ENI). Another node then takes them. New pods come on node 0: a build that put
-a refused release back into its pool as free gives one of them an address EC2 routes to the
-other node (`ip-not-owned`, `unreachable`): random-chaos seed 22's second hardened bug.
+longer on the ENI). Another interface of the subnet then takes them. New pods come on node 0:
+a build that put a refused release back into its pool as free gives one of them an address
+EC2 gave to someone else (`ip-not-owned`, `unreachable`): random-chaos seed 22's second hardened bug.
 """
 
 from __future__ import annotations
@@ -23,11 +23,12 @@ RELEASED = 2
     why="a refused release says nothing about where the address is: upstream takes it out "
         "of the datastore into the reconcile cooldown and re-adds only what EC2 still "
         "shows; hardened keeps it quarantined until EC2 and IMDS agree. A build that puts "
-        "it back in the pool as free hands a new pod an address another node has.",
+        "it back in the pool as free hands a new pod an address another interface has.",
     nodes=2,
     env={"WARM_IP_TARGET": "1", "MAX_ENI": "1"},
 )
 def run(ctx: Ctx) -> None:
+    ctx.spare_interface()  # what takes released addresses: ready before they are released
     pods, eni, focus = settled(ctx, NODE, 4)
     ctx.step("4 pods; EC2, IMDS and the pool agree", **focus)
     fault = ctx.ec2_fault("lost_response", action="UnassignPrivateIpAddresses")
@@ -37,7 +38,7 @@ def run(ctx: Ctx) -> None:
     for ip in released:
         take(ctx, ip, taken)
     ctx.step(f"{', '.join(released)} released with the answers lost; {len(taken)} taken by "
-             "node 1", **focus)
+             "another interface", **focus)
     for _ in range(3):
         ctx.add_pod(NODE, retry_for=5)
     ctx.end_ec2_fault(fault)

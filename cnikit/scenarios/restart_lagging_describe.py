@@ -1,6 +1,6 @@
 """A daemon restart while EC2's Describe lags behind the node's last assigns and releases.
 
-Right before the restart the node released addresses (and another node took them) and
+Right before the restart the node released addresses (and another interface took them) and
 assigned new ones for new pods. Start-up reads a Describe of a few seconds ago: it still
 shows the released addresses and lacks the new pods'. A build that starts from that
 Describe alone keeps the released addresses as free (a new pod on one is dark: EC2 routes
@@ -27,6 +27,7 @@ RELEASED = 2
     env={"WARM_IP_TARGET": "1", "MAX_ENI": "1"},
 )
 def run(ctx: Ctx) -> None:
+    ctx.spare_interface()  # what takes released addresses: ready before they are released
     pods, eni, focus = settled(ctx, NODE, 4)
     ctx.step("4 pods; EC2, IMDS and the pool agree", **focus)
 
@@ -35,7 +36,7 @@ def run(ctx: Ctx) -> None:
     fault = ctx.ec2_fault("describe_lag", seconds=lag, duration=lag + ctx.t(60))
     before_release = ctx.elapsed()
     released = release(ctx, eni, pods[:RELEASED], RELEASED)
-    ctx.ec2_take(1, released)
+    ctx.ec2_take(released)
     for _ in range(2):
         ctx.add_pod(NODE, retry_for=5)
     # Start-up must read the pool as it was just before the releases: a lag measured from
@@ -44,7 +45,7 @@ def run(ctx: Ctx) -> None:
     lag = round(ctx.elapsed() - before_release + 0.5, 2)
     ctx.end_ec2_fault(fault)
     ctx.ec2_fault("describe_lag", seconds=lag, duration=lag + ctx.t(60))
-    ctx.step(f"Describe {lag:g}s behind: released addresses (taken by another node) still "
+    ctx.step(f"Describe {lag:g}s behind: released addresses (taken by another interface) still "
              "in it, the new pods' missing", **focus)
 
     ctx.restart_daemon(NODE)

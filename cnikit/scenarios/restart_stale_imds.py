@@ -1,7 +1,7 @@
 """Upstream issue 3887: after a restart, a stale IMDS re-adds IPs EC2 already took back.
 
 IMDS holds the node's ENI stale. The daemon releases IPs (pods deleted, pool over its
-target) and another node gets them from EC2. The daemon restarts (an upgrade, a crash):
+target) and another interface of the subnet gets them from EC2. The daemon restarts (an upgrade, a crash):
 start-up builds the datastore from IMDS, the released IPs come back as free and go to new
 pods, which are then dark: EC2 routes those IPs to the other node.
 """
@@ -22,6 +22,7 @@ NODE = 0
     env={"WARM_IP_TARGET": "1", "MAX_ENI": "1"},
 )
 def run(ctx: Ctx) -> None:
+    ctx.spare_interface()  # what takes released addresses: ready before they are released
     pods, eni, focus = settled(ctx, NODE, 5)
     ctx.wait_imds_follows(NODE, eni.eni_id)
     stale = ctx.imds_fault("stale", target={"mac": eni.mac})
@@ -33,8 +34,8 @@ def run(ctx: Ctx) -> None:
     ctx.precondition(lambda: len(frozen - set(ctx.ec2_eni(eni.eni_id).ips)) >= 3, 20,
                      "3 IPs released to EC2")
     gone = sorted(frozen - set(ctx.ec2_eni(eni.eni_id).ips))
-    ctx.ec2_take(1, gone)
-    ctx.step("IPs released; EC2 gave them to another node; IMDS still lists them", **focus)
+    ctx.ec2_take(gone)
+    ctx.step("IPs released; EC2 gave them to another interface; IMDS still lists them", **focus)
 
     ctx.restart_daemon(NODE)
     ctx.step("daemon restarted", **focus)

@@ -46,13 +46,15 @@ def run(ctx: Ctx) -> None:
         ctx.delete_pod(pod)
     # Pods keep coming (and some going) while both sources still show what the node
     # releases; another node takes each released address as soon as EC2 has it back. A
-    # build that takes them back as free hands one to a new pod.
+    # build that takes them back as free hands one to a new pod. (Node 1's daemon may give
+    # one back as surplus; with the spare interface taking them, 1.18.4's violation came in
+    # 4 of 5 seeds instead of 5, measured.)
     taken: set[str] = set()
     for i in range(60):  # bounded; about 0.4 s each
         if ctx.elapsed() >= ends:
             break
         for ip in sorted(before - set(ctx.ec2_eni(eni.eni_id).ips) - taken):
-            take(ctx, ip, taken)
+            take(ctx, ip, taken, node=1)
         mine = ctx.pods_on(NODE)
         if len(mine) >= 6 or (i % 3 == 2 and len(mine) > 2):
             ctx.delete_pod(mine[0])
