@@ -39,7 +39,7 @@ SCHEMA = {
         "scenario": {"type": ["string", "null"]},
         "profile": {"type": ["string", "null"]},
         "seed": {"type": ["integer", "null"]},
-        "verdict": {"enum": ["holds", "violation", "inconclusive", "error"]},
+        "verdict": {"enum": list(VERDICTS)},
         "seconds": {"type": ["number", "null"]},
         "started": {"type": "number"},
         "ended": {"type": "number"},

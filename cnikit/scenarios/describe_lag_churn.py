@@ -3,9 +3,9 @@
 DescribeNetworkInterfaces shows the state of a few seconds ago (EC2 is eventually
 consistent), longer than the reconcile cooldown, while the node keeps changing its pool:
 addresses it just assigned for new pods are missing from Describe, addresses it just
-released (and another tenant of the subnet then took) are still in it. The node's IMDS follows EC2 a second
-late, as a hypervisor's does, and leaves out one pod's address, so the daemon's views
-disagree and it asks EC2 on every reconcile. A build that believes Describe alone drops its
+released (and another tenant of the subnet then took) are still in it. The node's IMDS
+follows EC2 a second late, as a hypervisor's does, and leaves out one pod's address, so the
+daemon's views disagree and it asks EC2 on every reconcile. A build that believes Describe alone drops its
 new pods' addresses (they come back free: two pods on one address) or takes the released
 ones back (a pod on an address EC2 gave to someone else).
 """

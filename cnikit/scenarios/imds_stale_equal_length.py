@@ -42,8 +42,8 @@ def run(ctx: Ctx) -> None:
     freed = release(ctx, eni, pods[:FREED], FREED, before=frozen, within=20)
     # A busy subnet: another tenant picks the freed IPs up, so EC2 will not hand them back.
     ctx.ec2_take(freed)
-    ctx.step(f"{len(freed)} IPs released to EC2 (and taken by another interface), still listed in IMDS",
-             **focus)
+    ctx.step(f"{len(freed)} IPs released to EC2 (and taken by another interface), still listed "
+             "in IMDS", **focus)
 
     for _ in range(FREED - 1):
         if ctx.add_pod(NODE) is None:  # IMDS is stale: a careful build may hold back

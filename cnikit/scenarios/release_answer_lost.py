@@ -3,9 +3,10 @@
 Node 0 releases two warm addresses while every UnassignPrivateIpAddresses answer is lost
 (`lost_response`: EC2 made the change, the caller sees InternalError). The daemon's EC2
 client retries, and EC2 refuses the retry (InvalidParameterValue: the addresses are no
-longer on the ENI). Another interface of the subnet then takes them. New pods come on node 0:
-a build that put a refused release back into its pool as free gives one of them an address
-EC2 gave to someone else (`ip-not-owned`, `unreachable`): random-chaos seed 22's second hardened bug.
+longer on the ENI). Another interface of the subnet then takes them. New pods come on
+node 0: a build that put a refused release back into its pool as free gives one of them an
+address EC2 gave to someone else (`ip-not-owned`, `unreachable`): random-chaos seed 22's
+second hardened bug.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 Right before the restart the node released addresses (and another interface took them) and
 assigned new ones for new pods. Start-up reads a Describe of a few seconds ago: it still
 shows the released addresses and lacks the new pods'. A build that starts from that
-Describe alone keeps the released addresses as free (a new pod on one is dark: EC2 routes
-it to the other node) or drops the new pods' checkpointed addresses (they go to a second
+Describe alone keeps the released addresses as free (a new pod on one is dark: EC2 gave
+it to another interface) or drops the new pods' checkpointed addresses (they go to a second
 pod).
 """
 

@@ -1,9 +1,9 @@
 """Upstream issue 3887: after a restart, a stale IMDS re-adds IPs EC2 already took back.
 
 IMDS holds the node's ENI stale. The daemon releases IPs (pods deleted, pool over its
-target) and another interface of the subnet gets them from EC2. The daemon restarts (an upgrade, a crash):
-start-up builds the datastore from IMDS, the released IPs come back as free and go to new
-pods, which are then dark: EC2 routes those IPs to the other node.
+target) and another interface of the subnet gets them from EC2. The daemon restarts (an
+upgrade, a crash): start-up builds the datastore from IMDS, the released IPs come back as
+free and go to new pods, which are then dark: EC2 has given those IPs to that interface.
 """
 
 from __future__ import annotations
