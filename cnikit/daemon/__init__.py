@@ -8,7 +8,7 @@
     ipamd.py       IpamD: start-up, ADD/DEL/CHECK, pool manager, ENI lifecycle, tick()
     reconcile.py   the reconcile strategies a profile picks (how much it trusts IMDS)
     profiles/      one module per profile: name, summary, strategy, expected verdicts
-    ec2_boto.py / imds_http.py   the real views (boto3, IMDSv2)
+    ec2_query.py / imds_http.py   the real views (EC2 Query API, IMDSv2)
     fakes.py       in-memory views for unit tests; clock.py: real and fake clocks
     server.py      the process: unix socket for the plugin, metrics, introspection
     podnet.py      the pod data plane for a request, over cnikit.fabric.wiring

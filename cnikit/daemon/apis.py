@@ -1,7 +1,7 @@
 """The two views of the world the daemon reads: EC2 (the truth) and IMDS (a possibly stale copy).
 
 Both are small protocols so the logic runs against in-memory fakes in unit tests and
-against boto3 / a real IMDS client in the daemon process.
+against EC2 Query API and IMDSv2 clients in the daemon process.
 """
 
 from __future__ import annotations

@@ -17,13 +17,13 @@ def build(cfg, clock=None):
     """IpamD on the real EC2 and IMDS clients, with the checkpoint in the state dir."""
     from cnikit.daemon.checkpoint import JsonCheckpoint
     from cnikit.daemon.clock import SystemClock
-    from cnikit.daemon.ec2_boto import Boto3Ec2
+    from cnikit.daemon.ec2_query import QueryEc2
     from cnikit.daemon.imds_http import HttpImds
     from cnikit.daemon.ipamd import IpamD
     from cnikit.daemon.server import CHECKPOINT_NAME
 
     os.makedirs(cfg.state_dir, exist_ok=True)
-    return IpamD(cfg, Boto3Ec2(cfg.ec2_endpoint, cfg.region, cfg.scale),
+    return IpamD(cfg, QueryEc2(cfg.ec2_endpoint, cfg.region, cfg.scale),
                  HttpImds(cfg.imds_endpoint, cfg.instance_id_header), clock or SystemClock(),
                  JsonCheckpoint(os.path.join(cfg.state_dir, CHECKPOINT_NAME)))
 
