@@ -3,8 +3,8 @@
 There is no registry to pull a Python base image from, so the image is assembled from what
 the host already runs: its Python 3.11 interpreter with the shared libraries it loads
 (found with ldd), the standard library (without tests, tkinter, idle), the packages the
-daemon imports (copied from the kit's venv with their metadata: boto3, botocore with only
-the EC2/STS models, click and their dependencies) and the kit's own packages. The result
+daemon imports (copied from the kit's venv with their metadata: click; the daemon speaks to
+EC2 with the standard library) and the kit's own packages. The result
 is a root file system tarball `podman import`ed as `localhost/cnikit-daemon:<hash>`.
 
 The tag is a hash of every input (the kit's source, the dependency versions, the
@@ -33,12 +33,11 @@ from cnikit.containers.podman import CONF_ROOT, LABEL_KIT, Podman
 from cnikit.errors import EnvironmentProblem
 
 REPO = "localhost/cnikit-daemon"
-FORMAT = "4"  # bump when the layout below changes
+FORMAT = "5"  # bump when the layout below changes
 SOURCE_ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("cnikit", "fault_imds", "faultcore")
 # What `cnikit daemon` imports beyond the standard library (dependencies follow).
-ROOT_DISTS = ("boto3", "click")
-BOTOCORE_MODELS = {"ec2", "sts"}
+ROOT_DISTS = ("click",)
 STDLIB_SKIP = {"test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3",
                "pydoc_data", "distutils", "config-3.11-x86_64-linux-gnu", "__phello__"}
 SITE = "opt/cnikit/site"  # on PYTHONPATH: the same for any interpreter
@@ -225,13 +224,6 @@ def _copy_dists(site: Path) -> None:
             rel = Path(f)
             if ".." in rel.parts or not src.is_file():
                 continue  # console scripts outside site-packages
-            parts = rel.parts
-            if parts[0] == "botocore" and len(parts) > 3 and parts[1] == "data" \
-                    and parts[2] not in BOTOCORE_MODELS:
-                continue
-            if parts[0] == "boto3" and len(parts) > 3 and parts[1] == "data" \
-                    and parts[2] not in BOTOCORE_MODELS:
-                continue
             _copy_file(src, site / rel)
 
 

@@ -106,5 +106,6 @@ def test_image_hash_is_stable_and_names_the_tag():
     assert h == image.content_hash() and len(h) == 16
     assert image.image_ref(h) == f"localhost/cnikit-daemon:{h}"
     names = {d.metadata["Name"].lower() for d in image._dists()}
-    assert {"boto3", "botocore", "click", "jmespath"} <= names
-    assert "moto" not in names, "the daemon image carries only what the daemon imports"
+    assert "click" in names
+    assert not names & {"moto", "boto3", "botocore"}, \
+        "the daemon image carries only what the daemon imports"
