@@ -26,6 +26,13 @@ def _table(m: dict) -> dict:
     return {f"{n} [{c}]": cell["verdict"] for n, row in m.items() for c, cell in row.items()}
 
 
+def _asserted(m: dict) -> set[str]:
+    """The cells with an expected verdict; the others (random-chaos on the upstream
+    profiles) reach their build's bug or not by timing, at --jobs 1 too."""
+    return {f"{n} [{c}]" for n, row in m.items() for c, cell in row.items()
+            if cell.get("expected") is not None}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="two scenarios only")
@@ -50,6 +57,7 @@ def main() -> int:
     names = ["imds-outage", "imds-stale-equal-length"] if args.quick else scenarios.names()
     runs: dict = {}
     tables: dict = {}
+    asserted: set[str] = set()
     for jobs in [1, *args.jobs]:
         with tempfile.TemporaryDirectory(prefix="bench-parallel-") as tmp:
             t0 = time.monotonic()
@@ -57,21 +65,27 @@ def main() -> int:
                            progress=lambda msg: None)
             wall = time.monotonic() - t0
         tables[jobs] = _table(m)
+        asserted |= _asserted(m)
         runs[jobs] = {"seconds": round(wall, 1), "as_expected": matrix_ok(m),
                       "runs": len(tables[jobs])}
         print(f"jobs {jobs}: {wall:.1f}s, as expected: {matrix_ok(m)}", file=sys.stderr)
     same = {j: tables[j] == tables[1] for j in args.jobs}
+    same_asserted = {j: all(tables[j].get(k) == tables[1].get(k) for k in asserted)
+                     for j in args.jobs}
     best = min(runs, key=lambda j: runs[j]["seconds"])
     out.update({
         "scenarios": len(names),
         "by_jobs": runs,
         "same_table_as_jobs_1": same,
+        "asserted_cells": len(asserted),
+        "same_asserted_cells_as_jobs_1": same_asserted,
         "differences": {j: {k: (tables[1].get(k), v) for k, v in tables[j].items()
                             if tables[1].get(k) != v} for j in args.jobs},
         "fastest_jobs": best,
-        "goal": f"the whole matrix < {MATRIX_GOAL_S:.0f} s with the same table as --jobs 1",
+        "goal": f"the whole matrix < {MATRIX_GOAL_S:.0f} s with the same verdicts as --jobs 1 "
+                "in every asserted cell",
         "goal_met": (not args.quick) and runs[best]["seconds"] < MATRIX_GOAL_S
-        and all(same.values()) and all(r["as_expected"] for r in runs.values()),
+        and all(same_asserted.values()) and all(r["as_expected"] for r in runs.values()),
     })
     print(json.dumps(out))
     return 0

@@ -46,8 +46,8 @@ def run_record(result, scenario: str, seed: int, report_root: Path) -> dict:
 def default_jobs() -> int:
     """Runs at once by default: three per core this process may use. A run mostly waits on
     the build's compressed intervals: on 2 cores six at once kept every verdict of the
-    matrix (66 runs in 252 s, the machine 75% busy) and certified the hardened build in
-    108 s (22 scenarios), against 274 s at one run per core."""
+    matrix over 5 seeds (330 runs in 1,030 s; one seed in 230 s, the machine 68% busy) and
+    certified the hardened build in 108 s (22 scenarios), against 274 s at one per core."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
