@@ -30,8 +30,9 @@ lint: setup
 # Tests are independent (each run its own EC2, IMDS, namespaces, ports and run id) and
 # spend most of their time waiting on compressed daemon intervals, so one pytest-xdist
 # session runs TEST_JOBS of them at once, longest first (tests/conftest.py). Measured on
-# 2 cores: 724 s at -n 6, against 974 s for the two sessions it replaced (-n 2, then the
-# scenario tests at -n 3); the machine is then nearly all busy, so more buys little.
+# 2 cores: 602 s at -n 6 (a fresh clone's .ci/run, 63% of both cores busy on average,
+# install included), against 974 s for the two sessions it first replaced (-n 2, then the
+# scenario tests at -n 3).
 TEST_JOBS ?= 6
 # Tests marked `exclusive` judge what cleanup does to every run on the machine (a dead run
 # is any run's to remove): they run alone, after the others.
