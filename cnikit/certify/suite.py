@@ -104,7 +104,7 @@ def certify(target, seeds: int = DEFAULT_SEEDS, report_dir: str | Path = "report
     from cnikit import scenarios
     from cnikit.certify import certificate, index, junit
     from cnikit.errors import UsageError
-    from cnikit.scenarios.parallel import take_shard
+    from cnikit.scenarios.parallel import run_dir, take_shard
     from cnikit.targets import resolve_target
 
     if seeds < 1:
@@ -137,7 +137,7 @@ def certify(target, seeds: int = DEFAULT_SEEDS, report_dir: str | Path = "report
                 if on_start is not None:
                     on_start(p)
                 r = scenarios.run_scenario(scenarios.get(p.scenario), target=t, seed=p.seed,
-                                           report_dir=root / p.scenario / f"seed{p.seed}",
+                                           report_dir=run_dir(root, p.scenario, p.seed),
                                            progress=progress, ec2=ec2, ec2_endpoint=ec2_endpoint,
                                            strict_leaks=True)
                 cert.runs.append(record(r, p, root))

@@ -129,13 +129,12 @@ class QueryEc2:
         self._host = u.hostname or ""
         self._port = u.port or (443 if self._https else 80)
         self._hostport = u.netloc
-        env = os.environ
         # An endpoint is the kit's (or an emulator's): any credentials do; real EC2 gets the
         # environment's, as botocore's chain would first find them.
-        self._signer = Signer(
-            region, env.get("AWS_ACCESS_KEY_ID", "testing") if not endpoint else "testing",
-            env.get("AWS_SECRET_ACCESS_KEY", "testing") if not endpoint else "testing",
-            None if endpoint else env.get("AWS_SESSION_TOKEN"))
+        keys = {} if endpoint else os.environ
+        self._signer = Signer(region, keys.get("AWS_ACCESS_KEY_ID", "testing"),
+                              keys.get("AWS_SECRET_ACCESS_KEY", "testing"),
+                              keys.get("AWS_SESSION_TOKEN"))
         self._scale = scale
         self._local = threading.local()  # one kept-alive connection per thread
 

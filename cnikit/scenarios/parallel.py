@@ -240,6 +240,11 @@ def past_seconds(report_dir: Path | None) -> float | None:
     return float(seconds) if isinstance(seconds, int | float) else None
 
 
+def run_dir(root: Path, scenario: str, seed: int) -> Path:
+    """Where a certification keeps one run's report."""
+    return Path(root) / scenario / f"seed{seed}"
+
+
 def run_all(todo: list, target, root: Path, jobs: int, ec2: str, ec2_endpoint: str | None,
             on_start: Callable[[object], None] | None = None,
             on_done: Callable[[dict], None] | None = None) -> list[dict]:
@@ -249,4 +254,4 @@ def run_all(todo: list, target, root: Path, jobs: int, ec2: str, ec2_endpoint: s
                                       "root": str(root), "ec2": ec2,
                                       "ec2_endpoint": ec2_endpoint},
                      jobs, on_start, None if on_done is None else (lambda _p, rec: on_done(rec)),
-                     seconds_of=lambda p: past_seconds(root / p.scenario / f"seed{p.seed}"))
+                     seconds_of=lambda p: past_seconds(run_dir(root, p.scenario, p.seed)))

@@ -23,12 +23,12 @@ from pathlib import Path
 
 def run_one(spec: dict) -> dict:
     from cnikit import scenarios
-    from cnikit.scenarios.parallel import run_record
+    from cnikit.scenarios.parallel import run_dir, run_record
 
     name, seed = spec["scenario"], spec["seed"]
     root = Path(spec["root"])
     r = scenarios.run_scenario(scenarios.get(name), target=spec["target"], seed=seed,
-                               report_dir=spec.get("report_dir") or root / name / f"seed{seed}",
+                               report_dir=spec.get("report_dir") or run_dir(root, name, seed),
                                ec2=spec.get("ec2", "moto"), ec2_endpoint=spec.get("ec2_endpoint"),
                                duration=spec.get("duration"))
     return run_record(r, name, seed, root)
