@@ -16,13 +16,11 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 import sys
-import threading
 
 import click
 
-from faultcore.cli import run_cli
+from faultcore.cli import run_cli, wait_for_signal
 from faultcore.errors import OneLineError
 
 DEFAULT_LISTEN = "127.0.0.1:1338"
@@ -97,12 +95,8 @@ def serve(ec2_endpoint, listen, control, instance_id, require_v2, seed, ec2_wait
     click.echo(f"IMDS     {server.url}")
     click.echo(f"control  {server.control_url}")
     sys.stdout.flush()
-    done = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: done.set())
     try:
-        while not done.wait(1.0):
-            pass
+        wait_for_signal()
     finally:
         server.stop()
 

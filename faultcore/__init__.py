@@ -7,6 +7,7 @@ without `cnikit`:
   one meaning of jitter) and `Kinds`, a registry a kind joins by defining its class;
 - `faultcore.errors`: one-line errors (`OneLineError`, `SpecError`);
 - `faultcore.wire`: the one HTTP shape of both fault APIs (needs aiohttp);
-- `faultcore.cli`: the one-line-error runner of a click group (needs click);
+- `faultcore.cli`: the one-line-error runner of a click group (needs click), and the wait
+  of a foreground server for the signal that stops it;
 - `faultcore.caller`: the header that marks the fault IMDS's own EC2 calls.
 """

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import signal
 import sys
-import threading
 
 import click
 
 from cnikit.errors import UsageError
+from faultcore.cli import StopSignals
 
 
 @click.command("ec2")
@@ -33,9 +32,7 @@ def ec2(port: int, host: str, ec2_kind: str, ec2_endpoint: str | None, seed: int
     check_region(region)
     if ec2_endpoint and not ec2_endpoint.startswith(("http://", "https://")):
         raise UsageError(f"--ec2-endpoint must be an http(s) URL, got {ec2_endpoint!r}")
-    stop = threading.Event()
-    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with StopSignals() as stop:
         cloud = Cloud.start(ec2=ec2_kind, endpoint=ec2_endpoint, port=port, host=host, seed=seed,
                             region=region)
         try:
@@ -47,11 +44,7 @@ def ec2(port: int, host: str, ec2_kind: str, ec2_endpoint: str | None, seed: int
                        f"{cloud.region} AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test")
             click.echo("Ctrl-C to stop.")
             sys.stdout.flush()  # scripts read the endpoint from a pipe while we run
-            while not stop.wait(3600):
-                pass
+            stop.wait()
         finally:
             cloud.stop()
             click.echo("EC2 stopped.")
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)

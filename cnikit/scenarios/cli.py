@@ -14,6 +14,7 @@ import contextlib
 import ipaddress
 import json
 import logging
+import signal
 import sys
 import time
 from pathlib import Path
@@ -25,6 +26,7 @@ from cnikit.errors import CnikitError, UsageError
 from cnikit.fabric.cleanup import cleanup_on_signals
 from cnikit.scenarios.parallel import default_jobs
 from cnikit.targets import builtin_names
+from faultcore.cli import wait_for_signal
 
 DEMO_SCENARIO = "imds-stale-equal-length"
 
@@ -513,9 +515,9 @@ def up_cmd(nodes, pods, profile, ec2, ec2_endpoint) -> None:
             click.echo(export_line(urls))
             click.echo("Ctrl-C tears everything down.")
             sys.stdout.flush()
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
+            wait_for_signal((signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
+            click.echo("tearing down", err=True)
+        except KeyboardInterrupt:  # during the set-up (cleanup_on_signals)
             click.echo("tearing down", err=True)
         finally:
             if follower is not None:

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from cnikit.scenarios.random_chaos import make_schedule
+from tests.procsignal import signal_a_side_thread
 
 CNIKIT = [sys.executable, "-m", "cnikit.cli"]
 
@@ -182,8 +183,15 @@ def test_up_prints_base_urls_and_an_export_line_that_work(tmp_path):
         assert (entry["type"], entry["f"], entry["value"]["id"]) == ("start", "imds-fault", fid)
         assert entry["value"]["via"] == "control-api" and entry["value"]["kind"] == "error"
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(60)
+        # To a side thread: the kernel may deliver a signal sent to the process there, and
+        # `cnikit up` once slept on through it (its main thread in a long sleep).
+        signal_a_side_thread(proc.pid, signal.SIGTERM)
+        try:
+            proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
     assert netns.names(f"ck-{rid}-") == []
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 import boto3
 import pytest
 
+from tests.procsignal import signal_a_side_thread
+
 CNIKIT = Path(sys.executable).parent / "cnikit"
 
 
@@ -30,8 +32,10 @@ def read_endpoint(proc, deadline_s: float = 60.0) -> str:
     raise AssertionError("cnikit ec2 printed no endpoint; stderr: " + proc.stderr.read())
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_cnikit_ec2_runs_and_stops(sig):
+@pytest.mark.parametrize("sig,thread", [(signal.SIGTERM, "main"), (signal.SIGINT, "main"),
+                                        (signal.SIGTERM, "side")],
+                         ids=["SIGTERM", "SIGINT", "SIGTERM-on-a-side-thread"])
+def test_cnikit_ec2_runs_and_stops(sig, thread):
     proc = subprocess.Popen([str(CNIKIT), "ec2", "--port", "0"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
@@ -40,7 +44,10 @@ def test_cnikit_ec2_runs_and_stops(sig):
                            aws_access_key_id="test", aws_secret_access_key="test")
         vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
         assert vpc.startswith("vpc-")
-        proc.send_signal(sig)
+        if thread == "main":
+            proc.send_signal(sig)
+        else:  # where the kernel may deliver a signal sent to the process
+            signal_a_side_thread(proc.pid, sig)
         # communicate drains both pipes: a child blocked on a full stderr pipe never exits.
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err[-2000:]
