@@ -14,6 +14,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FuturesTimeout
 from pathlib import Path
 
 from cnikit.errors import UsageError
@@ -209,7 +210,8 @@ def run_specs(items: list, spec_of: Callable[[object], dict], jobs: int,
         else list(range(len(items)))
     ex = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="runs")
     try:
-        done = list(ex.map(one, [items[i] for i in order]))
+        futures = [ex.submit(one, items[i]) for i in order]
+        done = [_result(f) for f in futures]
     except BaseException:
         pool.stop()
         raise
@@ -220,6 +222,17 @@ def run_specs(items: list, spec_of: Callable[[object], dict], jobs: int,
     for i, rec in zip(order, done, strict=True):
         records[i] = rec
     return records
+
+
+def _result(future):
+    # A bounded wait, again and again: a signal that lands on a side thread is only flagged
+    # for the main thread, which runs its handler (Ctrl-C, SIGTERM: stop every worker) when
+    # it next wakes. A main thread blocked on the future until a run ends would not.
+    while True:
+        try:
+            return future.result(timeout=0.5)
+        except FuturesTimeout:
+            continue
 
 
 def longest_first(items: list, seconds_of: Callable[[object], float | None]) -> list[int]:

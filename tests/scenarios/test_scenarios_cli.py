@@ -195,6 +195,57 @@ def test_up_prints_base_urls_and_an_export_line_that_work(tmp_path):
     assert netns.names(f"ck-{rid}-") == []
 
 
+def _children(pid: int) -> set[int]:
+    kids: set[int] = set()
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(OSError):
+            kids |= {int(k) for k in open(f"/proc/{pid}/task/{task}/children").read().split()}
+    return kids
+
+
+@pytest.mark.root
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
+@pytest.mark.timeout(150)
+def test_sigterm_on_a_side_thread_stops_a_parallel_matrix_before_its_runs_end(tmp_path):
+    """`matrix --jobs` stops its workers, and they their runs, when SIGTERM lands on a side
+    thread: its main thread used to wait on the first run's end (random-chaos: ~50 s)."""
+    import json
+    import re
+    import signal
+
+    from cnikit import runtime
+    from cnikit.fabric import netns
+    from tests.waiting import wait_for
+
+    proc = subprocess.Popen(CNIKIT + ["matrix", "-s", "random-chaos", "-p", "hardened",
+                                      "-p", "vpc-cni-1.18.4", "--jobs", "2", "--report",
+                                      str(tmp_path / "r")],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        def both_runs_wired():
+            kids = _children(proc.pid)
+            rids = set()
+            for d in runtime.RUN_ROOT.iterdir() if runtime.RUN_ROOT.is_dir() else ():
+                with contextlib.suppress(OSError, ValueError):
+                    if json.loads((d / "owner.json").read_text())["pid"] in kids:
+                        rids.add(d.name)
+            return len(rids) == 2 and all(netns.names(f"ck-{r}-") for r in rids) and (kids, rids)
+
+        kids, rids = wait_for(both_runs_wired, 90, "two runs in flight, their nodes up", 0.2)
+        signal_a_side_thread(proc.pid, signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode != 0, out
+    ended = [ln for ln in err.splitlines() if re.search(r"seed \d+: (holds|violation|inconclus)", ln)]
+    assert ended == [], err[-3000:]  # no run got to its verdict
+    assert "Traceback" not in err, err[-3000:]
+    assert not {k for k in kids if runtime.process_start_time(k) is not None}
+    assert [r for r in rids if (runtime.RUN_ROOT / r).exists() or netns.names(f"ck-{r}-")] == []
+
+
 def test_matrix_table_says_whether_each_verdict_was_expected():
     from rich.console import Console
 
