@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from cnikit.containers.podman import LABEL_KIT, LABEL_RUN, Podman
+from tests.waiting import wait_for
 
 pytestmark = [
     pytest.mark.root,
@@ -236,7 +237,8 @@ def test_docker_runtime_runs_the_daemon_through_the_engine_api(docker_cluster, d
     env = dict(e.split("=", 1) for e in info["Config"]["Env"])
     assert env["WARM_ENI_TARGET"] == "1" and env["CNIKIT_PROFILE"] == "hardened"
     assert info["Config"]["Labels"][LABEL_RUN] == docker_cluster.fabric.rid
-    assert "ready" in d.tail(20), "the daemon's log, read through the API"
+    # The engine's log API lags the daemon's write by a moment under load.
+    wait_for(lambda: "ready" in d.tail(20), 10, "'ready' in the daemon's log, read through the API")
 
 
 def test_docker_kill_restart_keeps_the_state_and_stop_removes(docker_cluster, docker_env):
