@@ -9,7 +9,11 @@
 See docs/architecture.md for the contract; gate.py for how the gate works.
 """
 
-from cnikit.cloud.cloud import Cloud, Instance, Topology
-from cnikit.cloud.ownership import EniInfo, Owner, OwnershipSnapshot
+from cnikit.cloud.botocore_data import share_parsed_data
+
+share_parsed_data()  # before moto's EC2 models are imported: they parse at import
+
+from cnikit.cloud.cloud import Cloud, Instance, Topology  # noqa: E402
+from cnikit.cloud.ownership import EniInfo, Owner, OwnershipSnapshot  # noqa: E402
 
 __all__ = ["Cloud", "EniInfo", "Instance", "Owner", "OwnershipSnapshot", "Topology"]
