@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from cnikit.cloud.moto_server import wait_http
+from cnikit.cloud.moto_server import KIT_AMIS, wait_http
 from cnikit.errors import EnvironmentProblem
 
 REPO = Path(__file__).resolve().parents[2]
@@ -64,6 +64,8 @@ class LocalStackProcess:
                    # Host mode even inside a container, so every file LocalStack writes
                    # lands in our temp dir (not /var/lib/localstack) and goes with it.
                    OVERRIDE_IN_DOCKER="0", FILESYSTEM_ROOT=self._dir.name)
+        if env.get("MOTO_AMIS_PATH") == KIT_AMIS:  # the embedded moto's setting, not LocalStack's
+            del env["MOTO_AMIS_PATH"]
         self.log_path = Path(self._dir.name) / "localstack.log"
         with open(self.log_path, "wb") as logf:
             self._proc = subprocess.Popen(

@@ -1,5 +1,6 @@
-"""botocore's data files are parsed once per process and shared by every session (moto
-makes a new one at every turn): the same document, and clients that still work."""
+"""What the embedded EC2 costs to start and to reset: botocore's data files parsed once per
+process and shared by every session (moto makes a new one at every turn); moto loads the
+one AMI the kit's instances boot from, not 1,301."""
 
 from __future__ import annotations
 
@@ -44,5 +45,26 @@ def test_clients_of_two_sessions_call_ec2():
             ec2 = session.create_client("ec2", endpoint_url=cloud.endpoint, region_name="us-east-1",
                                         aws_access_key_id="test", aws_secret_access_key="test")
             assert ec2.describe_vpcs()["Vpcs"] is not None
+    finally:
+        cloud.stop()
+
+
+def test_moto_loads_the_kits_ami_and_instances_boot_from_it():
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.ec2.models import ec2_backends
+
+    from cnikit.cloud import Cloud
+    from cnikit.cloud.cloud import DEFAULT_AMI
+
+    cloud = Cloud.start()
+    try:
+        topo = cloud.bootstrap(nodes=1)
+        ec2 = cloud.client()
+        (image,) = ec2.describe_images(ImageIds=[DEFAULT_AMI])["Images"]
+        assert image["Platform"] == "windows"  # moto's own description of that AMI
+        (res,) = ec2.describe_instances(InstanceIds=[topo.instances[0].instance_id])["Reservations"]
+        assert res["Instances"][0]["ImageId"] == DEFAULT_AMI
+        # 1 (44 where this process imported moto's EC2 before the kit set MOTO_AMIS_PATH)
+        assert len(ec2_backends[DEFAULT_ACCOUNT_ID][cloud.region].amis) <= 44
     finally:
         cloud.stop()
