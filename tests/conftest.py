@@ -1,6 +1,5 @@
 """Order of the whole suite: longest first, so that `make test`'s workers (pytest-xdist)
-end together instead of one finishing a long scenario test after the others are idle; and
-how the workers share it out."""
+end together instead of one finishing a long scenario test after the others are idle."""
 
 from __future__ import annotations
 
@@ -17,21 +16,3 @@ def pytest_collection_modifyitems(items) -> None:
 
     items.sort(key=rank)
 
-
-def pytest_xdist_make_scheduler(config, log):
-    """Hand the tests out in that order, each to the next worker with room (at most three
-    queued), as one unit per module outside tests/scenarios: a module's fixtures (a cluster,
-    a daemon) are made once, and some modules' tests are steps on one of them.
-
-    xdist's default (`load`) first sends each worker a quarter of its share in one
-    contiguous slice: the first two workers got the 64 longest scenario tests and ran 528 s
-    while the last two were done after 180 s (a fresh clone's `make test`, 546 s)."""
-    from xdist.scheduler import LoadScopeScheduling
-
-    class ScenariosOneByOne(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            module = nodeid.split("::", 1)[0]
-            return nodeid if module.startswith("tests/scenarios/") else module
-
-    config.option.loadscopereorder = False  # keep the order above, not biggest module first
-    return ScenariosOneByOne(config, log)

@@ -9,16 +9,26 @@ import pytest
 
 from cnikit.fabric import netns, wiring
 from cnikit.fabric.netlink import Netlink, NetlinkError
-from cnikit.runtime import new_run_id
+from cnikit.runtime import Run
 from tests.integration.conftest import needs_root
 
 pytestmark = [pytest.mark.root, needs_root]
 
 
 @pytest.fixture
-def ns_pair():
+def live_run():
+    """A claimed run id: a namespace named with an unclaimed one is a dead run's to every
+    other run's cleanup, which removes it and kills what is in it (this test process, while
+    its thread is inside: a make test worker died of it)."""
+    run = Run.claim()
+    yield run.run_id
+    run.close()
+
+
+@pytest.fixture
+def ns_pair(live_run):
     """Two fresh namespaces with a netlink socket each, removed afterwards."""
-    rid = new_run_id()
+    rid = live_run
     made = []
 
     def make(suffix):
@@ -51,8 +61,8 @@ def udp_roundtrip(src_fd, dst_fd, dst_ip, timeout=1.0) -> tuple[str, bytes] | No
         return addr[0], data
 
 
-def test_namespace_create_and_remove_leaves_nothing():
-    name = f"ck-{new_run_id()}-tx"
+def test_namespace_create_and_remove_leaves_nothing(live_run):
+    name = f"ck-{live_run}-tx"
     home = os.stat("/proc/thread-self/ns/net").st_ino
     fd = netns.create(name)
     try:
