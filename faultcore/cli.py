@@ -31,7 +31,6 @@ def run_cli(group: click.BaseCommand, prog: str, argv: list[str] | None = None) 
     return 0
 
 
-
 class StopSignals:
     """Record which of `signals` arrived, from `with` on; `wait()` blocks the main thread
     until one has (at once if one came already) and returns its number.

@@ -15,4 +15,3 @@ def pytest_collection_modifyitems(items) -> None:
         return next((n for n, d in enumerate(_FIRST) if d in parts), len(_FIRST))
 
     items.sort(key=rank)
-
