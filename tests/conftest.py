@@ -1,17 +1,68 @@
-"""Order of the whole suite: longest first, so that `make test`'s workers (pytest-xdist)
-end together instead of one finishing a long scenario test after the others are idle."""
+"""Order of the whole suite and how `make test`'s workers (pytest-xdist) share it out: long
+modules first, then the matrix cells one by one, then the unit tests, each unit to the next
+worker with room, so that the workers end together."""
 
 from __future__ import annotations
 
 # A scenario test runs a cluster for 10-100 s, an integration test for a few seconds to a
-# minute, a unit test mostly under a second. Within a folder the order is kept (modules stay
-# together, so their module-scoped fixtures are made once per worker as before).
-_FIRST = ("scenarios", "integration", "unit")
+# minute, a unit test mostly under a second. The matrix's cells are independent runs, a
+# third of the suite's time: they go out one by one, after the modules of several long
+# tests, and fill the gaps those leave. Within a module the order is kept.
+_MATRIX = "tests/scenarios/test_matrix.py"
+
+
+def _rank(nodeid: str) -> int:
+    if nodeid.startswith(_MATRIX):
+        return 1
+    if nodeid.startswith(("tests/scenarios/", "tests/integration/")):
+        return 0
+    return 2
 
 
 def pytest_collection_modifyitems(items) -> None:
-    def rank(item) -> int:
-        parts = item.path.parts
-        return next((n for n, d in enumerate(_FIRST) if d in parts), len(_FIRST))
+    items.sort(key=lambda item: _rank(item.nodeid))
 
-    items.sort(key=rank)
+
+def _unit(nodeid: str) -> str:
+    """What goes to one worker at once: a matrix cell alone, any other test with its module
+    (a module's fixtures, a cluster or a daemon, are made once; some modules' tests are
+    steps on one of them)."""
+    module = nodeid.split("::", 1)[0]
+    return nodeid if module == _MATRIX else module
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's `load` first sends each worker a contiguous quarter of its share: two workers
+    got the 62 matrix cells and ran 570 s while the others were done after 300 s. This one
+    sends a worker its next unit when it has fewer than two tests queued (xdist runs a test
+    only once it knows the next one, or that there is none)."""
+    if config.getoption("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScheduling
+
+    class UnitAtATime(LoadScheduling):
+        def schedule(self) -> None:
+            if self.collection is None:
+                if not self._check_nodes_have_same_collection():
+                    self.log("**Different tests collected, aborting run**")
+                    return
+                self.collection = next(iter(self.node2collection.values()))
+                self.pending[:] = range(len(self.collection))
+            for node in self.nodes:
+                self.check_schedule(node)
+
+        def check_schedule(self, node, duration: float = 0) -> None:
+            if node.shutting_down:
+                return
+            # A crashed worker's tests come back at the end of `pending` (remove_node), in
+            # their order, so a unit is still the run of pending tests with one key.
+            while self.pending and len(self.node2pending[node]) < 2:
+                key = _unit(self.collection[self.pending[0]])
+                n = 1
+                while n < len(self.pending) and _unit(self.collection[self.pending[n]]) == key:
+                    n += 1
+                self._send_tests(node, n)
+            if not self.pending:
+                node.shutdown()
+
+    return UnitAtATime(config, log)

@@ -142,16 +142,22 @@ def test_jobs_and_shards_give_the_same_certification(tmp_path):
     """Two runs at once (--jobs 2), then the same plan as two shards merged: the same cells,
     the same verdicts, one exit code."""
     target = template.write(tmp_path / "hardened.toml", profile="hardened")
-    only = ["--scenario", "imds-outage", "--scenario", "imds-stale-equal-length"]
+    # The two cheapest scenarios (about 8 s each): the cells, not the scenarios, are tested.
+    only = ["--scenario", "ec2-swaps-warm-address", "--scenario", "restart-stale-imds"]
     p = _certify(str(target), *only, "--jobs", "2", "--report", str(tmp_path / "whole"))
     assert p.returncode == 0, p.stdout + p.stderr
     assert "in flight" in p.stderr
     whole = json.loads((tmp_path / "whole" / "certificate.json").read_text())
     assert whole["jobs"] == 2 and whole["summary"]["holds"] == 2
     assert len({r["run_id"] for r in whole["runs"]}) == 2, "each run has its own run id"
-    for i in (1, 2):
-        p = _certify(str(target), *only, "--shard", f"{i}/2", "--jobs", "1", "--report", str(tmp_path / f"s{i}"))
-        assert p.returncode == 0, p.stdout + p.stderr
+    # The shards run at once, as on two CI runners.
+    shards = [subprocess.Popen([sys.executable, "-m", "cnikit.cli", "certify", str(target), *only,
+                                "--shard", f"{i}/2", "--jobs", "1", "--report", str(tmp_path / f"s{i}")],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+              for i in (1, 2)]
+    for shard in shards:
+        out, err = shard.communicate(timeout=600)
+        assert shard.returncode == 0 and "Traceback" not in err, out + err
     p = subprocess.run([sys.executable, "-m", "cnikit.cli", "report", "merge", str(tmp_path / "s1"),
                         str(tmp_path / "s2"), "--out", str(tmp_path / "merged")],
                        capture_output=True, text=True, timeout=60)

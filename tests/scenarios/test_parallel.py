@@ -13,7 +13,9 @@ import pytest
 pytestmark = [pytest.mark.root,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")]
 
-CELLS = ["-s", "imds-outage", "-s", "imds-stale-equal-length",
+# The two cheapest scenarios (about 8 s each), one that 1.18.3 fails: the cells and their
+# verdicts are what is tested, not the scenarios.
+CELLS = ["-s", "ec2-swaps-warm-address", "-s", "restart-stale-imds",
          "-p", "vpc-cni-1.18.3", "-p", "hardened"]
 
 
@@ -37,7 +39,7 @@ def test_jobs_and_three_merged_shards_give_the_table_of_one_run_at_a_time(tmp_pa
     assert "in flight" in whole.stderr
     table = _table(tmp_path / "whole" / "matrix.json")
     assert len(table) == 4
-    assert table[("imds-stale-equal-length", "vpc-cni-1.18.3")][0] == "violation"
+    assert table[("restart-stale-imds", "vpc-cni-1.18.3")][0] == "violation"
     # The shards run at once, as on three CI runners.
     shards = [subprocess.Popen([sys.executable, "-m", "cnikit.cli", "matrix", *CELLS, "--shard",
                                 f"{i}/3", "--jobs", "1", "--report", str(tmp_path / f"s{i}")],
