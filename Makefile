@@ -35,19 +35,23 @@ lint: setup
 
 # Tests are independent (each run its own EC2, IMDS, namespaces, ports and run id) and
 # spend most of their time waiting on compressed daemon intervals, so one pytest-xdist
-# session runs TEST_JOBS of them at once, longest first (tests/conftest.py). Measured on
-# 2 cores: 602 s at -n 6 (a fresh clone's .ci/run, 63% of both cores busy on average,
-# install included), against 974 s for the two sessions it first replaced (-n 2, then the
-# scenario tests at -n 3).
-TEST_JOBS ?= 6
+# session runs TEST_JOBS of them at once, handed out by tests/conftest.py so that the
+# workers end together. The workers then keep both cores busy, and a busy machine stretches
+# every run (and its polling): measured on 2 cores, the session took 448 s at -n 5 (667 s
+# of CPU), 490 s at -n 6 (858 s of CPU) and 539 s at -n 4.
+TEST_JOBS ?= 5
+# pytest caches the test modules it rewrites for its assertions only where Python may write
+# bytecode: with PYTHONDONTWRITEBYTECODE set, each worker rewrote them all again, 3.6 s of
+# CPU for a collection against 1.4 s from the cache.
+PYTEST := env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest
 # Tests marked `exclusive` judge what cleanup does to every run on the machine (a dead run
 # is any run's to remove): they run alone, after the others.
 test: setup lint localstack bytecode
-	$(BIN)/python -m pytest --durations=15 -n $(TEST_JOBS) -m "not exclusive" tests $(PYTEST_ARGS)
-	$(BIN)/python -m pytest --durations=5 -m exclusive tests $(PYTEST_ARGS)
+	$(PYTEST) --durations=15 -n $(TEST_JOBS) -m "not exclusive" tests $(PYTEST_ARGS)
+	$(PYTEST) --durations=5 -m exclusive tests $(PYTEST_ARGS)
 
 unit: setup bytecode
-	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+	$(PYTEST) tests/unit $(PYTEST_ARGS)
 
 demo: setup bytecode
 	$(BIN)/cnikit demo

@@ -316,8 +316,18 @@ class PodmanCli:
         code = self.podman.out("inspect", "--format", "{{.State.ExitCode}}", name, check=False)
         return int(code) if code.lstrip("-").isdigit() else None
 
-    def remove(self, name: str) -> None:
-        self.podman.run("rm", "-f", "--time", "0", name, check=False)
+    def remove(self, name: str, attempts: int = 5) -> None:
+        for attempt in range(attempts):
+            p = self.podman.run("rm", "-f", "--ignore", "--time", "0", name, check=False)
+            if p.returncode == 0:
+                return
+            # As through the API: a forced rm fails while a container whose process has
+            # just exited is still being cleaned up (seen under load: a run's daemon
+            # container left behind). Wait for that to end, then again.
+            with contextlib.suppress(EnvironmentProblem):
+                self.podman.run("wait", "--interval", "50ms", name, check=False, timeout=10)
+            time.sleep(0.05 * (attempt + 1))
+        raise EnvironmentProblem(f"podman rm {name}: {p.stderr.decode(errors='replace').strip()[-300:]}")
 
     def logs(self, daemon: ContainerDaemon, lines: int) -> str:
         try:
