@@ -172,19 +172,9 @@ class Docker:
         info = self.inspect(name)
         return info["State"].get("ExitCode") if info else None
 
-    def remove(self, name: str, attempts: int = 5) -> None:
-        for attempt in range(attempts):
-            try:
-                self._api("rm", self.client.api.remove_container, name, force=True)
-                return
-            except EnvironmentProblem:
-                if attempt == attempts - 1:
-                    raise
-            # podman refuses a forced rm while a container whose process has just exited is
-            # still "stopped" (its cleanup running): wait for that to end, then again.
-            with contextlib.suppress(Exception):
-                self.client.api.wait(name, timeout=5)
-            time.sleep(0.05 * (attempt + 1))
+    def remove(self, name: str) -> None:
+        _remove_retrying(lambda: self._api("rm", self.client.api.remove_container, name, force=True),
+                         lambda: self.client.api.wait(name, timeout=5))
 
     def logs(self, daemon: ContainerDaemon, lines: int) -> str:
         out = self._api("logs", self.client.api.logs, daemon.name, tail=lines, missing=b"")
@@ -297,6 +287,23 @@ def _import_changes(image) -> list[str]:
             f"LABEL {LABEL_KIT}=daemon"]
 
 
+def _remove_retrying(rm, wait, attempts: int = 5) -> None:
+    """rm() (raising EnvironmentProblem on failure) until it succeeds. podman refuses a
+    forced rm while a container whose process has just exited is still "stopped" (its
+    cleanup running), through its API and its CLI alike (under load a run's daemon container
+    was once left behind): wait() for that to end, then again."""
+    for attempt in range(attempts):
+        try:
+            rm()
+            return
+        except EnvironmentProblem:
+            if attempt == attempts - 1:
+                raise
+        with contextlib.suppress(Exception):
+            wait()
+        time.sleep(0.05 * (attempt + 1))
+
+
 class PodmanCli:
     """Docker's container operations as podman commands: podman runs with the kit's own
     configuration and storage, and writes the daemon's log where tail() reads it."""
@@ -316,18 +323,10 @@ class PodmanCli:
         code = self.podman.out("inspect", "--format", "{{.State.ExitCode}}", name, check=False)
         return int(code) if code.lstrip("-").isdigit() else None
 
-    def remove(self, name: str, attempts: int = 5) -> None:
-        for attempt in range(attempts):
-            p = self.podman.run("rm", "-f", "--ignore", "--time", "0", name, check=False)
-            if p.returncode == 0:
-                return
-            # As through the API: a forced rm fails while a container whose process has
-            # just exited is still being cleaned up (seen under load: a run's daemon
-            # container left behind). Wait for that to end, then again.
-            with contextlib.suppress(EnvironmentProblem):
-                self.podman.run("wait", "--interval", "50ms", name, check=False, timeout=10)
-            time.sleep(0.05 * (attempt + 1))
-        raise EnvironmentProblem(f"podman rm {name}: {p.stderr.decode(errors='replace').strip()[-300:]}")
+    def remove(self, name: str) -> None:
+        _remove_retrying(lambda: self.podman.run("rm", "-f", "--ignore", "--time", "0", name),
+                         lambda: self.podman.run("wait", "--interval", "50ms", name, check=False,
+                                                 timeout=10))
 
     def logs(self, daemon: ContainerDaemon, lines: int) -> str:
         try:

@@ -41,8 +41,11 @@ conflist = {{ cniVersion = "1.0.0", name = "ptp", plugins = [ {{ type = "ptp", i
 """
 
 
+CERTIFY = [sys.executable, "-m", "cnikit.cli", "certify"]
+
+
 def _certify(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    p = subprocess.run([sys.executable, "-m", "cnikit.cli", "certify", *args],
+    p = subprocess.run([*CERTIFY, *args],
                        capture_output=True, text=True, timeout=timeout)
     assert "Traceback" not in p.stderr, p.stderr
     return p
@@ -151,8 +154,8 @@ def test_jobs_and_shards_give_the_same_certification(tmp_path):
     assert whole["jobs"] == 2 and whole["summary"]["holds"] == 2
     assert len({r["run_id"] for r in whole["runs"]}) == 2, "each run has its own run id"
     # The shards run at once, as on two CI runners.
-    shards = [subprocess.Popen([sys.executable, "-m", "cnikit.cli", "certify", str(target), *only,
-                                "--shard", f"{i}/2", "--jobs", "1", "--report", str(tmp_path / f"s{i}")],
+    shards = [subprocess.Popen([*CERTIFY, str(target), *only, "--shard", f"{i}/2", "--jobs", "1",
+                                "--report", str(tmp_path / f"s{i}")],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
               for i in (1, 2)]
     for shard in shards:
