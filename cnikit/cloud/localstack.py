@@ -7,12 +7,13 @@ follows the same conventions as every other LocalStack user's tooling.
 LocalStack's own pins clash with the kit's, so it never lives in `.venv`: LocalStackProcess
 starts `.venv-localstack/bin/python -m localstack.runtime.main` (`make localstack`) as a
 child process (no Docker) on a loopback port, waits for its health endpoint, and stops it
-(SIGTERM, then SIGKILL).
+(SIGKILL to its session: it keeps nothing).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import tempfile
@@ -86,13 +87,14 @@ class LocalStackProcess:
         raise EnvironmentProblem(f"LocalStack did not answer within {deadline_s:.0f}s")
 
     def stop(self) -> None:
+        # SIGKILL to its whole session: nothing of this LocalStack is kept (its files are in
+        # our temp dir), and its graceful shutdown cost 3.6 s of CPU and 4 s (measured).
         if self._proc is not None and self._proc.poll() is None:
-            self._proc.terminate()
             try:
-                self._proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait(10)
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self._proc.wait(10)
         self._proc = None
         if self._dir is not None:
             self._dir.cleanup()
