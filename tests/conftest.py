@@ -4,14 +4,23 @@ worker with room, so that the workers end together."""
 
 from __future__ import annotations
 
+import pytest
+
 # A scenario test runs a cluster for 10-100 s, an integration test for a few seconds to a
 # minute, a unit test mostly under a second. The matrix's cells are independent runs, a
 # third of the suite's time: they go out one by one, after the modules of several long
 # tests, and fill the gaps those leave. Within a module the order is kept.
 _MATRIX = "tests/scenarios/test_matrix.py"
+# Tests whose id names LocalStack share one (the `localstack_url` fixture below): a start
+# costs about 8 s of CPU and 630 MB. They are one unit, sent first to one worker, so that
+# worker starts it once. A LocalStack test elsewhere is still right, only slower (its
+# worker starts one of its own).
+_LOCALSTACK = "localstack"
 
 
 def _rank(nodeid: str) -> int:
+    if _LOCALSTACK in nodeid.lower():
+        return -1
     if nodeid.startswith(_MATRIX):
         return 1
     if nodeid.startswith(("tests/scenarios/", "tests/integration/")):
@@ -27,8 +36,24 @@ def _unit(nodeid: str) -> str:
     """What goes to one worker at once: a matrix cell alone, any other test with its module
     (a module's fixtures, a cluster or a daemon, are made once; some modules' tests are
     steps on one of them)."""
+    if _LOCALSTACK in nodeid.lower():
+        return _LOCALSTACK
     module = nodeid.split("::", 1)[0]
     return nodeid if module == _MATRIX else module
+
+
+@pytest.fixture(scope="session")
+def localstack_url():
+    """A LocalStack EC2 (its own venv, no Docker) shared by the tests of one process that
+    need one running; skipped when `make localstack` has not been run. Tests that share it
+    keep to CIDRs of their own: it is never reset (LocalStack's community edition cannot)."""
+    from cnikit.cloud.localstack import LocalStackProcess, localstack_python
+
+    if localstack_python() is None:
+        pytest.skip("LocalStack is not installed: run `make localstack` (it installs into "
+                    ".venv-localstack); make test does")
+    with LocalStackProcess() as ls:
+        yield ls.url
 
 
 def pytest_xdist_make_scheduler(config, log):

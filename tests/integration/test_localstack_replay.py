@@ -22,11 +22,17 @@ pytestmark = [
 ]
 
 
-@pytest.mark.parametrize("profile,code,verdict", [("vpc-cni-1.18.3", 1, "violation"),
-                                                  ("hardened", 0, "holds")])
-def test_3019_replay_against_localstack(profile, code, verdict, tmp_path):
+# The first replay uses the LocalStack the session's LocalStack tests share (named with
+# --ec2-endpoint); the second leaves it to the kit to start one of its own, as `--ec2
+# localstack` does where none runs. Only one replay per LocalStack: a run's VPC has the
+# same CIDR every time, and a second run would find the first one's leftovers there.
+@pytest.mark.parametrize("profile,code,verdict,shared", [
+    ("vpc-cni-1.18.3", 1, "violation", True), ("hardened", 0, "holds", False)])
+def test_3019_replay_against_localstack(profile, code, verdict, shared, tmp_path, request):
+    where = ["--ec2-endpoint", request.getfixturevalue("localstack_url")] if shared else []
     r = subprocess.run([sys.executable, "-m", "cnikit.cli", "run", "imds-stale-equal-length",
-                        "--ec2", "localstack", "--profile", profile, "--report", str(tmp_path)],
+                        "--ec2", "localstack", *where, "--profile", profile,
+                        "--report", str(tmp_path)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == code, r.stdout + r.stderr
     report = json.loads((tmp_path / "report.json").read_text())

@@ -7,21 +7,14 @@ import itertools
 import pytest
 
 from cnikit.cloud import Cloud
-from cnikit.cloud.localstack import LocalStackProcess, localstack_python
 
 _vpc_numbers = itertools.count(1)
 
 
 @pytest.fixture(scope="module")
-def gate_localstack():
-    """A LocalStack EC2 (own venv, no Docker) for a module; skipped when not installed.
-
-    Module scope: it holds about 630 MB, so it must not outlive the tests that use it."""
-    if localstack_python() is None:
-        pytest.skip("LocalStack is not installed: run `make localstack` (it installs into "
-                    ".venv-localstack) to run the gate tests against LocalStack as upstream")
-    with LocalStackProcess() as ls:
-        yield ls.url
+def gate_localstack(localstack_url):
+    """A LocalStack EC2 as upstream (tests/conftest.py: one per process, shared)."""
+    return localstack_url
 
 
 @pytest.fixture(scope="module")
