@@ -6,7 +6,8 @@
 - the reference daemon as an external target file (its command line only): certify's
   files, exit code and JUnit on one scenario; the full per-profile verdicts run in
   tests/scenarios/test_matrix.py through the same target files;
-- the same target with the daemon in a podman container.
+- the same target with the daemon in a podman container (certified; upstream v1.18.3's
+  violation in podman is tests/integration/test_runtime_podman.py's replay).
 """
 
 from __future__ import annotations
@@ -115,29 +116,6 @@ def test_reference_daemon_image_certifies_in_podman(tmp_path):
     assert cert["runtime"] == "podman" and cert["summary"]["holds"] == 2
     assert cert["target"]["image"] == image
     assert (cert["target"]["image_digest"] or "").startswith("sha256:")
-
-
-@pytest.mark.timeout(600)
-def test_reference_daemon_image_1_18_3_fails_in_podman_as_its_matrix_column(tmp_path):
-    """The same image run as upstream v1.18.3 (its profile in the target's env): the 3019
-    replay is a violation, as in the 1.18.3 column of the matrix."""
-    from cnikit.containers.image import ensure_image
-    from cnikit.containers.podman import Podman
-    from cnikit.targets import builtin
-    from tests.integration.test_targets import reference_target
-
-    if Podman.available() is not None:
-        pytest.skip(Podman.available())
-    assert builtin("vpc-cni-1.18.3").expected("imds-stale-equal-length") == "violation"
-    target = reference_target(tmp_path / "image.toml", f'image = "{ensure_image(Podman())}"',
-                              profile="vpc-cni-1.18.3")
-    out = tmp_path / "out"
-    p = _certify(str(target), "--runtime", "podman", "--scenario", "imds-stale-equal-length",
-                 "--report", str(out))
-    assert p.returncode == 1, p.stdout + p.stderr
-    cert = json.loads((out / "certificate.json").read_text())
-    assert [(r["scenario"], r["verdict"]) for r in cert["runs"]] == [
-        ("imds-stale-equal-length", "violation")]
 
 
 @pytest.mark.timeout(600)

@@ -187,11 +187,17 @@ def test_the_reference_daemon_image_as_a_target_in_podman(tmp_path):
     if Podman.available() is not None:
         pytest.skip(Podman.available())
     image = ensure_image(Podman())
-    path = reference_target(tmp_path / "image.toml", f'image = "{image}"')
+    # The target's [daemon] env reaches the container: here the profile the image runs as
+    # (vpc-cni-1.18.3, whose 3019 violation in podman tests/integration/test_runtime_podman.py
+    # replays).
+    path = reference_target(tmp_path / "image.toml", f'image = "{image}"',
+                            profile="vpc-cni-1.18.3")
     with CniCluster(nodes=1, target=str(path), scale=0.05, runtime="podman") as c:
         assert c.target.image == image
         d = c.daemons[0]
         assert isinstance(d, ContainerDaemon) and d.alive()
+        env = dict(e.split("=", 1) for e in d.engine.inspect(d.name)["Config"]["Env"])
+        assert env["CNIKIT_PROFILE"] == "vpc-cni-1.18.3"
         node_ns = os.stat(c.fabric.nodes[0].ns.path).st_ino
         assert netns_inode(d.pid) == node_ns
         assert os.stat(f"/proc/{d.pid}/ns/mnt").st_ino != os.stat("/proc/self/ns/mnt").st_ino
