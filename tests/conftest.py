@@ -1,6 +1,7 @@
-"""Order of the whole suite and how `make test`'s workers (pytest-xdist) share it out: long
-modules first, then the matrix cells one by one, then the unit tests, each unit to the next
-worker with room, so that the workers end together."""
+"""Order of the whole suite and how `make test`'s workers (pytest-xdist) share it out: the
+tests that share one LocalStack, long modules, then the matrix cells one by one, then the
+unit tests, each unit to the next worker with room, so that the workers end together; and
+the LocalStack those tests share."""
 
 from __future__ import annotations
 
