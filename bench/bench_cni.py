@@ -103,15 +103,19 @@ def main() -> int:
                             lat["ptp"][command].append(ms)
                     log(f"  {command}: cnikit median {statistics.median(lat['cnikit'][command]):.1f} ms, "
                         f"ptp median {statistics.median(lat['ptp'][command]):.1f} ms")
-                # For reference: the pip console script (Python with site) instead of the -IS launcher.
-                script = Path(sys.executable).parent / "cnikit-cni"
+                # For reference: a console script as pip writes it (this Python with site)
+                # instead of the -IS launcher. Written here: `make setup` puts the launcher
+                # in the venv's bin in place of pip's.
+                script = Path(tmp) / "cnikit-cni-console"
+                script.write_text(f"#!{sys.executable}\nimport sys\n"
+                                  "from cnikit.plugin.main import main\nsys.exit(main())\n")
+                script.chmod(0o755)
                 console = []
-                if script.exists():
-                    for kind, i, path in pods[: 2 * min(n, 20)]:
-                        if kind == "c":
-                            console.append(run_plugin(str(script), str(c.bin_dir), "ADD", ck_conf,
-                                                      f"cs{i}", path, f"cs{i}"))
-                            run_plugin(str(script), str(c.bin_dir), "DEL", ck_conf, f"cs{i}", path, f"cs{i}")
+                for kind, i, path in pods[: 2 * min(n, 20)]:
+                    if kind == "c":
+                        console.append(run_plugin(str(script), str(c.bin_dir), "ADD", ck_conf,
+                                                  f"cs{i}", path, f"cs{i}"))
+                        run_plugin(str(script), str(c.bin_dir), "DEL", ck_conf, f"cs{i}", path, f"cs{i}")
         finally:
             for _, _, path in pods:
                 netns.remove(Path(path).name)

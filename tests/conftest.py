@@ -19,8 +19,12 @@ _MATRIX = "tests/scenarios/test_matrix.py"
 _LOCALSTACK = "localstack"
 
 
+def _shares_localstack(nodeid: str) -> bool:
+    return _LOCALSTACK in nodeid.lower()
+
+
 def _rank(nodeid: str) -> int:
-    if _LOCALSTACK in nodeid.lower():
+    if _shares_localstack(nodeid):
         return -1
     if nodeid.startswith(_MATRIX):
         return 1
@@ -37,7 +41,7 @@ def _unit(nodeid: str) -> str:
     """What goes to one worker at once: a matrix cell alone, any other test with its module
     (a module's fixtures, a cluster or a daemon, are made once; some modules' tests are
     steps on one of them)."""
-    if _LOCALSTACK in nodeid.lower():
+    if _shares_localstack(nodeid):
         return _LOCALSTACK
     module = nodeid.split("::", 1)[0]
     return nodeid if module == _MATRIX else module

@@ -12,12 +12,6 @@ _vpc_numbers = itertools.count(1)
 
 
 @pytest.fixture(scope="module")
-def gate_localstack(localstack_url):
-    """A LocalStack EC2 as upstream (tests/conftest.py: one per process, shared)."""
-    return localstack_url
-
-
-@pytest.fixture(scope="module")
 def gate_cloud():
     """Embedded moto behind the gate, shared by a module's tests."""
     cloud = Cloud.start(ec2="moto", seed=20261130)
@@ -29,7 +23,7 @@ def gate_cloud():
 def gate_upstream_cloud(request):
     """The gate in front of each upstream: embedded moto, then LocalStack when installed."""
     if request.param == "localstack":
-        cloud = Cloud.start(ec2="localstack", endpoint=request.getfixturevalue("gate_localstack"),
+        cloud = Cloud.start(ec2="localstack", endpoint=request.getfixturevalue("localstack_url"),
                             seed=20261130)
     else:
         cloud = Cloud.start(ec2="moto", seed=20261130)

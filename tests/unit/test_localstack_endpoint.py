@@ -31,16 +31,16 @@ def test_endpoint_follows_localstack_clients_rules(monkeypatch):
     assert localstack.endpoint() == "http://ls.example:1234"
 
 
-def test_cloud_uses_the_localstack_that_localstack_host_names(gate_localstack, monkeypatch):
+def test_cloud_uses_the_localstack_that_localstack_host_names(localstack_url, monkeypatch):
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    monkeypatch.setenv("LOCALSTACK_HOST", gate_localstack.removeprefix("http://"))
+    monkeypatch.setenv("LOCALSTACK_HOST", localstack_url.removeprefix("http://"))
     with Cloud.start(ec2="localstack") as cloud:
-        assert cloud.upstream_url == gate_localstack and cloud._owned is None
+        assert cloud.upstream_url == localstack_url and cloud._owned is None
         assert cloud.client().describe_availability_zones()["AvailabilityZones"]
 
 
-def test_aws_endpoint_url_wins_over_localstack_host(gate_localstack, monkeypatch):
+def test_aws_endpoint_url_wins_over_localstack_host(localstack_url, monkeypatch):
     monkeypatch.setenv("LOCALSTACK_HOST", f"127.0.0.1:{dead_port()}")
-    monkeypatch.setenv("AWS_ENDPOINT_URL", gate_localstack)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", localstack_url)
     with Cloud.start(ec2="localstack") as cloud:
-        assert cloud.upstream_url == gate_localstack and cloud._owned is None
+        assert cloud.upstream_url == localstack_url and cloud._owned is None
