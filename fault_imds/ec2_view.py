@@ -14,6 +14,10 @@ changes show up in about one Describe round trip instead of up to one interval l
 while that feed answers, the periodic poll slows to once a second (a safety net).
 Any other endpoint (no such path) simply keeps the periodic poll.
 
+When the endpoint is a gate in this process, its change counter (faultcore.freshness) is
+read before each poll, and `on_polled(count)` reports, after the poll's state went to
+`on_change`, that the view now holds EC2 as of at least that count: the server waits on it.
+
 Regions: EC2 keeps each region apart, so the view polls every region it follows and merges
 them (ids are unique across regions). It follows its own `region`, plus every region the
 gate says it serves (the feed's `regions`), so an instance launched by a client signing for
@@ -39,6 +43,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from fault_imds.tree import LIVE_STATES, Ec2State, eni_key, slim_eni
+from faultcore import freshness
 from faultcore.caller import CALLER_HEADER
 
 log = logging.getLogger("fault_imds.ec2")
@@ -105,6 +110,7 @@ class Ec2View:
         interval: float = 0.05,
         history_s: float = 900.0,
         on_change: Callable[[Ec2State], None] | None = None,
+        on_polled: Callable[[int], None] | None = None,
     ):
         self.endpoint = endpoint
         self.region = region
@@ -112,6 +118,8 @@ class Ec2View:
         self.interval = interval
         self.history_s = history_s
         self.on_change = on_change
+        self.on_polled = on_polled
+        self.counter = freshness.counter_for(endpoint)  # None: EC2 is not in this process
         self.last_error: str | None = None
         self.polls = 0
         self.feed_live = False  # the gate's change feed answers: it wakes the poller
@@ -247,6 +255,13 @@ class Ec2View:
             self._wake.clear()
 
     def _poll_once(self) -> None:
+        # Read first: the Describe answers below hold every change counted so far.
+        count = self.counter() if self.counter is not None else None
+        self._read_ec2()
+        if count is not None and self.on_polled:
+            self.on_polled(count)
+
+    def _read_ec2(self) -> None:
         regions = self.regions
         raw: list[tuple[str, dict[str, Any]]] = []
         for region in regions:

@@ -16,6 +16,7 @@ import socket
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -39,6 +40,7 @@ OBSERVER_HEADER = "X-Cnikit-Observer"
 REQUEST_LOG_MAX = 50_000
 BODY_LOGGED = 1024
 TICK_S = 0.02
+FENCE_S = 2.0  # the longest an answer waits for the view to catch up with EC2
 BASE_HEADERS = {"Server": "EC2ws"}
 
 _REASONS = {
@@ -115,14 +117,56 @@ class RequestLog:
         return out, self.last_seq
 
 
+class Fence:
+    """Holds an answer until the view has read EC2 as of the request's arrival.
+
+    Only with an EC2 in this process (faultcore.freshness): `counter` is its change count,
+    `polled(count)` runs on the loop after each poll. Without a fault the IMDS then never
+    answers behind EC2, however busy the machine; staleness is the fault kinds' alone.
+    While EC2 cannot be read, or after FENCE_S, the last view is served (counted in `late`).
+    """
+
+    def __init__(self, counter: Callable[[], int], view: Ec2View):
+        self.counter = counter
+        self.view = view
+        self.reached = -1
+        self.late = 0
+        self._waiters: list[tuple[int, asyncio.Future]] = []
+
+    def polled(self, count: int) -> None:
+        self.reached = max(self.reached, count)
+        keep = []
+        for need, fut in self._waiters:
+            if fut.done():
+                continue
+            if need <= self.reached:
+                fut.set_result(None)
+            else:
+                keep.append((need, fut))
+        self._waiters = keep
+
+    async def wait(self) -> None:
+        need = self.counter()
+        if need <= self.reached or self.view.last_error is not None:
+            return
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters.append((need, fut))
+        self.view.poke()
+        try:
+            await asyncio.wait_for(fut, FENCE_S)
+        except TimeoutError:
+            self.late += 1
+
+
 class ImdsHandler:
     """Answers IMDS requests from the engine's precomputed bodies, and logs each one."""
 
     def __init__(
         self, engine: Engine, tokens: TokenStore, default_instance: str | None, require_v2: bool,
-        log: RequestLog | None = None,
+        log: RequestLog | None = None, fence: Fence | None = None,
     ):
         self.engine = engine
+        self.fence = fence
         self.tokens = tokens
         self.default_instance = default_instance
         self.require_v2 = require_v2
@@ -197,6 +241,8 @@ class ImdsHandler:
                 return error_response(401)
         elif self.require_v2:
             return error_response(401)
+        if self.fence is not None:
+            await self.fence.wait()
         tree = engine.served.get(iid) if iid is not None else None
         body = tree.get(path) if tree is not None else None
         if body is None:
@@ -262,6 +308,7 @@ class ImdsServer:
         self.control_url = ""
         self.engine: Engine | None = None
         self.ec2: Ec2View | None = None
+        self.fence: Fence | None = None
         self.handler: ImdsHandler | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -333,7 +380,11 @@ class ImdsServer:
             interval=self.poll_interval,
             history_s=self.history_s,
             on_change=lambda state: loop.call_soon_threadsafe(self.engine.set_state, state),
+            # After on_change's, on this loop: a fence released has the state it waited for.
+            on_polled=lambda count: loop.call_soon_threadsafe(self._polled, count),
         )
+        counter = self.ec2.counter
+        self.fence = Fence(counter, self.ec2) if counter is not None else None
         self.engine.history = self.ec2
         self.ec2.start()
         try:
@@ -348,7 +399,8 @@ class ImdsServer:
                 await asyncio.sleep(0.005)
             self.tokens = TokenStore()
             self.handler = ImdsHandler(
-                self.engine, self.tokens, self.instance_id, self.require_v2, self.request_log
+                self.engine, self.tokens, self.instance_id, self.require_v2, self.request_log,
+                self.fence,
             )
             server = web.Server(self.handler, access_log=None)
             self._imds_runner = web.ServerRunner(server, access_log=None, shutdown_timeout=1)
@@ -382,6 +434,10 @@ class ImdsServer:
             await loop.run_in_executor(None, self.ec2.stop)
             await self._cleanup()
 
+    def _polled(self, count: int) -> None:
+        if self.fence is not None:
+            self.fence.polled(count)
+
     async def _tick(self) -> None:
         while True:
             await asyncio.sleep(TICK_S)
@@ -410,6 +466,9 @@ class ImdsServer:
             "instances": sorted(self.engine.true_models) if self.engine else [],
             "faults": len(self.engine.faults) if self.engine else 0,
             "requests": self.handler.requests if self.handler else 0,
+            # None: EC2 runs elsewhere, followed by polling; else answers served before the
+            # view caught up with EC2 (EC2 unreadable, or FENCE_S passed).
+            "late_answers": self.fence.late if self.fence else None,
             "uptime_s": round(time.monotonic() - self._started_at, 3),
         }
 

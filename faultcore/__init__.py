@@ -9,5 +9,7 @@ without `cnikit`:
 - `faultcore.wire`: the one HTTP shape of both fault APIs (needs aiohttp);
 - `faultcore.cli`: the one-line-error runner of a click group (needs click), and the wait
   of a foreground server for the signal that stops it;
-- `faultcore.caller`: the header that marks the fault IMDS's own EC2 calls.
+- `faultcore.caller`: the header that marks the fault IMDS's own EC2 calls;
+- `faultcore.freshness`: an in-process EC2's change counter, which the IMDS waits on so
+  that, without a fault, it never answers behind EC2.
 """

@@ -65,6 +65,7 @@ from cnikit.cloud.ownership import OwnershipSnapshot
 from cnikit.cloud.regions import check_region, known_regions
 from cnikit.cloud.upstream import UpstreamClient
 from cnikit.errors import CnikitError
+from faultcore import freshness
 from faultcore.caller import spared as _spared
 
 log = logging.getLogger("cnikit.cloud.gate")
@@ -176,6 +177,8 @@ class Gate:
     def stop(self) -> None:
         if self._loop is None:
             return
+        if self.url:
+            freshness.unregister(self.url)
         if self._loop.is_running():
             try:
                 self._run(self._shutdown(), 10)
@@ -190,6 +193,9 @@ class Gate:
     def add_listener(self, sock) -> None:
         """Also serve a pre-bound listening socket (e.g. one made inside the VPC netns)."""
         self._run(self._add_site(sock), 10)
+
+    def _version(self) -> int:
+        return self.versions.value
 
     def regions(self) -> list[str]:
         """The regions the gate serves, its own first, then in the order requests named them."""
@@ -243,6 +249,8 @@ class Gate:
             raise CnikitError(f"EC2 gate cannot listen on {self.host}:{self.port}: {e}") from None
         self.port = self._runner.addresses[0][1]
         self.url = f"http://{self.host}:{self.port}"
+        # A fault IMDS in this process answers no older than this (faultcore.freshness).
+        freshness.register(self.url, self._version)
 
     async def _first_resync(self, r: Region, deadline_s: float = 30.0) -> None:
         """Load the mirror; an upstream that has just started may answer 5xx for a moment."""

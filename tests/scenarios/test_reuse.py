@@ -1,7 +1,6 @@
-"""Upstream 1091 made visible: ip-reuse-cooldown shows no early reuse on any built-in
-profile (each keeps IP_COOLDOWN_PERIOD) and fails, with the evidence, on a build that hands
-a freed address on at once (the reference daemon with IP_COOLDOWN_PERIOD=0 in its target
-file's env)."""
+"""Upstream 1091 made visible: ip-reuse-cooldown holds on every built-in profile (each keeps
+IP_COOLDOWN_PERIOD) and fails, with the evidence, on a build that hands a freed address on
+at once (the reference daemon with IP_COOLDOWN_PERIOD=0 in its target file's env)."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ import os
 import pytest
 
 from cnikit import scenarios
-from cnikit.targets import builtin, builtin_names
+from cnikit.targets import builtin_names
 
 pytestmark = [pytest.mark.root,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")]
@@ -42,20 +41,13 @@ def _explain(r) -> str:
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("profile", builtin_names())
 def test_the_cooldown_kept_holds(profile, tmp_path):
-    """Every profile keeps the cooldown: no early-reuse. The upstream profiles' whole verdict
-    is not asserted: the tight pool's churn now and then reaches released-address-comes-back
-    on a busy machine (a shared-ip, asserted in that scenario)."""
     r = scenarios.run(SCENARIO, profile=profile, seed=1, report_dir=tmp_path / "report")
-    assert "early-reuse" not in {v["kind"] for v in r.violations}, _explain(r)
+    assert r.verdict == "holds", _explain(r)
     # The lingering flows were there to be reached: the check was armed, not idle.
     ghosts = sum((e["value"] or {}).get("ghost_sent", 0) for e in r.history
                  if e["f"] == "stats")
     assert ghosts > 0
-    expected = builtin(profile).expected(SCENARIO)
-    assert expected in (None, "holds")
-    if expected is not None:
-        assert r.verdict == expected, _explain(r)
-        assert not [e for e in r.history if e["f"] == "stale"]
+    assert not [e for e in r.history if e["f"] == "stale"]
 
 
 @pytest.mark.timeout(180)

@@ -144,6 +144,24 @@ def test_follows_ec2_within_200ms(server, topo, ec2, fc):
     assert time.monotonic() - t0 < 5
 
 
+def test_answers_are_never_behind_the_gate_in_this_process(server, topo, ec2, fc):
+    """No lag without a lag fault: read at once after each Assign and Unassign, with no wait
+    in between, the IMDS already answers the change (it holds its answer until its view has
+    read EC2 as of the request's arrival). Following EC2 by polling alone fails this."""
+    inst = topo.instances[1]
+    imds = as_instance(server, topo, 1)
+    for _ in range(10):
+        res = ec2.assign_private_ip_addresses(NetworkInterfaceId=inst.primary_eni_id,
+                                              SecondaryPrivateIpAddressCount=1)
+        ip = res["AssignedPrivateIpAddresses"][-1]["PrivateIpAddress"]
+        assert ip in imds.ips(inst.mac)
+        ec2.unassign_private_ip_addresses(NetworkInterfaceId=inst.primary_eni_id,
+                                          PrivateIpAddresses=[ip])
+        assert ip not in imds.ips(inst.mac)
+    assert imds.ips(inst.mac) == eni_ips(ec2, inst.primary_eni_id)
+    assert server._health()["late_answers"] == 0
+
+
 def test_ec2_api_faults_do_not_reach_the_imds(imds_cloud, server, topo, ec2):
     """The IMDS plays the hypervisor: the gate's throttling and Describe lag are for API
     callers (the daemon), so IMDS still follows EC2 within 200 ms while a Describe made by

@@ -21,11 +21,8 @@ PROFILE = Profile(
         "released-address-comes-back": VIOLATION,
         # A released address EC2 hands back to the same ENI within the reconcile cooldown is
         # swept from the datastore under the pod given it (upstream keeps the cooldown
-        # entry past the new assign); the storm's churn gets there only now and then, and
-        # so does ip-reuse-cooldown's tight pool (release, Assign back, IMDS a moment late)
-        # on a busy machine: tests/scenarios/test_reuse.py asserts its cooldown property.
+        # entry past the new assign); the storm's churn gets there only now and then.
         "ec2-throttle-storm": None,
-        "ip-reuse-cooldown": None,
         "random-chaos": None,  # depends on what the seed draws
     },
 )
