@@ -28,24 +28,37 @@ def eni_list_reads(requests: list[dict], attempts: bool = False) -> int:
     that reconciles with IMDS does this once per pass; the kit's own reads do not count.
     attempts: count every request for the MAC list instead, answered or not (a reconcile
     pass tried while the IMDS fails)."""
-    pending: list[set[str]] = []
-    done = 0
-    for r in requests:
-        if r.get("observer") or r.get("method") != "GET":
-            continue
-        path, status = r.get("path", ""), r.get("status")
-        if _LISTING.match(path):
-            done += attempts
-            if status == 200 and not attempts:
-                pending.append({m.strip().rstrip("/") for m in r.get("body", "").split() if m.strip()})
-            continue
-        m = _ADDRESSES.match(path)
-        if m and status in (200, 404):
-            for macs in pending:
-                macs.discard(m.group(1))
-            done += sum(1 for macs in pending if not macs)
-            pending = [macs for macs in pending if macs]
-    return done
+    return EniListReads(attempts).feed(requests)
+
+
+class EniListReads:
+    """eni_list_reads over a request log read a page at a time: `feed` the requests that
+    came since the last call, get the count so far (a wait polling a growing log reads each
+    request once, not all of them again on every poll)."""
+
+    def __init__(self, attempts: bool = False):
+        self.attempts = attempts
+        self.done = 0
+        self._pending: list[set[str]] = []  # MAC lists answered, minus the MACs read since
+
+    def feed(self, requests: list[dict]) -> int:
+        for r in requests:
+            if r.get("observer") or r.get("method") != "GET":
+                continue
+            path, status = r.get("path", ""), r.get("status")
+            if _LISTING.match(path):
+                self.done += self.attempts
+                if status == 200 and not self.attempts:
+                    self._pending.append({m.strip().rstrip("/")
+                                          for m in r.get("body", "").split() if m.strip()})
+                continue
+            m = _ADDRESSES.match(path)
+            if m and status in (200, 404):
+                for macs in self._pending:
+                    macs.discard(m.group(1))
+                self.done += sum(1 for macs in self._pending if not macs)
+                self._pending = [macs for macs in self._pending if macs]
+        return self.done
 
 
 # ---- EC2's view of a node's pool -------------------------------------------------------------

@@ -528,22 +528,31 @@ class Ctx:
         """The IMDS request log's position now (count a node's reads from here)."""
         return self.imds.requests(since=2**62)["next"]
 
-    def reconcile_reads(self, node: int, since: int, attempts: bool = False) -> int:
-        """Full reads of its ENI list the node made since `since`: reconcile passes (with
-        `attempts`, every request for the list, answered or not)."""
-        from cnikit.scenarios.blackbox import eni_list_reads
+    def reconcile_reads(self, node: int, since: int,
+                        attempts: bool = False) -> Callable[[], int]:
+        """A counter of the full reads of its ENI list the node made since `since`:
+        reconcile passes (with `attempts`, every request for the list, answered or not).
+        Each call reads only the requests that came since the last one."""
+        from cnikit.scenarios.blackbox import EniListReads
 
-        return eni_list_reads(self.imds_requests(node, since)[0], attempts)
+        reads, seq = EniListReads(attempts), since
+
+        def count() -> int:
+            nonlocal seq
+            new, seq = self.imds_requests(node, seq)
+            return reads.feed(new)
+
+        return count
 
     def wait_reconciles(self, node: int, n: int = 1, timeout: float | None = None,
                         attempts: bool = False) -> None:
         """Wait until the node has read its whole ENI list from IMDS n more times (what any
         build that reconciles with IMDS does once a pass; `attempts`: asked for it, while
         the IMDS fails, say). Never: Precondition (a correct build need not read IMDS)."""
-        start = self.imds_mark()
+        reads = self.reconcile_reads(node, self.imds_mark(), attempts)
         timeout = timeout or max(10.0, self.t(60) * (n + 2))
         read = "request(s) for" if attempts else "full read(s) of"
-        self.precondition(lambda: self.reconcile_reads(node, start, attempts) >= n, timeout,
+        self.precondition(lambda: reads() >= n, timeout,
                           f"{n} {read} node {node}'s ENI list from IMDS (reconcile passes)")
 
     def daemon_view(self, node: int) -> tuple[dict[str, list[str]], dict[str, str]] | None:

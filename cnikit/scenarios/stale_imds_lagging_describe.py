@@ -65,8 +65,8 @@ def run(ctx: Ctx) -> None:
              **focus)
     ctx.end_imds_fault(stale)
     ctx.heal()
-    start = ctx.imds_mark()
-    added = pending(ctx, lambda: ctx.reconcile_reads(NODE, start) >= 2,
+    reads = ctx.reconcile_reads(NODE, ctx.imds_mark())
+    added = pending(ctx, lambda: reads() >= 2,
                     timeout=max(10.0, ctx.t(60) * 4))
     ctx.step(f"both sources caught up; two reconciles; {added} more pods", **focus)
 

@@ -66,6 +66,16 @@ def test_interleaved_reads_each_count_once():
     assert blackbox.eni_list_reads(log) == 2
 
 
+def test_a_log_fed_a_page_at_a_time_counts_as_the_whole():
+    log = [listing("a", "b"), addresses("a"), listing("a", "b"), addresses("b"), addresses("a"),
+           addresses("b"), listing("a", status=500), listing("a"), addresses("a")]
+    for cut in range(len(log) + 1):
+        for attempts in (False, True):
+            reads = blackbox.EniListReads(attempts)
+            reads.feed(log[:cut])
+            assert reads.feed(log[cut:]) == blackbox.eni_list_reads(log, attempts)
+
+
 # ---- a warm pool, from EC2's view ---------------------------------------------------------
 
 def eni(i, ips=(), prefixes=(), device=0):
