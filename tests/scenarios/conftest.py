@@ -3,6 +3,11 @@
 
 from __future__ import annotations
 
+import pytest
+
+# The matrix cells' extra checks fail with pytest's assertion detail, as a test's would.
+pytest.register_assert_rewrite("tests.scenarios.cell_checks")
+
 
 def pytest_addoption(parser) -> None:
     group = parser.getgroup("cnikit scenarios")
@@ -26,8 +31,6 @@ def pytest_generate_tests(metafunc) -> None:
 
 
 def pytest_collection_modifyitems(config, items) -> None:
-    import pytest
-
     if "chaos_long" in (config.getoption("-m") or ""):
         return
     skip = pytest.mark.skip(reason="long random-chaos: opt in with -m chaos_long")

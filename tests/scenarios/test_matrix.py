@@ -9,6 +9,7 @@ expected to hold.
 Test ids name the scenario, the build and the seed, e.g.
 `test_matrix[imds-stale-equal-length-vpc-cni-1.18.3-seed1]`. The verdict comes from the
 checkers watching the live cluster; a wrong verdict fails with the run's evidence and report.
+A cell also asserts what tests/scenarios/cell_checks.py registers for its scenario and build.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pytest
 
 from cnikit import scenarios
 from cnikit.targets import builtin, builtin_names
+from tests.scenarios import cell_checks
 
 pytestmark = [pytest.mark.root,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")]
@@ -69,8 +71,19 @@ def test_matrix(cell, target_files, tmp_path):
     name, build, seed = cell
     target, expected = target_files[build]
     print(f"scenario {name} build {build} ({target}) seed {seed}")
-    r = scenarios.run(name, target, seed=seed, report_dir=tmp_path / "report")
+    checks = cell_checks.for_cell(name, build, seed)
+    seen: dict = {}
+
+    def on_step(ctx, title, focus) -> None:
+        for c in checks:
+            if c.during is not None:
+                c.during(ctx, seen)
+
+    r = scenarios.run(name, target, seed=seed, report_dir=tmp_path / "report", on_step=on_step)
     assert r.verdict == expected(name), _explain(r)
+    for c in checks:
+        print(f"check {c.name}")
+        c.after(r, seen)
 
 
 @pytest.mark.chaos_long

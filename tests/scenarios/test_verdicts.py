@@ -59,27 +59,6 @@ def run(name: str, target: Path, tmp_path: Path):
     return r
 
 
-def test_scenario_runs_have_the_private_status_api_off(tmp_path):
-    """The matrix (tests/scenarios/test_matrix.py) proves the verdicts hold without the
-    reference daemon's private status API: this proves it really is off in those runs."""
-    answers = []
-
-    def on_step(ctx, title, focus):
-        if not answers:
-            answers.append(ctx.cluster.status(0))
-
-    r = scenarios.run("daemon-crash-churn", profile="hardened", seed=1, on_step=on_step)
-    assert r.verdict == "holds", r.evidence()
-    assert answers and answers[0]["ok"] is False, answers
-    assert "CNIKIT_PRIVATE_STATUS=off" in answers[0]["error"]
-    # What the kit saw instead: the datastore through the declared introspection port
-    # (upstream's /v1/enis), and every node's reconcile reads in the IMDS request log.
-    assert all("ENIs" in view for view in r.daemon_views.values()), r.daemon_views
-    assert any(e["f"] == "daemon-view" for e in r.history)
-    iids = {n["instance_id"] for n in r.nodes}
-    assert {q["instance_id"] for q in r.imds_requests} == iids
-
-
 def test_a_daemon_that_never_becomes_ready_is_a_liveness_violation(tmp_path):
     target = write_target(tmp_path / "never-ready.toml", ["sleep", "600"],
                           ready={"socket": "{state_dir}/ipamd.sock", "timeout": 3})
