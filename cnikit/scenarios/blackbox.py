@@ -39,6 +39,7 @@ class EniListReads:
     def __init__(self, attempts: bool = False):
         self.attempts = attempts
         self.done = 0
+        self.times: list[float] = []  # when each counted read ended (the log's wall clock)
         self._pending: list[set[str]] = []  # MAC lists answered, minus the MACs read since
 
     def feed(self, requests: list[dict]) -> int:
@@ -47,7 +48,8 @@ class EniListReads:
                 continue
             path, status = r.get("path", ""), r.get("status")
             if _LISTING.match(path):
-                self.done += self.attempts
+                if self.attempts:
+                    self._count(r, 1)
                 if status == 200 and not self.attempts:
                     self._pending.append({m.strip().rstrip("/")
                                           for m in r.get("body", "").split() if m.strip()})
@@ -56,9 +58,13 @@ class EniListReads:
             if m and status in (200, 404):
                 for macs in self._pending:
                     macs.discard(m.group(1))
-                self.done += sum(1 for macs in self._pending if not macs)
+                self._count(r, sum(1 for macs in self._pending if not macs))
                 self._pending = [macs for macs in self._pending if macs]
         return self.done
+
+    def _count(self, request: dict, n: int) -> None:
+        self.done += n
+        self.times += [request.get("time", 0.0)] * n
 
 
 # ---- EC2's view of a node's pool -------------------------------------------------------------

@@ -8,6 +8,7 @@ verdict. Every action lands in the history, next to what the prober and the moni
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import os
 import random
@@ -292,6 +293,27 @@ class DaemonSampler:
 
 # ---- what a scenario sees ----------------------------------------------------------------
 
+
+class NodeReads:
+    """A node's reconcile passes from the IMDS request log: calling it reads the requests
+    that came since the last call and returns the count so far; `times` holds when each
+    pass ended (wall clock)."""
+
+    def __init__(self, ctx: Ctx, node: int, since: int, attempts: bool = False):
+        from cnikit.scenarios.blackbox import EniListReads
+
+        self._ctx, self._node, self._seq = ctx, node, since
+        self._reads = EniListReads(attempts)
+
+    def __call__(self) -> int:
+        new, self._seq = self._ctx.imds_requests(self._node, self._seq)
+        return self._reads.feed(new)
+
+    @property
+    def times(self) -> list[float]:
+        return self._reads.times
+
+
 class Ctx:
     """Clients, nemesis and waits for one run. Times given to a scenario in upstream seconds
     go through `ctx.t()` (the run's time scale)."""
@@ -324,7 +346,7 @@ class Ctx:
         self.steps: list[dict] = []
         self.schedule: list[dict] = []
         self.started = time.monotonic()
-        self._seq = 0
+        self._pod_numbers = itertools.count(1)  # next() is atomic: adds run in threads too
         self.add_failures = 0
         self.last_add_error: dict[int, str] = {}  # node -> the last failed ADD's answer
         self._spare: str | None = None
@@ -402,8 +424,7 @@ class Ctx:
         does. Returns the Pod, or None when the build gave no IP in time."""
         from cnikit.errors import CnikitError
 
-        self._seq += 1
-        name = f"pod-{self._seq}"
+        name = f"pod-{next(self._pod_numbers)}"
         end = time.monotonic() + retry_for
         while True:
             try:
@@ -528,32 +549,23 @@ class Ctx:
         """The IMDS request log's position now (count a node's reads from here)."""
         return self.imds.requests(since=2**62)["next"]
 
-    def reconcile_reads(self, node: int, since: int,
-                        attempts: bool = False) -> Callable[[], int]:
+    def reconcile_reads(self, node: int, since: int, attempts: bool = False) -> NodeReads:
         """A counter of the full reads of its ENI list the node made since `since`:
-        reconcile passes (with `attempts`, every request for the list, answered or not).
-        Each call reads only the requests that came since the last one."""
-        from cnikit.scenarios.blackbox import EniListReads
-
-        reads, seq = EniListReads(attempts), since
-
-        def count() -> int:
-            nonlocal seq
-            new, seq = self.imds_requests(node, seq)
-            return reads.feed(new)
-
-        return count
+        reconcile passes (with `attempts`, every request for the list, answered or not)."""
+        return NodeReads(self, node, since, attempts)
 
     def wait_reconciles(self, node: int, n: int = 1, timeout: float | None = None,
-                        attempts: bool = False) -> None:
+                        attempts: bool = False) -> float:
         """Wait until the node has read its whole ENI list from IMDS n more times (what any
         build that reconciles with IMDS does once a pass; `attempts`: asked for it, while
-        the IMDS fails, say). Never: Precondition (a correct build need not read IMDS)."""
+        the IMDS fails, say). Never: Precondition (a correct build need not read IMDS).
+        Returns when (wall clock) the n-th read ended."""
         reads = self.reconcile_reads(node, self.imds_mark(), attempts)
         timeout = timeout or max(10.0, self.t(60) * (n + 2))
         read = "request(s) for" if attempts else "full read(s) of"
         self.precondition(lambda: reads() >= n, timeout,
                           f"{n} {read} node {node}'s ENI list from IMDS (reconcile passes)")
+        return reads.times[n - 1]
 
     def daemon_view(self, node: int) -> tuple[dict[str, list[str]], dict[str, str]] | None:
         """The build's own datastore from its [observe] introspection port (upstream's

@@ -8,6 +8,9 @@ free and go to new pods, which are then dark: EC2 has given those IPs to that in
 
 from __future__ import annotations
 
+import signal
+import threading
+
 from cnikit.scenarios.common import settled
 from cnikit.scenarios.engine import Ctx, scenario
 
@@ -37,10 +40,19 @@ def run(ctx: Ctx) -> None:
     ctx.ec2_take(gone)
     ctx.step("IPs released; EC2 gave them to another interface; IMDS still lists them", **focus)
 
+    # The restart (an upgrade, say) comes while pods wait to start, and the runtime retries
+    # their ADDs until the daemon answers: they reach it as it comes up. Added one by one
+    # after the restart, on a busy machine they came after its first pool pass, which had
+    # released the surplus stale addresses by then (vpc-cni-1.18.3 held, once).
+    ctx.kill_daemon(NODE, signal.SIGTERM)
+    adders = [threading.Thread(target=ctx.add_pod, args=(NODE,), kwargs={"retry_for": 30})
+              for _ in range(4)]
+    for adder in adders:
+        adder.start()
     ctx.restart_daemon(NODE)
     ctx.step("daemon restarted", **focus)
-    for _ in range(4):
-        ctx.add_pod(NODE, retry_for=5)
+    for adder in adders:
+        adder.join(40)
     ctx.step("new pods", **focus)
     ctx.wait_reconciles(NODE, 1)
     ctx.end_imds_fault(stale)

@@ -13,6 +13,7 @@ import pytest
 from cnikit.cluster import ec2_ips_of
 from cnikit.daemon.process import DaemonProcess
 from cnikit.daemon.server import request
+from cnikit.errors import DaemonNotReady
 from tests.waiting import wait_for
 
 
@@ -39,17 +40,26 @@ def world():
 @pytest.fixture(scope="module")
 def daemon(world, tmp_path_factory):
     cloud, imds, inst = world
-    mport, iport = free_port(), free_port()
-    p = DaemonProcess(tmp_path_factory.mktemp("node0"), env={
-        "AWS_ENDPOINT_URL_EC2": cloud.endpoint,
-        "AWS_EC2_METADATA_SERVICE_ENDPOINT": imds.url,
-        "AWS_REGION": cloud.region,
-        "CNIKIT_INSTANCE_ID": inst.instance_id,
-        "CNIKIT_PROFILE": "hardened",
-        "CNIKIT_TIME_SCALE": "0.05",
-        "CNIKIT_METRICS_ADDR": f"127.0.0.1:{mport}",
-        "CNIKIT_INTROSPECTION_ADDR": f"127.0.0.1:{iport}",
-    }).start()
+    state = tmp_path_factory.mktemp("node0")
+    # A port found free may be taken before the daemon binds it (other tests' connections
+    # come and go): then the daemon exits "Address already in use", and gets two new ones.
+    for attempt in range(5):
+        mport, iport = free_port(), free_port()
+        try:
+            p = DaemonProcess(state, env={
+                "AWS_ENDPOINT_URL_EC2": cloud.endpoint,
+                "AWS_EC2_METADATA_SERVICE_ENDPOINT": imds.url,
+                "AWS_REGION": cloud.region,
+                "CNIKIT_INSTANCE_ID": inst.instance_id,
+                "CNIKIT_PROFILE": "hardened",
+                "CNIKIT_TIME_SCALE": "0.05",
+                "CNIKIT_METRICS_ADDR": f"127.0.0.1:{mport}",
+                "CNIKIT_INTROSPECTION_ADDR": f"127.0.0.1:{iport}",
+            }).start()
+            break
+        except DaemonNotReady as e:
+            if "Address already in use" not in str(e) or attempt == 4:
+                raise
     p.ports = (mport, iport)
     yield p
     p.stop()
