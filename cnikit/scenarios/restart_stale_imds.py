@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 
 from cnikit.scenarios.common import settled
 from cnikit.scenarios.engine import Ctx, scenario
 
 NODE = 0
+ATTEMPTS = 3
+RELEASES = ("UnassignPrivateIpAddresses", "DetachNetworkInterface")  # addresses and prefixes
 
 
 @scenario(
@@ -26,13 +29,33 @@ NODE = 0
 )
 def run(ctx: Ctx) -> None:
     ctx.spare_interface()  # what takes released addresses: ready before they are released
-    pods, eni, focus = settled(ctx, NODE, 5)
+    _pods, eni, focus = settled(ctx, NODE, 5)
+    # The new pods must reach the restarted daemon before its first pool pass, which
+    # releases the surplus addresses, stale ones included (a build that trusted IMDS then
+    # meets EC2's refusal instead of a pod). A busy machine can lose that race (vpc-cni-1.18.3
+    # and 1.18.4 each held once at ten test workers): then the cycle is made again.
+    for attempt in range(1, ATTEMPTS + 1):
+        stale, in_time = _restart_with_stale_imds(ctx, eni, focus)
+        if in_time or attempt == ATTEMPTS:
+            break
+        ctx.end_imds_fault(stale)
+        ctx.step("the daemon's first pool pass came before the pods (a busy machine); again",
+                 **focus)
+    ctx.wait_reconciles(NODE, 1)
+    ctx.end_imds_fault(stale)
+    ctx.step("reconcile; IMDS catches up", **focus)
+
+
+def _restart_with_stale_imds(ctx: Ctx, eni, focus: dict) -> tuple[str, bool]:
+    """IMDS frozen, three addresses released and taken elsewhere, the daemon restarted with
+    four pods waiting: (the stale fault, whether every pod was in before the build's first
+    release call after the restart)."""
     ctx.wait_imds_follows(NODE, eni.eni_id)
     stale = ctx.imds_fault("stale", target={"mac": eni.mac})
     frozen = set(ctx.imds_served(NODE, eni.mac) or []) - {eni.primary_ip}
     ctx.step("IMDS frozen", **focus)
 
-    for pod in pods[:3]:
+    for pod in ctx.pods_on(NODE)[:3]:
         ctx.delete_pod(pod)
     ctx.precondition(lambda: len(frozen - set(ctx.ec2_eni(eni.eni_id).ips)) >= 3, 20,
                      "3 IPs released to EC2")
@@ -41,19 +64,23 @@ def run(ctx: Ctx) -> None:
     ctx.step("IPs released; EC2 gave them to another interface; IMDS still lists them", **focus)
 
     # The restart (an upgrade, say) comes while pods wait to start, and the runtime retries
-    # their ADDs until the daemon answers: they reach it as it comes up. Added one by one
-    # after the restart, on a busy machine they came after its first pool pass, which had
-    # released the surplus stale addresses by then (vpc-cni-1.18.3 held, once).
+    # their ADDs until the daemon answers: they reach it as it comes up.
+    restarted = time.time()
     ctx.kill_daemon(NODE, signal.SIGTERM)
-    adders = [threading.Thread(target=ctx.add_pod, args=(NODE,), kwargs={"retry_for": 30})
-              for _ in range(4)]
+    added: list[float] = []
+
+    def add() -> None:
+        if ctx.add_pod(NODE, retry_for=30) is not None:
+            added.append(time.time())
+
+    adders = [threading.Thread(target=add) for _ in range(4)]
     for adder in adders:
         adder.start()
     ctx.restart_daemon(NODE)
     ctx.step("daemon restarted", **focus)
     for adder in adders:
         adder.join(40)
-    ctx.step("new pods", **focus)
-    ctx.wait_reconciles(NODE, 1)
-    ctx.end_imds_fault(stale)
-    ctx.step("reconcile; IMDS catches up", **focus)
+    ctx.step(f"{len(added)} new pods", **focus)
+    releases = [r.time for r in ctx.gate.audit.records()
+                if r.eni_id == eni.eni_id and r.time >= restarted and r.action in RELEASES]
+    return stale, not releases or (len(added) == len(adders) and max(added) < min(releases))

@@ -195,8 +195,10 @@ def test_ec2_api_faults_do_not_reach_the_imds(imds_cloud, server, topo, ec2):
     assert lag
 
 
-def test_follows_plain_moto_by_polling_within_200ms():
-    """Without the gate's change feed (plain moto), the 100 ms Describe poll alone. (moto
+def test_follows_plain_moto_by_polling():
+    """Without the gate's change feed (plain moto), the 50 ms Describe poll alone: a new IP
+    shows up a poll or two later on an idle machine; the deadline is 2 s because ten test
+    workers on two cores can hold this process off the CPU for longer than a poll. (moto
     keeps one state per process: the module's other instances are visible here too.)"""
     with MotoServer() as moto:
         ec2 = boto3.client("ec2", endpoint_url=moto.url, region_name="us-east-1",
@@ -216,8 +218,8 @@ def test_follows_plain_moto_by_polling_within_200ms():
                 # moto lists every IP of the ENI here, not only the new one.
                 new = {a["PrivateIpAddress"] for a in res["AssignedPrivateIpAddresses"]} - before
                 assert len(new) == 1
-                wait_for(lambda new=new: new <= set(imds.ips(eni["MacAddress"]) or []), 0.2,
-                         "a new IP within 200 ms")
+                wait_for(lambda new=new: new <= set(imds.ips(eni["MacAddress"]) or []), 2,
+                         "a new IP within 2 s")
             assert imds.ips(eni["MacAddress"]) == eni_ips(ec2, eni["NetworkInterfaceId"])
 
 
