@@ -40,7 +40,9 @@ OBSERVER_HEADER = "X-Cnikit-Observer"
 REQUEST_LOG_MAX = 50_000
 BODY_LOGGED = 1024
 TICK_S = 0.02
-FENCE_S = 2.0  # the longest an answer waits for the view to catch up with EC2
+# The longest an answer waits for the view to catch up with EC2: well under the IMDS
+# clients' own timeouts (the reference daemon's is 2 s), so a late answer still arrives.
+FENCE_S = 1.0
 BASE_HEADERS = {"Server": "EC2ws"}
 
 _REASONS = {
@@ -147,8 +149,12 @@ class Fence:
 
     async def wait(self) -> None:
         need = self.counter()
-        if need <= self.reached or self.view.last_error is not None:
+        if need <= self.reached:
             return
+        if self.view.last_error is not None:
+            self.late += 1
+            return
+        self._waiters = [(n, f) for n, f in self._waiters if not f.done()]
         fut = asyncio.get_running_loop().create_future()
         self._waiters.append((need, fut))
         self.view.poke()
@@ -190,6 +196,9 @@ class ImdsHandler:
 
     async def __call__(self, request: web.BaseRequest) -> web.StreamResponse:
         self.requests += 1
+        if self.fence is not None:
+            # Before the caller is known: an address EC2 just assigned identifies it too.
+            await self.fence.wait()
         iid = self.caller(request)
         status, body = 0, b""
         try:
@@ -241,8 +250,6 @@ class ImdsHandler:
                 return error_response(401)
         elif self.require_v2:
             return error_response(401)
-        if self.fence is not None:
-            await self.fence.wait()
         tree = engine.served.get(iid) if iid is not None else None
         body = tree.get(path) if tree is not None else None
         if body is None:

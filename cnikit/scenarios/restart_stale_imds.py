@@ -13,10 +13,11 @@ import threading
 import time
 
 from cnikit.scenarios.common import settled
-from cnikit.scenarios.engine import Ctx, scenario
+from cnikit.scenarios.engine import Ctx, Precondition, scenario
 
 NODE = 0
 ATTEMPTS = 3
+ADD_RETRY_S = 30.0
 RELEASES = ("UnassignPrivateIpAddresses", "DetachNetworkInterface")  # addresses and prefixes
 
 
@@ -34,13 +35,16 @@ def run(ctx: Ctx) -> None:
     # releases the surplus addresses, stale ones included (a build that trusted IMDS then
     # meets EC2's refusal instead of a pod). A busy machine can lose that race (vpc-cni-1.18.3
     # and 1.18.4 each held once at ten test workers): then the cycle is made again.
-    for attempt in range(1, ATTEMPTS + 1):
+    for _ in range(ATTEMPTS):
         stale, in_time = _restart_with_stale_imds(ctx, eni, focus)
-        if in_time or attempt == ATTEMPTS:
+        if in_time:
             break
         ctx.end_imds_fault(stale)
         ctx.step("the daemon's first pool pass came before the pods (a busy machine); again",
                  **focus)
+    else:
+        raise Precondition(f"the pods in before the restarted daemon's first release, in "
+                           f"{ATTEMPTS} tries")
     ctx.wait_reconciles(NODE, 1)
     ctx.end_imds_fault(stale)
     ctx.step("reconcile; IMDS catches up", **focus)
@@ -68,18 +72,29 @@ def _restart_with_stale_imds(ctx: Ctx, eni, focus: dict) -> tuple[str, bool]:
     restarted = time.time()
     ctx.kill_daemon(NODE, signal.SIGTERM)
     added: list[float] = []
+    errors: list[BaseException] = []
 
     def add() -> None:
-        if ctx.add_pod(NODE, retry_for=30) is not None:
-            added.append(time.time())
+        try:
+            if ctx.add_pod(NODE, retry_for=ADD_RETRY_S) is not None:
+                added.append(time.time())
+        except BaseException as e:  # noqa: BLE001 - re-raised in the scenario's thread
+            errors.append(e)
 
-    adders = [threading.Thread(target=add) for _ in range(4)]
+    adders = [threading.Thread(target=add, name=f"pending-pod-{i}") for i in range(4)]
     for adder in adders:
         adder.start()
-    ctx.restart_daemon(NODE)
-    ctx.step("daemon restarted", **focus)
-    for adder in adders:
-        adder.join(40)
+    try:
+        ctx.restart_daemon(NODE)
+        ctx.step("daemon restarted", **focus)
+    finally:
+        # No adder outlives its try: the next one measures the pool without a stray pod.
+        for adder in adders:
+            adder.join(ADD_RETRY_S + 10)
+    if errors:
+        raise errors[0]
+    if any(adder.is_alive() for adder in adders):
+        raise RuntimeError(f"a pod ADD still running {ADD_RETRY_S + 10:g}s after its deadline")
     ctx.step(f"{len(added)} new pods", **focus)
     releases = [r.time for r in ctx.gate.audit.records()
                 if r.eni_id == eni.eni_id and r.time >= restarted and r.action in RELEASES]

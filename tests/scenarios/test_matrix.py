@@ -67,11 +67,13 @@ def _explain(r) -> str:
 
 
 @pytest.mark.timeout(180)
-def test_matrix(cell, target_files, tmp_path):
+def test_matrix(cell, target_files, tmp_path, pytestconfig):
     name, build, seed = cell
     target, expected = target_files[build]
     print(f"scenario {name} build {build} ({target}) seed {seed}")
-    checks = cell_checks.for_cell(name, build, seed)
+    # A user's build (--cnikit-target) may share a profile's name; the checks are the kit's.
+    users = getattr(pytestconfig, "_cnikit_target", None) is not None
+    checks = [] if users else cell_checks.for_cell(name, build, seed)
     seen: dict = {}
 
     def on_step(ctx, title, focus) -> None:
