@@ -59,9 +59,20 @@ def _since_last_change(ctx: Ctx, eni_id: str | None) -> float:
     log of successful mutating calls)."""
     import time
 
-    times = [r.time for r in ctx.gate.audit.records()
-             if r.outcome == "ok" and (eni_id is None or r.eni_id == eni_id)]
+    times = ec2_call_times(ctx, eni_id=eni_id, ok_only=True)
     return time.time() - max(times) if times else float("inf")
+
+
+def ec2_call_times(ctx: Ctx, actions: tuple[str, ...] = (), eni_id: str | None = None,
+                   ip: str | None = None, since: float = 0.0,
+                   ok_only: bool = False) -> list[float]:
+    """When (wall clock) the gate saw the mutating EC2 calls that match: of `actions` (any
+    if empty), on `eni_id`, naming `ip`, at or after `since`, refused ones too unless
+    `ok_only` (the gate's audit log)."""
+    return [r.time for r in ctx.gate.audit.records()
+            if (not actions or r.action in actions) and (eni_id is None or r.eni_id == eni_id)
+            and (ip is None or ip in r.ips) and r.time >= since
+            and (not ok_only or r.outcome == "ok")]
 
 
 def pods_until_reuse(ctx: Ctx, node: int, ip: str, until: float, room: int) -> list:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 
-from cnikit.scenarios.common import pods_until_reuse, release, settled
+from cnikit.scenarios.common import ec2_call_times, pods_until_reuse, release, settled
 from cnikit.scenarios.engine import Ctx, Precondition, scenario
 
 NODE = 0
@@ -73,9 +73,8 @@ def _given_back(ctx: Ctx, eni, focus: dict) -> tuple[str, float] | None:
     released = release(ctx, eni, ctx.pods_on(NODE)[:1], 1, within=max(10.0, ctx.t(120)))
     gone = released[0]
     left_at = time.monotonic()
-    freed_at = max((r.time for r in ctx.gate.audit.records()
-                    if r.action == "UnassignPrivateIpAddresses" and gone in r.ips
-                    and r.outcome == "ok"), default=time.time())
+    freed_at = max(ec2_call_times(ctx, ("UnassignPrivateIpAddresses",), ip=gone, ok_only=True),
+                   default=time.time())
     behind = ctx.imds_fault("missing", target={"mac": eni.mac, "ips": [gone]},
                             duration=ctx.t(240))
     ctx.step(f"the pool released {gone}; IMDS will not list it for a while", **focus)

@@ -12,7 +12,7 @@ import signal
 import threading
 import time
 
-from cnikit.scenarios.common import settled
+from cnikit.scenarios.common import ec2_call_times, settled
 from cnikit.scenarios.engine import Ctx, Precondition, scenario
 
 NODE = 0
@@ -96,6 +96,5 @@ def _restart_with_stale_imds(ctx: Ctx, eni, focus: dict) -> tuple[str, bool]:
     if any(adder.is_alive() for adder in adders):
         raise RuntimeError(f"a pod ADD still running {ADD_RETRY_S + 10:g}s after its deadline")
     ctx.step(f"{len(added)} new pods", **focus)
-    releases = [r.time for r in ctx.gate.audit.records()
-                if r.eni_id == eni.eni_id and r.time >= restarted and r.action in RELEASES]
+    releases = ec2_call_times(ctx, RELEASES, eni_id=eni.eni_id, since=restarted)
     return stale, not releases or (len(added) == len(adders) and max(added) < min(releases))
