@@ -10,11 +10,13 @@ import signal
 
 import click
 
+from faultcore import gc_policy
 from faultcore.errors import OneLineError
 
 
 def run_cli(group: click.BaseCommand, prog: str, argv: list[str] | None = None) -> int:
     """Run a click group; OneLineError and click's usage errors become one line and a code."""
+    gc_policy.relax()
     try:
         group.main(args=argv, prog_name=prog, standalone_mode=False)
     except OneLineError as e:

@@ -33,6 +33,14 @@ def _rank(nodeid: str) -> int:
     return 2
 
 
+def pytest_configure(config) -> None:
+    # The suite's processes (its xdist workers above all) run the kit in-process: they get
+    # the collector settings of the kit's own command lines (faultcore.gc_policy).
+    from faultcore import gc_policy
+
+    gc_policy.relax()
+
+
 def pytest_collection_modifyitems(items) -> None:
     items.sort(key=lambda item: _rank(item.nodeid))
 

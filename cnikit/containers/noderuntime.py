@@ -87,9 +87,22 @@ class Docker:
     """
 
     TIMEOUT = 120
+    # The API version each DOCKER_HOST answered, asked once a process: docker's client asks
+    # /version at every connection, and podman's service answers it by running dpkg-query
+    # for its packages (about 200 of them in `make test`, 10 s of CPU).
+    _versions: dict[str, str] = {}
 
     def __init__(self) -> None:
         self._client = None
+
+    @classmethod
+    def _connect(cls, timeout: float):
+        import docker
+
+        host = cls.host()
+        client = docker.from_env(timeout=timeout, version=cls._versions.get(host, "auto"))
+        cls._versions.setdefault(host, client.api.api_version)
+        return client
 
     @staticmethod
     def host() -> str:
@@ -102,7 +115,7 @@ class Docker:
         import requests
 
         try:
-            client = docker.from_env(timeout=10)
+            client = cls._connect(timeout=10)
             try:
                 client.ping()
             finally:
@@ -120,9 +133,7 @@ class Docker:
     @property
     def client(self):
         if self._client is None:
-            import docker
-
-            self._client = docker.from_env(timeout=self.TIMEOUT)
+            self._client = self._connect(self.TIMEOUT)
         return self._client
 
     def _api(self, what: str, call, *args, missing=None, **kw):

@@ -57,7 +57,9 @@ def main(argv: list[str]) -> int:
     from cnikit.errors import CnikitError
     from cnikit.fabric.cleanup import cleanup_on_signals
     from cnikit.scenarios.cli import _quiet_logs
+    from faultcore import gc_policy
 
+    gc_policy.relax()
     _quiet_logs()
     try:
         with cleanup_on_signals():  # stopped by the pool: tear the run down, then exit
