@@ -10,7 +10,10 @@ import pytest
 # A scenario test runs a cluster for 10-100 s, an integration test for a few seconds to a
 # minute, a unit test mostly under a second. The matrix's cells are independent runs, a
 # third of the suite's time: they go out one by one, after the modules of several long
-# tests, and fill the gaps those leave. Within a module the order is kept.
+# tests, and fill the gaps those leave; the quick unit tests fill the end. A unit module
+# with a test marked `slow` goes out with the long modules: one at the end (test_daemon_faults,
+# 30 s) kept its worker busy 17 s after the others were done. Within a module the order
+# is kept.
 _MATRIX = "tests/scenarios/test_matrix.py"
 # Tests whose id names LocalStack share one (the `localstack_url` fixture below): a start
 # costs about 8 s of CPU and 630 MB. They are one unit, sent first to one worker, so that
@@ -23,12 +26,13 @@ def _shares_localstack(nodeid: str) -> bool:
     return _LOCALSTACK in nodeid.lower()
 
 
-def _rank(nodeid: str) -> int:
+def _rank(nodeid: str, slow_modules: set[str]) -> int:
     if _shares_localstack(nodeid):
         return -1
     if nodeid.startswith(_MATRIX):
         return 1
-    if nodeid.startswith(("tests/scenarios/", "tests/integration/")):
+    module = nodeid.split("::", 1)[0]
+    if module.startswith(("tests/scenarios/", "tests/integration/")) or module in slow_modules:
         return 0
     return 2
 
@@ -42,7 +46,8 @@ def pytest_configure(config) -> None:
 
 
 def pytest_collection_modifyitems(items) -> None:
-    items.sort(key=lambda item: _rank(item.nodeid))
+    slow = {item.nodeid.split("::", 1)[0] for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: _rank(item.nodeid, slow))
 
 
 def _unit(nodeid: str) -> str:

@@ -32,6 +32,7 @@ def read_endpoint(proc, deadline_s: float = 60.0) -> str:
     raise AssertionError("cnikit ec2 printed no endpoint; stderr: " + proc.stderr.read())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig,thread", [(signal.SIGTERM, "main"), (signal.SIGINT, "main"),
                                         (signal.SIGTERM, "side")],
                          ids=["SIGTERM", "SIGINT", "SIGTERM-on-a-side-thread"])

@@ -77,6 +77,7 @@ FAULTS = [  # kind, extra target, attributes
 ]
 
 
+@pytest.mark.slow
 def test_hardened_holds_under_every_imds_fault_and_ec2_throttling(world, tmp_path):
     cloud, topo, imds, faults = world
     iid = topo.instances[0].instance_id

@@ -38,6 +38,7 @@ def call(d, cmd, cid):
     return request(d.socket_path, {"cmd": cmd, "network": "aws-cni", "containerID": cid, "ifName": "eth0"})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("profile", PROFILES)
 def test_issue_3019_end_to_end(world, tmp_path, profile):
     cloud, topo, imds, faults = world

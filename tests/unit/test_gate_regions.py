@@ -188,6 +188,7 @@ def aws_cli() -> str:
     return found
 
 
+@pytest.mark.slow
 def test_aws_cli_signing_for_eu_west_1(gate_cloud, tmp_path):
     aws = aws_cli()
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path),

@@ -110,6 +110,7 @@ def test_cli_add_list_remove_clear(env):
     assert FaultClient(server.control_url).list() == []
 
 
+@pytest.mark.slow
 def test_cli_serve(env):
     cloud, topo, _ = env
     inst = topo.instances[1]

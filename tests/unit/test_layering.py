@@ -22,6 +22,8 @@ import sys
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -335,6 +337,7 @@ def test_the_blocker_blocks_cnikit():
     assert out.returncode != 0 and "cnikit is blocked" in out.stderr
 
 
+@pytest.mark.slow
 def test_fault_imds_serves_with_cnikit_unimportable(gate_cloud, gate_new_vpc):
     topo = gate_new_vpc(gate_cloud, nodes=1)
     inst = topo.instances[0]

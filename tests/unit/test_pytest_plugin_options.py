@@ -47,6 +47,7 @@ def test_root_fixtures_skip_with_the_reason_when_not_root(tmp_path):
     assert "1 passed, 2 skipped" in out
 
 
+@pytest.mark.slow
 def test_options_show_in_the_header_and_help(tmp_path):
     (tmp_path / "test_inner.py").write_text("def test_x():\n    pass\n")
     p = run_unprivileged(["-q", "--cnikit-profile", "vpc-cni-1.18.3", "--cnikit-ec2", "localstack",
