@@ -1,5 +1,6 @@
 """The matrix in parallel and in shards: `--jobs 2` gives the table of one run at a time,
-and three shards merged with `cnikit report merge` give the unsharded table."""
+and three shards merged with `cnikit report merge` give the unsharded table, one of them
+empty (a CI job matrix with more runners than cells)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,10 @@ import pytest
 pytestmark = [pytest.mark.root,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")]
 
-# One of the cheapest scenarios (about 8 s a run) on every built-in profile: three cells,
-# one per shard, two violations and a hold. The cells and their verdicts are what is
-# tested, not the scenario.
-CELLS = ["-s", "restart-stale-imds", "-p", "vpc-cni-1.18.3", "-p", "vpc-cni-1.18.4",
-         "-p", "hardened"]
+# One of the cheapest scenarios (about 8 s a run) on two profiles: two cells, a violation
+# and a hold, over three shards. The cells and their verdicts are what is tested, not the
+# scenario (the split itself is unit-tested over whole plans).
+CELLS = ["-s", "restart-stale-imds", "-p", "vpc-cni-1.18.3", "-p", "hardened"]
 
 
 def _cnikit(*args: str) -> subprocess.CompletedProcess:
@@ -39,10 +39,10 @@ def test_jobs_and_three_merged_shards_give_the_table_of_one_run_at_a_time(tmp_pa
     assert whole.returncode == 0, whole.stdout + whole.stderr
     assert "in flight" in whole.stderr
     table = _table(tmp_path / "whole" / "matrix.json")
-    assert len(table) == 3
+    assert len(table) == 2
     assert table[("restart-stale-imds", "vpc-cni-1.18.3")][0] == "violation"
     assert table[("restart-stale-imds", "hardened")][0] == "holds"
-    # The shards run at once, as on three CI runners.
+    # The shards run at once, as on three CI runners; the third has no cell.
     shards = [subprocess.Popen([sys.executable, "-m", "cnikit.cli", "matrix", *CELLS, "--shard",
                                 f"{i}/3", "--jobs", "1", "--report", str(tmp_path / f"s{i}")],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -51,7 +51,7 @@ def test_jobs_and_three_merged_shards_give_the_table_of_one_run_at_a_time(tmp_pa
         out, err = p.communicate(timeout=900)
         assert p.returncode == 0 and "Traceback" not in err, out + err
     parts = [_table(tmp_path / f"s{i}" / "matrix.json") for i in (1, 2, 3)]
-    assert sum(len(x) for x in parts) == 3 and all(parts)
+    assert sorted(len(x) for x in parts) == [0, 1, 1]
     merged = _cnikit("report", "merge", *(str(tmp_path / f"s{i}") for i in (1, 2, 3)),
                      "--out", str(tmp_path / "merged"))
     assert merged.returncode == 0, merged.stdout + merged.stderr
