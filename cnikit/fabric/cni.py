@@ -16,8 +16,7 @@ import subprocess
 from pathlib import Path
 
 from cnikit.errors import CnikitError
-from cnikit.fabric import cleanup, wiring
-from cnikit.runtime import require_tool
+from cnikit.fabric import cleanup, netns, wiring
 
 
 class CniError(CnikitError):
@@ -78,6 +77,25 @@ class CniSandbox:
         self.run_dir = run_dir
         self.result: CniResult | None = None
 
+    def _spawn(self, binary: str, env: dict) -> subprocess.Popen:
+        """The plugin as the runtime on the node runs it: in the node's network namespace
+        (`runner_ns`) when there is one. A child starts in the namespace of the thread that
+        forks it, so this thread enters it for the fork: the same as `nsenter --net`, one
+        exec fewer at every ADD and DEL (nsenter took 1 % of make test's CPU)."""
+        def popen() -> subprocess.Popen:
+            return subprocess.Popen([binary], env=env, stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+        if not self.runner_ns:
+            return popen()
+        try:
+            with netns.entered(self.runner_ns):
+                return popen()
+        except FileNotFoundError as e:
+            if e.filename == binary:
+                raise
+            raise CniError(f"the node's network namespace {self.runner_ns} is gone") from None
+
     def _exec(self, command: str, conf: dict) -> dict | None:
         env = {
             "PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
@@ -90,11 +108,7 @@ class CniSandbox:
         if self.args:
             env["CNI_ARGS"] = ";".join(f"{k}={v}" for k, v in self.args.items())
         binary = find_plugin(conf["type"], self.cni_path)
-        argv = [binary]
-        if self.runner_ns:
-            argv = [require_tool("nsenter"), f"--net={self.runner_ns}", "--", binary]
-        proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
+        proc = self._spawn(binary, env)
         if self.run_dir is not None:
             cleanup.record_process(self.run_dir, proc.pid)
         try:
