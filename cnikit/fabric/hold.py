@@ -18,6 +18,7 @@ import click
 
 from cnikit.errors import CnikitError
 from cnikit.runtime import require_root
+from faultcore import gc_policy
 
 
 @click.command()
@@ -70,6 +71,7 @@ def _wait() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    gc_policy.relax()
     try:
         hold.main(args=argv, prog_name="cnikit-fabric-hold", standalone_mode=False)
     except CnikitError as e:
