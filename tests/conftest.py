@@ -26,12 +26,16 @@ def _shares_localstack(nodeid: str) -> bool:
     return _LOCALSTACK in nodeid.lower()
 
 
+def _module(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
 def _rank(nodeid: str, slow_modules: set[str]) -> int:
     if _shares_localstack(nodeid):
         return -1
     if nodeid.startswith(_MATRIX):
         return 1
-    module = nodeid.split("::", 1)[0]
+    module = _module(nodeid)
     if module.startswith(("tests/scenarios/", "tests/integration/")) or module in slow_modules:
         return 0
     return 2
@@ -46,7 +50,7 @@ def pytest_configure(config) -> None:
 
 
 def pytest_collection_modifyitems(items) -> None:
-    slow = {item.nodeid.split("::", 1)[0] for item in items if item.get_closest_marker("slow")}
+    slow = {_module(item.nodeid) for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: _rank(item.nodeid, slow))
 
 
@@ -56,7 +60,7 @@ def _unit(nodeid: str) -> str:
     steps on one of them)."""
     if _shares_localstack(nodeid):
         return _LOCALSTACK
-    module = nodeid.split("::", 1)[0]
+    module = _module(nodeid)
     return nodeid if module == _MATRIX else module
 
 
