@@ -64,6 +64,7 @@ def main() -> int:
 
     from cnikit.cluster import CniCluster
     from cnikit.fabric import netns
+    from cnikit.plugin.launcher import write_launcher
 
     env = {"MINIMUM_IP_TARGET": str(n + 10), "WARM_IP_TARGET": "5"}
     log(f"bench_cni: {n} pods per plugin; starting EC2, IMDS, fabric, daemon")
@@ -77,6 +78,7 @@ def main() -> int:
         node = c.fabric.nodes[0]
         rid = c.fabric.rid
         cnikit_bin = str(c.bin_dir / "cnikit-cni")
+        build = "compiled" if Path(cnikit_bin).read_bytes()[:4] == b"\x7fELF" else "python"
         # host-local keeps its leases here; gone with the bench, like the pod namespaces.
         tmpdir = tempfile.TemporaryDirectory(prefix="bench-cni-")
         tmp = tmpdir.name
@@ -103,19 +105,23 @@ def main() -> int:
                             lat["ptp"][command].append(ms)
                     log(f"  {command}: cnikit median {statistics.median(lat['cnikit'][command]):.1f} ms, "
                         f"ptp median {statistics.median(lat['ptp'][command]):.1f} ms")
-                # For reference: a console script as pip writes it (this Python with site)
-                # instead of the -IS launcher. Written here: `make setup` puts the launcher
-                # in the venv's bin in place of pip's.
+                # For reference, the same plugin as Python: through its -IS launcher (what
+                # a node gets without Go), and as a console script as pip writes it (this
+                # Python with site), which `make setup` replaces.
                 script = Path(tmp) / "cnikit-cni-console"
                 script.write_text(f"#!{sys.executable}\nimport sys\n"
                                   "from cnikit.plugin.main import main\nsys.exit(main())\n")
                 script.chmod(0o755)
-                console = []
+                python = write_launcher(tmp, "cnikit-cni-py", build="python")
+                refs = {"python": [], "console": []}
                 for kind, i, path in pods[: 2 * min(n, 20)]:
-                    if kind == "c":
-                        console.append(run_plugin(str(script), str(c.bin_dir), "ADD", ck_conf,
-                                                  f"cs{i}", path, f"cs{i}"))
-                        run_plugin(str(script), str(c.bin_dir), "DEL", ck_conf, f"cs{i}", path, f"cs{i}")
+                    if kind != "c":
+                        continue
+                    for ref, binary in (("python", python), ("console", script)):
+                        cid = f"{ref[:2]}{i}"
+                        refs[ref].append(run_plugin(str(binary), str(c.bin_dir), "ADD", ck_conf,
+                                                    cid, path, cid))
+                        run_plugin(str(binary), str(c.bin_dir), "DEL", ck_conf, cid, path, cid)
         finally:
             for _, _, path in pods:
                 netns.remove(Path(path).name)
@@ -129,7 +135,9 @@ def main() -> int:
         "pods": n,
         "cnikit_cni": {"ADD": summary(ck["ADD"]), "DEL": summary(ck["DEL"])},
         "ptp_host_local": {"ADD": summary(pt["ADD"]), "DEL": summary(pt["DEL"])},
-        "cnikit_console_script_add": summary(console) if console else None,
+        "cnikit_build": build,
+        "cnikit_python_launcher_add": summary(refs["python"]) if refs["python"] else None,
+        "cnikit_console_script_add": summary(refs["console"]) if refs["console"] else None,
         "add_median_ratio": round(add_ratio, 3),
         "del_median_ratio": round(del_ratio, 3),
         "goal": "cnikit-cni ADD median <= 1.5x ptp's and DEL median <= ptp's",

@@ -1,12 +1,14 @@
 """cnikit-cni without root: spec error JSON for every bad input, VERSION, the result it builds
 from a daemon answer (against a real unix-socket server standing in for the daemon), and
-its start-up cost guard (no json/re/enum/socket/boto3/pyroute2 imports)."""
+its start-up cost guard (no json/re/enum/socket/boto3/pyroute2 imports). Every case runs
+against both builds, the compiled one and the Python one: they must answer alike."""
 
 from __future__ import annotations
 
 import json
 import os
 import random
+import shutil
 import socket
 import subprocess
 import sys
@@ -25,9 +27,16 @@ ERROR_SCHEMA = {
 }
 
 
+@pytest.fixture(scope="module", params=["compiled", "python"])
+def plugin(request, tmp_path_factory):
+    if request.param == "compiled" and shutil.which("go") is None:
+        pytest.skip("Go is not installed (Debian: apt-get install golang-go)")
+    return str(write_launcher(tmp_path_factory.mktemp("bin"), build=request.param))
+
+
 @pytest.fixture(scope="module")
-def plugin(tmp_path_factory):
-    return str(write_launcher(tmp_path_factory.mktemp("bin")))
+def python_plugin(tmp_path_factory):
+    return str(write_launcher(tmp_path_factory.mktemp("bin"), build="python"))
 
 
 class FakeDaemon:
@@ -248,11 +257,98 @@ def test_tinyjson_matches_json():
             tinyjson.loads(bad)
 
 
-def test_launcher_runs_an_interpreter_of_this_python_version_outside_any_venv(plugin):
+def test_launcher_runs_an_interpreter_of_this_python_version_outside_any_venv(python_plugin):
     # Through a venv's link, Python reads pyvenv.cfg at each start (1 ms of a plugin run).
-    shebang = open(plugin).readline()
+    shebang = open(python_plugin).readline()
     python = shebang[2:].split()[0]
     out = subprocess.run([python, "-IS", "-c", "import sys; print(sys.version_info[:2], "
                           "sys.prefix == sys.base_prefix)"], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == f"{tuple(sys.version_info[:2])} True", out
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory):
+    if shutil.which("go") is None:
+        pytest.skip("Go is not installed (Debian: apt-get install golang-go)")
+    return [str(write_launcher(tmp_path_factory.mktemp("bin"), build=b)) for b in ("compiled", "python")]
+
+
+DIFF_CASES = [
+    ("ADD", b"[1, 2]", CNI_ENV), ("ADD", b"1 2", CNI_ENV), ("ADD", b"{}", CNI_ENV),
+    ("ADD", b'{"cniVersion": 1, "name": "n"}', CNI_ENV),
+    ("ADD", b'{"cniVersion": "9.9.9", "name": "n"}', CNI_ENV),
+    ("ADD", conf(name="a b"), CNI_ENV), ("ADD", conf(mtu=1500.0), CNI_ENV),
+    ("ADD", conf(mtu="1500"), CNI_ENV), ("ADD", conf(mtu=70000), CNI_ENV),
+    ("ADD", conf(wiring=None), CNI_ENV), ("FROB", conf(), CNI_ENV), ("", conf(), CNI_ENV),
+    ("ADD", conf(), {**CNI_ENV, "CNI_IFNAME": "eth 0"}),
+    ("ADD", conf(), {**CNI_ENV, "CNI_IFNAME": "eth\x1c0"}),
+    ("ADD", conf(), {**CNI_ENV, "CNI_IFNAME": "it's\t\u00a0\u2003"}),
+    ("FROB\x7f\"'", conf(), CNI_ENV),
+    ("ADD", conf(), {**CNI_ENV, "CNI_IFNAME": ".."}),
+    ("ADD", conf(), {**CNI_ENV, "CNI_CONTAINERID": "_c"}),
+    ("DEL", conf(), {**CNI_ENV, "CNI_IFNAME": None}),
+    ("CHECK", conf(prevResult={"ips": []}), CNI_ENV),
+    ("CHECK", conf(prevResult=[]), CNI_ENV),
+    ("CHECK", json.dumps({"cniVersion": "0.3.1", "name": "n"}).encode(), CNI_ENV),
+]
+
+
+@pytest.mark.parametrize("command,stdin,env", DIFF_CASES)
+def test_both_builds_answer_alike(both, command, stdin, env):
+    compiled, python = (run(p, command, stdin, **env) for p in both)
+    if python[1]["code"] == 6:  # the JSON parser's own words differ; code and message agree
+        compiled[1].pop("details", None), python[1].pop("details", None)
+    assert compiled == python
+
+
+@pytest.mark.parametrize("answer", [
+    {"ok": True, "ip": "10.0.1.9", "deviceNumber": 0, "hostVeth": "eni1", "hostMac": "m", "podMac": "p"},
+    {"ok": False, "code": 11, "error": "no IP available"},
+    {"ok": False},
+    {"ok": False, "code": 11.0, "error": ""},
+    None,
+])
+@pytest.mark.parametrize("command,extra", [
+    ("ADD", {}), ("ADD", {"dns": {"nameservers": ["10.0.0.2"]}, "mtu": 9001, "vethPrefix": "x"}),
+    ("ADD", {"cniVersion": "0.3.1"}), ("DEL", {}),
+    ("CHECK", {"prevResult": {"ips": [{"address": "10.0.1.9/32"}]}}),
+    # The compiled build hands plugin-side wiring to the Python one, whose answer it gives.
+    ("ADD", {"wiring": "plugin"}), ("DEL", {"wiring": "plugin"}),
+])
+def test_both_builds_send_and_answer_alike(both, tmp_path, command, extra, answer):
+    seen = []
+    for plugin in both:
+        (tmp_path / "s.sock").unlink(missing_ok=True)
+        d = FakeDaemon(tmp_path / "s.sock", lambda r: answer)
+        try:
+            out = run(plugin, command, conf(**{"daemonSocket": d.path, **extra}), **CNI_ENV)
+        finally:
+            d.close()
+        seen.append((out, [{k: v for k, v in r.items()} for r in d.requests]))
+    assert seen[0] == seen[1]
+
+
+def test_plugin_wiring_needs_the_python_build_beside_the_compiled_one(tmp_path):
+    if shutil.which("go") is None:
+        pytest.skip("Go is not installed (Debian: apt-get install golang-go)")
+    plugin = write_launcher(tmp_path, build="compiled")
+    (tmp_path / "cnikit-cni-python").unlink()
+    rc, err = run(str(plugin), "ADD", conf(wiring="plugin"), **CNI_ENV)
+    assert rc == 1 and err["code"] == 5 and err["details"].endswith("cnikit-cni-python"), err
+    jsonschema.validate(err, ERROR_SCHEMA)
+
+
+def test_compiled_build_is_what_a_node_gets(tmp_path, monkeypatch):
+    if shutil.which("go") is None:
+        pytest.skip("Go is not installed (Debian: apt-get install golang-go)")
+    plugin = write_launcher(tmp_path)
+    assert plugin.read_bytes()[:4] == b"\x7fELF"
+    assert (tmp_path / "cnikit-cni-python").read_text().startswith("#!")
+    monkeypatch.setenv("CNIKIT_CNI_BUILD", "python")
+    assert write_launcher(tmp_path / "py").read_text().startswith("#!")
+    monkeypatch.setenv("CNIKIT_CNI_BUILD", "fast")
+    from cnikit.plugin.launcher import BuildError
+
+    with pytest.raises(BuildError, match="CNIKIT_CNI_BUILD"):
+        write_launcher(tmp_path / "bad")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -277,9 +278,11 @@ def test_a_plugin_is_installed_per_node_with_its_conflist_rendered(tmp_path, goo
     assert conf["plugins"][0]["sock"] == f"{tmp_path}/state/s"
     assert (tmp_path / "bin" / "true").resolve() == Path("/bin/true").resolve()
     assert json.loads((tmp_path / "net.d" / "10-net.conflist").read_text()) == conf
-    # A built-in's plugin is the kit's launcher.
+    # A built-in's plugin is the kit's own: compiled where Go is, with the Python build
+    # beside it (which wires pods itself when a netconf asks), else the Python launcher.
     b = resolve_target("hardened")
     conf = install_plugin(b, places)
     launcher = tmp_path / "bin" / PLUGIN
-    assert os.access(launcher, os.X_OK) and "cnikit.plugin.main" in launcher.read_text()
+    python = launcher.with_name(f"{PLUGIN}-python") if shutil.which("go") else launcher
+    assert os.access(launcher, os.X_OK) and "cnikit.plugin.main" in python.read_text()
     assert conf["plugins"][0]["daemonSocket"] == f"{tmp_path}/state/ipamd.sock"
