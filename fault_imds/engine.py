@@ -130,6 +130,8 @@ class Engine(Resolver):
         self._leaf_cache: dict[tuple[int, str], dict[str, str]] = {}
         self._render_cache: dict[InstanceMeta, tuple] = {}
         self._next = 0
+        # Called after a fault is activated (the server's ticker sleeps while there is none).
+        self.on_fault_added: Callable[[], None] | None = None
 
     # -- EC2 side ----------------------------------------------------------------------------
 
@@ -218,6 +220,8 @@ class Engine(Resolver):
         self.events.add("fault_added", fault=fault.to_json())
         if fault.stage == "content":
             self.recompute()
+        if self.on_fault_added is not None:
+            self.on_fault_added()
         return fault
 
     def remove(self, fid: str, reason: str = "fault_removed") -> bool:

@@ -446,7 +446,15 @@ class ImdsServer:
             self.fence.polled(count)
 
     async def _tick(self) -> None:
+        loop = asyncio.get_running_loop()
+        added = asyncio.Event()
+        self.engine.on_fault_added = lambda: loop.call_soon_threadsafe(added.set)
         while True:
+            if not self.engine.faults:
+                # A tick acts on faults only (expiry, a lag moving on): with none, wait for
+                # one rather than wake 50 times a second for the whole run.
+                added.clear()
+                await added.wait()
             await asyncio.sleep(TICK_S)
             try:
                 self.engine.tick()

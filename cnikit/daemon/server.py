@@ -31,7 +31,10 @@ log = logging.getLogger("cnikit.daemon.server")
 SOCKET_NAME = "ipamd.sock"
 CHECKPOINT_NAME = "ipam.json"
 MAX_REQUEST = 64 * 1024
-SERVE_POLL = 0.05  # seconds: how long a stopping server may take to notice
+# Seconds between a server's checks of its stop flag when nothing wakes it. stop() wakes
+# each server with a connection, so this is only a safety net: polled at 20 Hz, the three
+# servers of an idle daemon took 5 ms of CPU a second (0.5 ms at 2 Hz).
+SERVE_POLL = 0.5
 
 # CNI spec error codes the daemon's answers map to.
 CNI_TRY_AGAIN = 11
@@ -280,7 +283,6 @@ class Daemon:
         return S(tuple(addr), H)
 
     def _start(self, server, name: str) -> None:
-        # A short poll: stopping (a restart in a scenario, every run's teardown) waits one.
         t = threading.Thread(target=server.serve_forever, args=(SERVE_POLL,), name=name,
                              daemon=True)
         t.start()
@@ -314,15 +316,30 @@ class Daemon:
 
     def stop(self) -> None:
         self.stopping.set()
-        # Each shutdown() waits out its server's poll interval: all at once, not one by one.
+        # shutdown() returns once its server's loop sees the flag: a connection wakes the
+        # loop at once (it then exits unanswered), else it notices within SERVE_POLL.
         stoppers = [threading.Thread(target=s.shutdown) for s in self._servers]
         for t in stoppers:
             t.start()
-        for t in stoppers:
-            t.join()
+        for t, s in zip(stoppers, self._servers, strict=True):
+            while t.is_alive():  # a wake before the flag was set is served as a request
+                _wake(s)
+                t.join(0.05)
         for s in self._servers:
             s.server_close()
         self.socket_path.unlink(missing_ok=True)
+
+
+def _wake(server) -> None:
+    addr = server.server_address
+    if isinstance(addr, tuple):  # a wildcard bind is reached on loopback
+        addr = ("127.0.0.1" if addr[0] in ("", "0.0.0.0") else addr[0], addr[1])
+    try:
+        with socket.socket(server.address_family, socket.SOCK_STREAM) as s:
+            s.settimeout(0.5)
+            s.connect(addr)
+    except OSError:
+        pass  # the poll notices the flag instead
 
 
 def request(socket_path: str | os.PathLike, req: dict, timeout: float = 30.0) -> dict:

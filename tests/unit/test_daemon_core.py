@@ -559,3 +559,26 @@ def test_add_on_a_secondary_eni_waits_for_the_subnet_when_imds_failed_at_start(t
     assert "subnet" in answer["error"] and d.check(key(99)) is None
     imds.fail = False
     assert d.known_subnet_cidr() == str(ec2.subnet)
+
+
+def test_stop_wakes_its_servers_instead_of_waiting_out_their_poll(tmp_path, monkeypatch):
+    import socket
+    import threading
+
+    from cnikit.daemon import server
+
+    # A poll no test would wait for: stop() must return because it woke each server.
+    monkeypatch.setattr(server, "SERVE_POLL", 3600)
+    d, *_ = make()
+    daemon = server.Daemon(d, tmp_path, pool_interval=3600)
+    daemon.serve(("127.0.0.1", 0), ("0.0.0.0", 0))
+    ports = [s.server_address[1] for s in daemon._servers[1:]]
+    assert len(ports) == 2
+    stopper = threading.Thread(target=daemon.stop, daemon=True)
+    stopper.start()
+    stopper.join(30)
+    assert not stopper.is_alive(), "stop() waited for a server's poll"
+    assert not daemon.socket_path.exists()
+    for port in ports:
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
