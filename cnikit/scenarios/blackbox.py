@@ -147,11 +147,13 @@ def introspect(netns_path: str, port: int, path: str = "/v1/enis", host: str = "
         conn.request("GET", path)
         r = conn.getresponse()
         body = r.read()
-        if r.status != 200:
-            raise OSError(f"{path}: HTTP {r.status}")
-        return json.loads(body)
+    except http.client.HTTPException as e:  # a daemon stopped mid-answer, a garbled answer
+        raise OSError(f"{path}: {type(e).__name__}: {e}") from None
     finally:
         conn.close()
+    if r.status != 200:
+        raise OSError(f"{path}: HTTP {r.status}")
+    return json.loads(body)
 
 
 def enis_view(doc: dict) -> tuple[dict[str, list[str]], dict[str, str]]:

@@ -198,3 +198,33 @@ def test_no_view_of_the_pool_no_leak_warning():
     h.info("monitor", "daemon-view", {"instance_id": "i-2", "ips": []}, at=t0 + 1)
     h.info("prober", "stats", {"stale": []}, at=t0 + 10)
     assert [w.subject for w in inv.warnings("leak")] == ["10.0.2.9"]
+
+
+@pytest.mark.parametrize("answer", [
+    b"HTTP/1.1 200 OK\r\nContent-Length: 5078\r\n\r\n{\"ENIs\"",  # stopped mid-answer
+    b"garbage\r\n\r\n",
+])
+def test_an_introspection_answer_cut_short_is_an_oserror(answer):
+    import os
+    import socket
+    import threading
+
+    if os.geteuid() != 0:
+        pytest.skip("entering a network namespace needs root")
+    srv = socket.create_server(("127.0.0.1", 0))
+
+    def serve():
+        conn, _ = srv.accept()
+        with conn:
+            conn.recv(4096)
+            conn.sendall(answer)
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        # The sampler records an OSError as "daemon-view-error"; anything else killed it.
+        with pytest.raises(OSError, match="/v1/enis"):
+            blackbox.introspect("/proc/self/ns/net", srv.getsockname()[1])
+    finally:
+        t.join(10)
+        srv.close()
