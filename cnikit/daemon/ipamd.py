@@ -92,6 +92,9 @@ class IpamD:
         self.last_reconcile = clock.now()
         self.last_decrease = float("-inf")
         self.reconcile_runs = 0
+        # Pool steps taken for a CNI ADD (outside the pool manager): an IMDS view read
+        # before one is older than the pool and must not be reconciled against it.
+        self.add_pool_steps = 0
         self.events: list[dict] = []  # what the daemon decided, for the kit's report and demo
 
     # ---- start-up (upstream nodeInit) -------------------------------------------------
@@ -165,6 +168,7 @@ class IpamD:
         except NoAvailableIP:
             # Upstream answers "no available IP" and waits for the pool manager; growing the
             # pool right away saves the runtime a retry round and changes no decision.
+            self.add_pool_steps += 1
             self.pool_step()
             try:
                 return self.ds.assign(key, metadata)

@@ -291,21 +291,32 @@ class Daemon:
 
     def _pool_loop(self) -> None:
         while not self.stopping.wait(self.pool_interval):
-            with self.lock:
-                due = self.ipamd.reconcile_due()
-            view = None
-            if due:
-                # IMDS can be slow or faulty: read it without holding up CNI requests.
-                try:
-                    view = self.ipamd.imds.enis()
-                except ApiError as e:
-                    view = e
-            with self.lock:
-                try:
+            self.pool_pass()
+
+    def pool_pass(self) -> None:
+        """One pass of the pool manager: reconcile when due, then the pool."""
+        with self.lock:
+            due = self.ipamd.reconcile_due()
+            steps = self.ipamd.add_pool_steps
+        view = None
+        if due:
+            # IMDS can be slow or faulty: read it without holding up CNI requests.
+            try:
+                view = self.ipamd.imds.enis()
+            except ApiError as e:
+                view = e
+        with self.lock:
+            try:
+                if due and self.ipamd.add_pool_steps != steps:
+                    # An ADD grew the pool during the read: the view predates that ENI or
+                    # those addresses, and upstream, whose ADD never grows the pool, never
+                    # reconciles against such a view. Reconcile next pass, on a fresh read.
+                    self.ipamd.pool_step()
+                else:
                     self.ipamd.tick(view)
-                except Exception:  # a bug in one pass must not stop the pool manager
-                    log.exception("pool manager pass failed")
-                    self.ipamd.metrics.inc("awscni_ipamd_error_count", fn="poolLoop")
+            except Exception:  # a bug in one pass must not stop the pool manager
+                log.exception("pool manager pass failed")
+                self.ipamd.metrics.inc("awscni_ipamd_error_count", fn="poolLoop")
 
     def addresses(self) -> dict[str, tuple[str, int]]:
         out = {}

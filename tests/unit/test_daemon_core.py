@@ -582,3 +582,37 @@ def test_stop_wakes_its_servers_instead_of_waiting_out_their_poll(tmp_path, monk
     for port in ports:
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection(("127.0.0.1", port), timeout=5).close()
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_an_add_growing_the_pool_during_the_imds_read_is_not_reconciled_against_it(profile,
+                                                                                  tmp_path):
+    from cnikit.daemon import server
+
+    d, ec2, imds, clock, _ = make(profile, instance_type="t3.small")
+    daemon = server.Daemon(d, tmp_path, pool_interval=3600)
+    read = imds.enis
+    added = []
+
+    def read_while_pods_come():
+        # The pool manager reads IMDS without the lock; CNI ADDs (under it) go on meanwhile,
+        # until one finds the pool empty and attaches an ENI (which reads IMDS itself).
+        imds.enis = read
+        view = read()
+        enis = len(d.ds.enis)
+        while len(d.ds.enis) == enis:
+            added.append(key(len(added)))
+            with daemon.lock:
+                d.add(added[-1])
+        return view
+
+    imds.enis = read_while_pods_come
+    clock.advance(d.cfg.reconcile_interval)
+    assert d.reconcile_due()
+    daemon.pool_pass()
+    assert all(d.check(k) for k in added), "a pod's IP was reconciled away"
+    assert not [e for e in d.events if e["kind"] == "reconcile-eni-del"]
+    # The next pass reads IMDS afresh and reconciles (the ENI is there now).
+    runs = d.reconcile_runs
+    daemon.pool_pass()
+    assert d.reconcile_runs == runs + 1 and all(d.check(k) for k in added)
