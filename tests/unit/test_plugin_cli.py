@@ -342,6 +342,7 @@ def test_plugin_wiring_needs_the_python_build_beside_the_compiled_one(tmp_path):
 def test_compiled_build_is_what_a_node_gets(tmp_path, monkeypatch):
     if shutil.which("go") is None:
         pytest.skip("Go is not installed (Debian: apt-get install golang-go)")
+    monkeypatch.delenv("CNIKIT_CNI_BUILD", raising=False)
     plugin = write_launcher(tmp_path)
     assert plugin.read_bytes()[:4] == b"\x7fELF"
     assert (tmp_path / "cnikit-cni-python").read_text().startswith("#!")

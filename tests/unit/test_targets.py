@@ -267,8 +267,10 @@ def test_placeholders_only_the_known_names():
                                     "c": {"range": "10.0.1.0/24", "n": 3, "other": "{unknown}"}}
 
 
-def test_a_plugin_is_installed_per_node_with_its_conflist_rendered(tmp_path, good):
+def test_a_plugin_is_installed_per_node_with_its_conflist_rendered(tmp_path, good, monkeypatch):
     from cnikit.targets.node import NodePlaces, install_plugin
+
+    monkeypatch.delenv("CNIKIT_CNI_BUILD", raising=False)  # the default build
 
     t = load_target(write(tmp_path, good))
     places = NodePlaces(state_dir=tmp_path / "state", node="n0", node_index=0, instance_id="i-1",
