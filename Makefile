@@ -46,7 +46,8 @@ lint: setup
 # spend most of their time waiting on compressed daemon intervals, so one pytest-xdist
 # session runs TEST_JOBS of them at once, handed out by tests/conftest.py so that the
 # workers end together. Ten keep both cores of a 2-core runner busy to the end: the session
-# took 448 s at -n 5, 344-383 s at -n 8 and 323-359 s at -n 10 (610-650 s of CPU each).
+# took 448 s at -n 5, 344-383 s at -n 8 and 323-359 s at -n 10 (610-650 s of CPU each);
+# since the compiled plugin and quiet idle daemons, 285-293 s at -n 10 (520-530 s of CPU).
 # Saturated cores must not change a verdict: the fault IMDS answers no older than EC2
 # (faultcore.freshness), and scenarios wait on conditions, not on the machine being idle.
 TEST_JOBS ?= 10
