@@ -31,6 +31,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from cnikit.errors import EnvironmentProblem
+
 ROOT = Path(__file__).resolve().parents[2]
 GO_SOURCE = Path(__file__).resolve().with_name("compiled") / "main.go"
 BUILD_DIR = ROOT / "build" / "cnikit-cni"
@@ -48,8 +50,12 @@ sys.exit(main())
 SYSTEM_PYTHON = "/usr/bin/python3"
 
 
-class BuildError(Exception):
-    """The compiled plugin could not be built (the message says why, in one line)."""
+class BuildError(EnvironmentProblem):
+    """The compiled plugin could not be built, or CNIKIT_CNI_BUILD names no build: one line,
+    exit 2, like any other problem with the machine's setup."""
+
+
+_warned: set[str] = set()  # auto's fallbacks already told: once per process, not per node
 
 
 @functools.cache
@@ -131,7 +137,9 @@ def write_launcher(bin_dir: str | os.PathLike, name: str = "cnikit-cni",
         except BuildError as e:
             if build == "compiled":
                 raise
-            print(f"cnikit: the CNI plugin runs as Python ({e})", file=sys.stderr)
+            if str(e) not in _warned:
+                _warned.add(str(e))
+                print(f"cnikit: the CNI plugin runs as Python ({e})", file=sys.stderr)
     path = Path(bin_dir) / name
     path.parent.mkdir(parents=True, exist_ok=True)
     if binary is None:

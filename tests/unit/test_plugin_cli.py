@@ -27,10 +27,15 @@ ERROR_SCHEMA = {
 }
 
 
+def needs_go():
+    if shutil.which("go") is None:
+        pytest.skip("Go is not installed (Debian: apt-get install golang-go)")
+
+
 @pytest.fixture(scope="module", params=["compiled", "python"])
 def plugin(request, tmp_path_factory):
-    if request.param == "compiled" and shutil.which("go") is None:
-        pytest.skip("Go is not installed (Debian: apt-get install golang-go)")
+    if request.param == "compiled":
+        needs_go()
     return str(write_launcher(tmp_path_factory.mktemp("bin"), build=request.param))
 
 
@@ -269,8 +274,7 @@ def test_launcher_runs_an_interpreter_of_this_python_version_outside_any_venv(py
 
 @pytest.fixture(scope="module")
 def both(tmp_path_factory):
-    if shutil.which("go") is None:
-        pytest.skip("Go is not installed (Debian: apt-get install golang-go)")
+    needs_go()
     return [str(write_launcher(tmp_path_factory.mktemp("bin"), build=b)) for b in ("compiled", "python")]
 
 
@@ -325,13 +329,12 @@ def test_both_builds_send_and_answer_alike(both, tmp_path, command, extra, answe
             out = run(plugin, command, conf(**{"daemonSocket": d.path, **extra}), **CNI_ENV)
         finally:
             d.close()
-        seen.append((out, [{k: v for k, v in r.items()} for r in d.requests]))
+        seen.append((out, d.requests))
     assert seen[0] == seen[1]
 
 
 def test_plugin_wiring_needs_the_python_build_beside_the_compiled_one(tmp_path):
-    if shutil.which("go") is None:
-        pytest.skip("Go is not installed (Debian: apt-get install golang-go)")
+    needs_go()
     plugin = write_launcher(tmp_path, build="compiled")
     (tmp_path / "cnikit-cni-python").unlink()
     rc, err = run(str(plugin), "ADD", conf(wiring="plugin"), **CNI_ENV)
@@ -340,8 +343,7 @@ def test_plugin_wiring_needs_the_python_build_beside_the_compiled_one(tmp_path):
 
 
 def test_compiled_build_is_what_a_node_gets(tmp_path, monkeypatch):
-    if shutil.which("go") is None:
-        pytest.skip("Go is not installed (Debian: apt-get install golang-go)")
+    needs_go()
     monkeypatch.delenv("CNIKIT_CNI_BUILD", raising=False)
     plugin = write_launcher(tmp_path)
     assert plugin.read_bytes()[:4] == b"\x7fELF"
@@ -351,5 +353,6 @@ def test_compiled_build_is_what_a_node_gets(tmp_path, monkeypatch):
     monkeypatch.setenv("CNIKIT_CNI_BUILD", "fast")
     from cnikit.plugin.launcher import BuildError
 
-    with pytest.raises(BuildError, match="CNIKIT_CNI_BUILD"):
+    with pytest.raises(BuildError, match="CNIKIT_CNI_BUILD") as bad:
         write_launcher(tmp_path / "bad")
+    assert bad.value.exit_code == 2  # the CLI's one line and code, not a traceback
