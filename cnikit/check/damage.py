@@ -86,9 +86,12 @@ class NemesisDamage:
 
     @staticmethod
     def _hits(w: Window, v, victims: set[str]) -> bool:
-        """v is about a pod the window hit, or an `unreachable` whose failing peers are all
-        pods the windows in effect hit (the other side of their first failing pair, blamed
-        for a moment)."""
+        """v is of a kind the nemesis's act itself causes (EXCUSABLE) and about a pod the
+        window hit, or an `unreachable` whose failing peers are all pods the windows in
+        effect hit (the other side of their first failing pair, blamed for a moment). What
+        the build does with the address (a second pod on it, an early reuse) never is."""
+        if v.kind not in EXCUSABLE:
+            return False
         if v.subject in w.pods:
             return True
         peers = set(v.detail.get("peers") or ())

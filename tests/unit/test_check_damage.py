@@ -115,3 +115,20 @@ def test_a_pod_failing_only_with_victims_of_two_takes_is_not_blamed():
     # The peer is not blamed; only victim2, whose address this history never gives its node.
     assert [v.kind for v in inv.violations()] == ["ip-not-owned"]
     assert inv.violations()[0].subject == "victim2"
+
+
+def test_only_the_kinds_the_nemesis_causes_are_excused_on_a_victim():
+    """A victim's early reuse (a kind the nemesis's take does not cause) inside the window
+    stays the build's: only EXCUSABLE kinds are clipped (fails if _hits ignores the kind)."""
+    from cnikit.check.checkers.base import Violation
+    from cnikit.check.damage import EXCUSABLE, NemesisDamage
+
+    d = NemesisDamage(grace=1.0)
+    state = type("State", (), {"by_ip": {IP: {"victim"}}})()
+    d.step(entry(0, 1.0, *take(1.0, "start")[1:]), state)
+    for kind in ("early-reuse", "shared-ip", "leak"):
+        kept, excused = d.clip(Violation(kind, "victim", T0 + 2.0, T0 + 2.5))
+        assert kept is not None and kept.kind == kind and excused is None, kind
+    for kind in EXCUSABLE:
+        kept, excused = d.clip(Violation(kind, "victim", T0 + 2.0, T0 + 2.5))
+        assert kept is None and excused.kind == "nemesis-damage", kind
