@@ -105,7 +105,9 @@ class CniCluster:
         return NodePlaces(state_dir=self.state_root / f"daemon-{node.name}", node=node.name,
                           node_index=node.index, instance_id=node.instance_id,
                           subnet_cidr=self.topo.subnet_cidr, vpc_cidr=self.topo.vpc_cidr,
-                          cni_bin_dir=cni / "bin", cni_conf_dir=cni / "net.d")
+                          cni_bin_dir=cni / "bin", cni_conf_dir=cni / "net.d",
+                          ec2_endpoint=self.fabric.ec2_endpoint,
+                          imds_endpoint=self.fabric.imds_endpoint, region=self.cloud.region)
 
     def daemon_env(self) -> dict[str, str]:
         """What the kit gives every target's daemon (the scenario's env over it)."""
@@ -155,7 +157,14 @@ class CniCluster:
         return self.fabric.add_pod_cni(node, self.netconf(node, **conf),
                                        [str(self.places[node].cni_bin_dir)],
                                        args={"IgnoreUnknown": "1", "K8S_POD_NAMESPACE": namespace,
-                                             "K8S_POD_NAME": name})
+                                             "K8S_POD_NAME": name},
+                                       env=self.plugin_env())
+
+    def plugin_env(self) -> dict[str, str]:
+        """The environment a plugin runs with: the runtime's (this process's), with what
+        the kit gives every daemon (EC2 and IMDS endpoints, region, credentials, time scale,
+        the scenario's variables) as a node's runtime would have it; libcni adds CNI_*."""
+        return {**os.environ, **self.daemon_env()}
 
     def delete_pod(self, pod) -> None:
         self.fabric.delete_pod(pod)

@@ -65,7 +65,7 @@ class CniSandbox:
     def __init__(self, config: dict, cni_path: list[str] | str, container_id: str,
                  netns_path: str, ifname: str = "eth0", args: dict | None = None,
                  timeout: float = 30.0, runner_ns: str | None = None,
-                 run_dir: Path | None = None):
+                 run_dir: Path | None = None, env: dict[str, str] | None = None):
         self.config = config
         self.cni_path = cni_path.split(":") if isinstance(cni_path, str) else list(cni_path)
         self.container_id = container_id
@@ -75,6 +75,10 @@ class CniSandbox:
         self.timeout = timeout
         self.runner_ns = runner_ns
         self.run_dir = run_dir
+        # The runtime's own environment, which libcni hands every plugin under the CNI_*
+        # variables (os.environ when not given): the kit's EC2 and IMDS variables reach a
+        # plugin that calls EC2 itself this way, as they reach it on a real node.
+        self.env = dict(os.environ if env is None else env)
         self.result: CniResult | None = None
 
     def _spawn(self, binary: str, env: dict) -> subprocess.Popen:
@@ -98,7 +102,8 @@ class CniSandbox:
 
     def _exec(self, command: str, conf: dict) -> dict | None:
         env = {
-            "PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
+            **{k: v for k, v in self.env.items() if not k.startswith("CNI_")},
+            "PATH": self.env.get("PATH") or os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
             "CNI_COMMAND": command,
             "CNI_CONTAINERID": self.container_id,
             "CNI_NETNS": self.netns_path,

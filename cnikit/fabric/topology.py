@@ -421,15 +421,16 @@ class Fabric:
 
     def add_pod_cni(self, node: int | str | Node, config: dict, cni_path: list[str] | str,
                     args: dict | None = None, ifname: str = "eth0",
-                    timeout: float = 30.0) -> Pod:
-        """A pod namespace handed to a CNI plugin exactly as a container runtime does."""
+                    timeout: float = 30.0, env: dict[str, str] | None = None) -> Pod:
+        """A pod namespace handed to a CNI plugin exactly as a container runtime does (`env`:
+        the runtime's environment under the CNI_* variables; default this process's)."""
         from cnikit.fabric import cni
 
         node = self.node(node)
         name, ns = self._new_pod_ns(node)
         sandbox = cni.CniSandbox(config, cni_path, container_id=name, netns_path=ns.path,
                                  ifname=ifname, args=args, timeout=timeout,
-                                 runner_ns=node.ns.path, run_dir=self.run.dir)
+                                 runner_ns=node.ns.path, run_dir=self.run.dir, env=env)
         try:
             result = sandbox.add(pod_nl=ns.nl)
         except BaseException:

@@ -18,7 +18,8 @@ from pathlib import Path
 from cnikit.errors import UsageError
 from cnikit.targets.model import DaemonSpec, ObserveSpec, PluginSpec, ReadySpec, Target
 
-TOP = {"name": True, "version": True, "daemon": True, "plugin": True, "observe": False}
+TOP = {"name": True, "version": True, "daemon": True, "plugin": True, "observe": False,
+       "max_pods": False}
 DAEMON = ("command", "image", "args", "env", "ready")
 READY = ("socket", "url", "timeout")
 PLUGIN = {"binaries": True, "conflist": True}
@@ -92,9 +93,26 @@ def load_target(path: str | os.PathLike) -> Target:
         c.fail("name", f"{name!r}: only letters, digits, '.', '_' and '-' (it names report "
                        "directories and JUnit classes)")
     version = c.string(doc["version"], "version")
+    max_pods = _max_pods(c, doc.get("max_pods"))
     return Target(name=name, version=version, daemon=_daemon(c, doc["daemon"]),
                   plugin=_plugin(c, doc["plugin"]), observe=_observe(c, doc.get("observe", {})),
-                  source=path.absolute())
+                  source=path.absolute(), max_pods=max_pods)
+
+
+def _max_pods(c: _Checker, value) -> int | dict[str, int] | None:
+    """Pods a node takes: one number, or a table of instance type -> number (upstream's
+    eni-max-pods.txt is per type; the kit's scenarios run m5.large and t3.small nodes)."""
+    def count(v, key: str) -> int:
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            c.fail(key, "must be a positive whole number (pods a node takes, as kubelet's "
+                        "--max-pods)")
+        return v
+
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        return {k: count(v, f"max_pods.{k}") for k, v in value.items()}
+    return count(value, "max_pods")
 
 
 def _daemon(c: _Checker, d) -> DaemonSpec:

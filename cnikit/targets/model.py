@@ -12,7 +12,7 @@ from pathlib import Path
 
 # The only names replaced in a target's strings; other braces (JSON-like text) stay.
 PLACEHOLDERS = ("state_dir", "node", "node_index", "instance_id", "subnet_cidr", "vpc_cidr",
-                "cni_bin_dir", "cni_conf_dir")
+                "cni_bin_dir", "cni_conf_dir", "ec2_endpoint", "imds_endpoint", "region")
 _PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
 
 
@@ -71,6 +71,9 @@ class Target:
     source: Path | None = None  # the TOML file; None for a built-in
     profile: object | None = None  # cnikit.daemon.profiles.Profile, for a built-in
     files: dict[str, Path] | None = None  # files_under_test when not the command's and plugin's
+    # Pods a node takes, as kubelet's --max-pods is set from a CNI's capacity: one number, or
+    # instance type -> number; None (or a type not listed): upstream's formula (max_pods_for).
+    max_pods: int | dict[str, int] | None = None
 
     @property
     def builtin(self) -> bool:
@@ -90,6 +93,20 @@ class Target:
         if self.profile is not None:
             return self.profile.expected_verdict(scenario)
         return "holds"
+
+    def max_pods_for(self, instance_type: str) -> int:
+        """Pods a node of `instance_type` takes: the target's `max_pods`, else upstream's
+        formula, ENIs x (IPv4 addresses per ENI - 1) + 2 (aws/amazon-vpc-cni-k8s
+        misc/eni-max-pods.txt: the primary address of each ENI is not a pod's, and two
+        host-network pods per node)."""
+        if isinstance(self.max_pods, int):
+            return self.max_pods
+        if isinstance(self.max_pods, dict) and instance_type in self.max_pods:
+            return self.max_pods[instance_type]
+        from cnikit.cloud.limits import FALLBACK, InstanceLimits
+
+        lim = FALLBACK.get(instance_type, InstanceLimits(3, 10))
+        return lim.max_enis * (lim.ipv4_per_eni - 1) + 2
 
     def files_under_test(self) -> dict[str, Path]:
         """role -> file ("daemon", "plugin:<name>", "conflist"), for the certificate's hashes."""

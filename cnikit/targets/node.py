@@ -50,6 +50,11 @@ class NodePlaces:
     vpc_cidr: str
     cni_bin_dir: Path
     cni_conf_dir: Path
+    # Where the node reaches EC2 and the IMDS, and the region: what a plugin that calls
+    # EC2 itself needs (its environment has them too, as AWS_ENDPOINT_URL_EC2 and so on).
+    ec2_endpoint: str = ""
+    imds_endpoint: str = ""
+    region: str = ""
 
     def values(self) -> dict[str, str]:
         return {k: str(v) for k, v in self.__dict__.items()}
