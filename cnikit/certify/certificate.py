@@ -21,7 +21,7 @@ SCHEMA = {
                  "ended", "seconds", "summary", "runs"],
     "properties": {
         "schema": {"const": SCHEMA_VERSION},
-        "verdict": {"enum": ["certified", "failed", "incomplete"]},
+        "verdict": {"enum": ["certified", "failed", "incomplete", "insufficient"]},
         "target": {"type": "object", "required": ["name", "version", "source", "builtin"],
                    "properties": {"name": {"type": "string"}, "version": {"type": "string"},
                                   "source": {"type": ["string", "null"]},
@@ -46,7 +46,7 @@ SCHEMA = {
         "ended": {"type": "string"},
         "seconds": {"type": "number"},
         "summary": {"type": "object",
-                    "required": ["runs", "exercised", *VERDICTS],
+                    "required": ["runs", "exercised", "exposed", "not_exposed", *VERDICTS],
                     "additionalProperties": {"type": "integer"}},
         "runs": {"type": "array", "items": {
             "type": "object",
@@ -57,6 +57,8 @@ SCHEMA = {
                            "seconds": {"type": "number"},
                            "report": {"type": ["string", "null"]},
                            "precondition": {"type": ["string", "null"]},
+                           "label": {"enum": ["exposed", "not exposed", *VERDICTS[1:]]},
+                           "exposure": {"type": "object"},
                            "evidence": {"type": "array", "items": {"type": "string"}}}}},
     },
 }
@@ -120,12 +122,23 @@ def files(target) -> list[dict]:
     return out
 
 
+def summary(cert) -> dict:
+    """How many runs there were, exercised the build, exposed it, and of each verdict."""
+    from cnikit.check.exposure import label
+
+    out = {"runs": len(cert.runs),
+           "exercised": sum(1 for r in cert.runs if r.get("exercised")),
+           "exposed": cert.exposed,
+           "not_exposed": sum(1 for r in cert.runs
+                              if label(r["verdict"], r.get("exposure")) == "not exposed")}
+    for v in VERDICTS:
+        out[v] = cert.count(v)
+    return out
+
+
 def build(cert) -> dict:
     t = cert.target
-    summary = {"runs": len(cert.runs),
-               "exercised": sum(1 for r in cert.runs if r.get("exercised"))}
-    for v in VERDICTS:
-        summary[v] = cert.count(v)
+    summary_ = summary(cert)
     return {
         "schema": SCHEMA_VERSION,
         "verdict": cert.verdict,
@@ -142,7 +155,7 @@ def build(cert) -> dict:
         "started": _iso(cert.started),
         "ended": _iso(cert.ended),
         "seconds": round(cert.ended - cert.started, 1),
-        "summary": summary,
+        "summary": summary_,
         "runs": cert.runs,
     }
 

@@ -1,5 +1,6 @@
-"""`cnikit certify TARGET`: exit 0 every run held, 1 a violation (with evidence), 2 a bad
-target file, an unusable machine or a run the kit could not complete (one line)."""
+"""`cnikit certify TARGET`: exit 0 certified, 1 a violation (with evidence), 2 a bad target
+file, an unusable machine or a run the kit could not complete (one line), 3 too few runs
+exercised the build to certify it (docs/certify.md, "The overall verdict")."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from pathlib import Path
 
 import click
 
-from cnikit.certify.suite import DEFAULT_SEEDS
+from cnikit.certify.suite import DEFAULT_SEEDS, EXERCISED_BAR
+from cnikit.check.exposure import label
 from cnikit.containers.options import runtime_option
 from cnikit.errors import CnikitError, UsageError
 from cnikit.scenarios.parallel import default_jobs
@@ -35,7 +37,15 @@ from cnikit.scenarios.parallel import default_jobs
 @click.option("--init", "init_file", default=None, type=click.Path(dir_okay=False),
               help="write a commented target file for the reference daemon, then exit")
 def certify_cmd(target, seeds, report_dir, junitxml, only, jobs, shard, init_file) -> None:
-    """Certify a CNI build (a target file, or a built-in profile) against every scenario."""
+    """Certify a CNI build (a target file, or a built-in profile) against every scenario.
+
+    \b
+    Exit codes:
+      0  CERTIFIED: no violation, at least 90% of the runs exercised the build and at
+         least one run's faults reached it
+      1  FAILED: an invariant was violated (evidence printed)
+      2  a bad target file, an unusable machine, or a run the kit could not complete
+      3  INSUFFICIENT: no violation, but too few runs exercised the build"""
     from cnikit.fabric.cleanup import cleanup_on_signals
     from cnikit.scenarios.cli import _console, _progress, _quiet_logs
 
@@ -86,19 +96,29 @@ def certify_cmd(target, seeds, report_dir, junitxml, only, jobs, shard, init_fil
     doc = cert.document
     s = doc["summary"]
     click.echo(f"{t.name} {t.version}: {cert.verdict.upper()} - {s['runs']} runs: "
-               f"{s['holds']} held, {s['violation']} violated, {s['inconclusive']} inconclusive, "
-               f"{s['error']} could not complete; {s['exercised']} exercised the build "
-               f"({time.monotonic() - t0:.0f}s)")
+               f"{s['holds']} held ({s['not_exposed']} of them not exposed to their faults), "
+               f"{s['violation']} violated, {s['inconclusive']} inconclusive, "
+               f"{s['error']} could not complete; {s['exercised']} exercised the build, "
+               f"{s['exposed']} exposed ({time.monotonic() - t0:.0f}s)")
     for r in cert.runs:
-        if r["verdict"] == "holds":
+        shown = label(r["verdict"], r.get("exposure"))
+        if shown == "exposed":
             continue
-        why = r.get("precondition") or r.get("error") or ""
-        click.echo(f"  {r['scenario']} seed {r['seed']}: {r['verdict']}" + (f": {why}" if why else ""))
-        if r["verdict"] == "violation":
+        if r["verdict"] == "violation":  # the evidence, never a precondition met before it
+            click.echo(f"  {r['scenario']} seed {r['seed']}: violation")
             for line in r.get("evidence") or []:
                 click.echo(f"    {line}")
+            continue
+        why = (r.get("precondition") if r["verdict"] == "inconclusive" else
+               r.get("error") if r["verdict"] == "error" else
+               "; ".join(f["line"] for f in (r.get("exposure") or {}).get("faults") or []))
+        click.echo(f"  {r['scenario']} seed {r['seed']}: {shown}" + (f": {why}" if why else ""))
     click.echo(f"certificate: {cert.paths['certificate']}")
     click.echo(f"report: {cert.paths['html']}")
+    if cert.verdict == "insufficient":
+        click.echo(f"insufficient: {s['exercised']} of {s['runs']} runs exercised the build "
+                   f"(at least {EXERCISED_BAR:.0%} must) and {s['exposed']} exposed it to their "
+                   f"faults (at least one must)")
     if cert.verdict == "incomplete":
         first = next(r for r in cert.runs if r["verdict"] == "error")
         raise CnikitError(f"{first['scenario']} seed {first['seed']} could not complete: "

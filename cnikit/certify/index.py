@@ -9,7 +9,8 @@ COLOURS = {"holds": "#1a7f37", "violation": "#cf222e", "inconclusive": "#9a6700"
            "error": "#6e7781"}
 HEADLINE = {"certified": "certified: every run held",
             "failed": "failed: an invariant was violated",
-            "incomplete": "incomplete: a run could not be completed"}
+            "incomplete": "incomplete: a run could not be completed",
+            "insufficient": "insufficient: too few runs exercised the build to certify it"}
 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:1.5rem auto;max-width:68rem;padding:0 1rem;color:#1f2328}
@@ -23,6 +24,12 @@ dl{display:grid;grid-template-columns:max-content 1fr;gap:.1rem 1rem;margin:.8re
 dt{color:#59636e}
 code{font-size:12px}
 """
+
+
+def label(verdict: str, exposure: dict) -> str:
+    from cnikit.check.exposure import label as run_label
+
+    return run_label(verdict, exposure)
 
 
 def _cell(verdict: str) -> str:
@@ -41,10 +48,16 @@ def render(doc: dict) -> str:
             notes.insert(0, f"precondition not met: {r['precondition']}")
         if r.get("error") and r["verdict"] == "error":
             notes.insert(0, r["error"])
+        exposure = r.get("exposure") or {}
+        notes += [f"exposure: {f['line']}" for f in exposure.get("faults") or []]
+        notes += [f"adapted: {a}" for a in exposure.get("adapted") or []]
         expected = r.get("expected") or "holds"
         exp = "" if expected == r["verdict"] else f" (expected {escape(expected)})"
+        shown = label(r["verdict"], exposure)
         rows.append(f"<tr><td>{escape(r['scenario'])}</td><td>{r['seed']}</td>"
-                    f"<td>{_cell(r['verdict'])}{exp}</td><td>{r['seconds']:.1f}s</td>"
+                    f"<td>{_cell(r['verdict'])}{exp}"
+                    f"{'' if shown == r['verdict'] else ' (' + escape(shown) + ')'}</td>"
+                    f"<td>{r['seconds']:.1f}s</td>"
                     f"<td>{link}</td><td class=ev>{escape(chr(10).join(notes))}</td></tr>")
     files = "".join(f"<dt>{escape(f['role'])}</dt><dd><code>{escape(f['path'])}</code> "
                     f"sha256 <code>{f['sha256']}</code></dd>" for f in doc["files"])
@@ -59,7 +72,9 @@ def render(doc: dict) -> str:
 <title>cnikit certify {escape(t['name'])} {escape(t['version'])}</title><style>{STYLE}</style></head>
 <body><h1>{escape(t['name'])} {escape(t['version'])}:
 <span style="color:{colour}">{escape(HEADLINE[doc['verdict']])}</span></h1>
-<div>{s['runs']} runs ({counts}); {s['exercised']} exercised the build; {doc['seconds']:.0f}s</div>
+<div>{s['runs']} runs ({counts}); {s['exercised']} exercised the build, {s.get('exposed', 0)} of
+them exposed to their faults and {s.get('not_exposed', 0)} held without being exposed;
+{doc['seconds']:.0f}s</div>
 <dl><dt>target</dt><dd>{escape(t.get('source') or 'built-in')}</dd>{image}{files}
 <dt>kit</dt><dd>cnikit {escape(kit['version'])}, {escape(commit)}</dd>
 <dt>machine</dt><dd>kernel {escape(doc['machine']['kernel'])}, {doc['machine']['cores']} cores;

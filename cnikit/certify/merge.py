@@ -71,9 +71,7 @@ def merge(dirs: list[Path], out: Path) -> dict:
            "started": min(x["started"] for _, x in docs),
            "ended": max(x["ended"] for _, x in docs),
            "seconds": round(max(x["seconds"] for _, x in docs), 1)}
-    doc["summary"] = {"runs": len(runs), "exercised": sum(1 for r in runs if r.get("exercised"))}
-    for v in certificate.VERDICTS:
-        doc["summary"][v] = cert.count(v)
+    doc["summary"] = certificate.summary(cert)
     certificate.write(out, doc)
     index.write(out, doc)
     junit.write(out / "junit.xml", doc)

@@ -17,6 +17,13 @@ CHAOS = "random-chaos"
 DEFAULT_SEEDS = 3
 
 
+# A certificate vouches for what its runs exercised: CERTIFIED needs at least this share of
+# them to have run the build through their faults (held or violated; inconclusive ones did
+# not) and at least one whose faults reached it (docs/certify.md, "The overall verdict").
+EXERCISED_BAR = 0.9
+EXIT_CODES = {"certified": 0, "failed": 1, "incomplete": 2, "insufficient": 3}
+
+
 @dataclass(frozen=True)
 class Planned:
     scenario: str
@@ -52,17 +59,33 @@ class Certification:
         return sum(1 for r in self.runs if r["verdict"] == verdict)
 
     @property
+    def exposed(self) -> int:
+        """Runs that held or failed with at least one of their faults reaching the build."""
+        from cnikit.check.exposure import label
+
+        return sum(1 for r in self.runs if r["verdict"] == "violation"
+                   or label(r["verdict"], r.get("exposure")) == "exposed")
+
+    @property
+    def exercised(self) -> int:
+        return sum(1 for r in self.runs if r["verdict"] in ("holds", "violation"))
+
+    @property
     def verdict(self) -> str:
-        """certified | failed (a violation) | incomplete (a run the kit could not finish)."""
+        """failed (a violation) | incomplete (a run the kit could not finish) | insufficient
+        (too few runs exercised the build: under EXERCISED_BAR of them, or none exposed
+        to its faults) | certified."""
         if self.count("violation"):
             return "failed"
         if self.count("error"):
             return "incomplete"
+        if not self.runs or self.exercised < EXERCISED_BAR * len(self.runs) or not self.exposed:
+            return "insufficient"
         return "certified"
 
     @property
     def exit_code(self) -> int:
-        return {"certified": 0, "failed": 1, "incomplete": 2}[self.verdict]
+        return EXIT_CODES[self.verdict]
 
 
 def record(result, planned: Planned, report_root: Path) -> dict:

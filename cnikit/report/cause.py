@@ -271,7 +271,10 @@ def _symptom(tl: Timeline, v: dict, ip: str, pod) -> dict:
     kind, subject = v.get("kind"), v.get("subject")
     text = {"unreachable": f"pod {subject} ({ip}) went dark",
             "ip-not-owned": f"pod {subject}'s IP {ip} no longer held by its node in EC2",
-            "shared-ip": f"IP {ip} held by more than one pod"}.get(kind, f"{kind} on {subject}")
+            "shared-ip": f"IP {ip} held by more than one pod"}.get(kind)
+    # A checker that words its own evidence (early-reuse names the previous holder, when it
+    # was deleted and the cooldown the reuse fell inside) says it better than its kind.
+    text = text or f"{kind}: {(v.get('detail') or {}).get('what') or f'on {subject}'}"
     return {"step": "symptom", "time": v.get("since"), "text": text}
 
 

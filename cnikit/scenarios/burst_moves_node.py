@@ -44,8 +44,8 @@ def run(ctx: Ctx) -> None:
     ctx.step(f"the {WAVE} oldest pods deleted", **focus)
 
     mine = {p.ip for p in pods}
-    ctx.precondition(lambda: mine - set(ctx.ec2_eni(eni.eni_id).ips), 10,
-                     "an address of the deleted pods released to EC2")
+    ctx.design(lambda: mine - set(ctx.ec2_eni(eni.eni_id).ips), 10,
+               "an address of the deleted pods released to EC2")
     ctx.step("the pool over its target releases addresses to EC2", **focus)
     for _ in range(WAVE):
         ctx.add_pod(OTHER, retry_for=5)

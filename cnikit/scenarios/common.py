@@ -10,12 +10,13 @@ def peers(ctx: Ctx, node: int = 1, count: int = 2) -> list:
     nodes crosses the VPC fabric, which routes by EC2's assignments: an IP EC2 no longer
     gives the pod's node goes dark there, as it does on AWS. No fault is active yet: a pod
     without an IP is the build's liveness violation."""
-    return [ctx.require_pod(node) for _ in range(count)]
+    return [ctx.require_pod(node) for _ in range(min(count, ctx.room(node)))]
 
 
 def fill(ctx: Ctx, node: int, count: int) -> list:
-    """Pods on a node with room in EC2 and no fault active: each must get an IP."""
-    return [ctx.require_pod(node) for _ in range(count)]
+    """Pods on a node with room in EC2 and no fault active: each must get an IP. A node
+    whose build declares fewer pods (max_pods) gets as many as it takes."""
+    return [ctx.require_pod(node) for _ in range(min(count, ctx.room(node)))]
 
 
 def churn(ctx: Ctx, nodes: list[int], cycles: int, max_pods: int = 8, retry_for: float = 10.0,
@@ -24,7 +25,7 @@ def churn(ctx: Ctx, nodes: list[int], cycles: int, max_pods: int = 8, retry_for:
     for i in range(cycles):
         node = ctx.rng.choice(nodes)
         mine = ctx.pods_on(node)
-        if mine and (len(mine) >= max_pods or ctx.rng.random() < 0.45):
+        if mine and (len(mine) >= min(max_pods, ctx.max_pods) or ctx.rng.random() < 0.45):
             ctx.delete_pod(ctx.rng.choice(mine))
         else:
             ctx.add_pod(node, retry_for=retry_for)
@@ -93,22 +94,21 @@ def pods_until_reuse(ctx: Ctx, node: int, ip: str, until: float, room: int) -> l
 
 
 def warm_addresses(ctx: Ctx, node: int, eni) -> list[str]:
-    """The free addresses of the node's warm pool on `eni`, as EC2 has them (none: the
-    scenario cannot go on, Precondition)."""
-    from cnikit.scenarios.engine import Precondition
-
+    """The free addresses of the node's warm pool on `eni`, as EC2 has them (none: a build
+    without a warm pool has nothing for EC2 to take, and the scenario ends not exposed)."""
     held = {p.ip for p in ctx.pods_on(node) if getattr(p, "ip", None)}
     warm = sorted(set(ctx.ec2_eni(eni.eni_id).ips) - held - {eni.primary_ip})
     if not warm:
-        raise Precondition("a free address in the node's warm pool")
+        ctx.not_exposed(f"node {node} holds no free address on {eni.eni_id} for EC2 to take")
     return warm
 
 
 def release(ctx: Ctx, eni, pods: list, count: int, before: set[str] | None = None,
             within: float = 15) -> list[str]:
     """Delete `pods` and wait until `count` of the ENI's addresses (`before`: as EC2 has
-    them now) are gone from it in EC2, the build having released them (a correct build need
-    not: Precondition). Returns the addresses gone."""
+    them now) are gone from it in EC2, the build having released them. A correct build need
+    not release them (it may keep them for its next pods): the scenario goes on with fewer
+    (`ctx.design`). Returns the addresses gone."""
     before = set(ctx.ec2_eni(eni.eni_id).ips) if before is None else set(before)
     for pod in pods:
         ctx.delete_pod(pod)
@@ -116,8 +116,7 @@ def release(ctx: Ctx, eni, pods: list, count: int, before: set[str] | None = Non
     def gone() -> list[str]:
         return sorted(before - set(ctx.ec2_eni(eni.eni_id).ips))
 
-    ctx.precondition(lambda: len(gone()) >= count, within,
-                     f"{count} addresses released to EC2")
+    ctx.design(lambda: len(gone()) >= count, within, f"{count} addresses released to EC2")
     return gone()
 
 

@@ -87,7 +87,8 @@ def _fill(ctx: Ctx) -> list:
         used = set(_enis_of(ctx, pods))
         if len(enis) == ENIS and all(e.eni_id in used for e in enis[1:]):
             return pods
-    raise Precondition(f"node {NODE}'s pods on {ENIS} ENIs")
+    ctx.not_exposed(f"node {NODE}'s build kept its pods on fewer than {ENIS} ENIs: no "
+                    "secondary ENI to scale down")
 
 
 def _enis_of(ctx: Ctx, pods: list) -> list[str | None]:

@@ -41,10 +41,14 @@ def run(ctx: Ctx) -> None:
             # The runtime retries the ADD until the daemon is back (kubelet does).
             adder = threading.Thread(target=ctx.add_pod, args=(NODE,), kwargs={"retry_for": 30})
             adder.start()
-            ctx.precondition(lambda t=trap: t.wait(0.05), 15,
-                             "the daemon wrote a file of its state directory for an ADD")
+            wrote = ctx.design(lambda t=trap: t.wait(0.05), 15,
+                               "the daemon wrote a file of its state directory for an ADD")
         finally:
             trap.close()
+        if not wrote:
+            adder.join(40)
+            ctx.not_exposed("the build's daemon wrote nothing in its state directory for an "
+                            "ADD: no write to crash in")
         fired = trap.fired or {}
         ctx.step(f"crash {k + 1}: killed opening {fired.get('path', '?').rsplit('/', 1)[-1]} "
                  "for writing")

@@ -45,6 +45,13 @@ class Precondition(ScenarioFailed):
     `inconclusive` for this build, with `what` as RunResult.precondition."""
 
 
+class NotExposed(Exception):
+    """The build has nothing the scenario's fault could act on (no secondary ENI for IMDS
+    to miss, no daemon write to crash in, no address released to take): the scenario ends
+    here, the run is still watched and judged, and its exposure says why it was not exposed
+    (cnikit.check.exposure). Raised by `ctx.not_exposed`."""
+
+
 class Liveness(ScenarioFailed):
     """The build made no progress any correct build must make (a pod got no IP within a
     bound, a daemon never became ready): a liveness violation, with evidence."""
@@ -116,6 +123,8 @@ class RunResult:
     target: str = ""  # the target's name
     precondition: str | None = None  # the unmet precondition when inconclusive
     exercised: bool = True  # False when inconclusive/error before the build was exercised
+    # What of the run's faults reached the build (cnikit.check.exposure.judge).
+    exposure: dict = field(default_factory=dict)
     imds_requests: list[dict] = field(default_factory=list)  # the IMDS's per-request log
     violations: list[dict] = field(default_factory=list)
     warnings: list[dict] = field(default_factory=list)
@@ -342,6 +351,10 @@ class Ctx:
         # Upstream's variables the build was given: the warm targets EC2's view is held to.
         self.env = dict(env if env is not None else getattr(cluster, "env", None) or {})
         self.instance_type = getattr(cluster, "instance_type", "m5.large")
+        target = getattr(cluster, "target", None)
+        # Pods a node takes (kubelet's --max-pods): no scenario asks a node for more.
+        self.max_pods = (target.max_pods_for(self.instance_type) if target is not None
+                         else 10**6)
         self.pods: dict[str, object] = {}  # netns name -> fabric Pod, in creation order
         self.steps: list[dict] = []
         self.schedule: list[dict] = []
@@ -350,6 +363,7 @@ class Ctx:
         self.add_failures = 0
         self.last_add_error: dict[int, str] = {}  # node -> the last failed ADD's answer
         self._spare: str | None = None
+        self._reconciling: set[tuple[int, bool]] = set()  # nodes seen reading their ENI list
 
     # -- time ------------------------------------------------------------------------------
 
@@ -407,6 +421,28 @@ class Ctx:
         except ScenarioFailed as e:
             raise Precondition(str(e).replace("timed out", "not met", 1)) from None
 
+    def design(self, pred: Callable[[], object], timeout: float, what: str,
+               poll: float = 0.05):
+        """wait_until for a design feature the scenario can go on without (addresses
+        released to EC2, a second ENI): unmet -> `adapt` and None."""
+        try:
+            return self.wait_until(pred, timeout, what, poll)
+        except (Precondition, Liveness):
+            raise
+        except ScenarioFailed:
+            self.adapt(f"not within {timeout:.1f}s: {what}; the scenario went on without it")
+            return None
+
+    def not_exposed(self, why: str):
+        """End the scenario: the build has nothing its fault could act on (NotExposed)."""
+        raise NotExposed(why)
+
+    def adapt(self, what: str) -> None:
+        """The build lacks a design feature the scenario would have waited for (a warm pool,
+        reconcile reads of IMDS, releases to EC2): the scenario goes on without it, and the
+        run's exposure says so (cnikit.check.exposure)."""
+        self.history.info(SCENARIO, "adapt", {"what": what, "t": round(self.elapsed(), 3)})
+
     # -- narration -------------------------------------------------------------------------
 
     def step(self, title: str, **focus) -> None:
@@ -421,9 +457,13 @@ class Ctx:
 
     def add_pod(self, node: int, retry_for: float = 10.0, poll: float = 0.1):
         """ADD through the target's plugin as a runtime would, retrying failures like kubelet
-        does. Returns the Pod, or None when the build gave no IP in time."""
+        does. Returns the Pod, or None when the build gave no IP in time, or when the node
+        already runs its max_pods (the scheduler sends no pod to a full node)."""
         from cnikit.errors import CnikitError
 
+        if self.room(node) <= 0:
+            self.history.info(SCENARIO, "node-full", {"node": node, "max_pods": self.max_pods})
+            return None
         name = f"pod-{next(self._pod_numbers)}"
         end = time.monotonic() + retry_for
         while True:
@@ -446,6 +486,8 @@ class Ctx:
     def require_pod(self, node: int, retry_for: float = 10.0):
         """A pod any correct build must give an IP (no fault active, room in EC2): none
         within `retry_for` is a liveness violation of the build."""
+        if self.room(node) <= 0:
+            raise Precondition(f"room for one more pod on node {node} (max_pods {self.max_pods})")
         pod = self.add_pod(node, retry_for=retry_for)
         if pod is None:
             raise Liveness(f"node {node}", f"a pod got no IP within {retry_for:g}s",
@@ -461,6 +503,10 @@ class Ctx:
 
     def pods_on(self, node: int) -> list:
         return [p for p in self.pods.values() if p.node.index == node]
+
+    def room(self, node: int) -> int:
+        """How many more pods the node takes (its max_pods less its live pods)."""
+        return self.max_pods - len(self.pods_on(node))
 
     # -- nemesis (cnikit.cluster.nemesis: one operation, one history shape each) -------------
 
@@ -514,6 +560,8 @@ class Ctx:
         manages, so none gives them back to EC2 while the run lasts; or `node`'s primary ENI,
         whose daemon may release them again as surplus (within a second, measured, and EC2
         then handed them back to the node that had just released them)."""
+        if not ips:
+            return
         eni = self.spare_interface() if node is None else \
             self.fabric.topo.instances[node].primary_eni_id
         self.nemesis.take_ips(eni, list(ips))
@@ -558,14 +606,39 @@ class Ctx:
                         attempts: bool = False) -> float:
         """Wait until the node has read its whole ENI list from IMDS n more times (what any
         build that reconciles with IMDS does once a pass; `attempts`: asked for it, while
-        the IMDS fails, say). Never: Precondition (a correct build need not read IMDS).
-        Returns when (wall clock) the n-th read ended."""
+        the IMDS fails, say). Returns when (wall clock) the n-th read ended.
+
+        A build that has not read its ENI list from IMDS at all since the run began, and
+        does not within two reconcile intervals, has no such pass (it never reads IMDS, or
+        reads it once at start): the scenario goes on (`adapt`) and this returns now. A build
+        that did read it and stops: Precondition."""
         reads = self.reconcile_reads(node, self.imds_mark(), attempts)
+        if not self._reads_imds(node, attempts):
+            self.adapt(f"node {node} made no reconcile read of its ENI list from IMDS "
+                       f"since the run began: no pass to wait for")
+            return time.time()
         timeout = timeout or max(10.0, self.t(60) * (n + 2))
         read = "request(s) for" if attempts else "full read(s) of"
         self.precondition(lambda: reads() >= n, timeout,
                           f"{n} {read} node {node}'s ENI list from IMDS (reconcile passes)")
         return reads.times[n - 1]
+
+    def _reads_imds(self, node: int, attempts: bool) -> bool:
+        """Whether the node reads its ENI list from IMDS at all: a read since the run began,
+        or one within two reconcile intervals of the run's start (60 s upstream)."""
+        key = (node, attempts)
+        if key in self._reconciling:
+            return True
+        ever = self.reconcile_reads(node, 0, attempts)
+        window = max(3.0, self.t(120))
+        try:
+            self.wait_until(lambda: ever() >= 1, max(0.0, window - self.elapsed()), "")
+        except Liveness:
+            raise
+        except ScenarioFailed:
+            return False
+        self._reconciling.add(key)
+        return True
 
     def daemon_view(self, node: int) -> tuple[dict[str, list[str]], dict[str, str]] | None:
         """The build's own datastore from its [observe] introspection port (upstream's
@@ -631,32 +704,47 @@ class Ctx:
         self.precondition(steady, timeout, f"node {node}'s ENIs and addresses in EC2 to stay "
                                            f"unchanged for {settle:.2f}s")
 
-    def wait_within_targets(self, node: int, timeout: float = 15.0) -> None:
+    def wait_within_targets(self, node: int, timeout: float = 15.0) -> bool:
         """Wait until EC2 shows the node's warm pool at the scenario's targets (free addresses
         = the node's secondary addresses in EC2 minus its pods' IPs) and steady: unchanged
         for two pool-manager passes, or for a decrease interval while above the targets.
-        Never: Precondition (a correct build need not keep a warm pool)."""
+
+        A build that keeps no warm pool is a design, not a fault: when EC2 shows the node
+        below the targets and unchanged (no free address at all for a decrease interval, or
+        some for three), the scenario goes on with the pods it has (`adapt`) and this
+        returns False. EC2 never steady within `timeout`: Precondition."""
         from cnikit.scenarios.blackbox import warm_target_met
 
         quiet, settle = max(0.4, self.t(10)), max(0.8, self.t(35))
-        seen = {"key": None, "since": 0.0, "view": None}
+        seen = {"key": None, "since": 0.0, "view": None, "short": False}
 
         def steady():
             key, now = self._ec2_key(node), time.monotonic()
             if key != seen["key"]:
                 seen.update(key=key, since=now)
             v = seen["view"] = self.pool(node)
+            still = now - seen["since"]
             if not warm_target_met(v, self.env, self.instance_type):
-                return False
-            return now - seen["since"] >= (settle if self._over_target(v) else quiet)
+                # A pool manager acts within a pass (5 s upstream); unchanged for much longer
+                # below its targets, the build keeps none (or a smaller one): its design.
+                seen["short"] = still >= (settle if v.free == 0 else 3 * settle)
+                return seen["short"]
+            return still >= (settle if self._over_target(v) else quiet)
 
         try:
-            self.precondition(steady, timeout, f"node {node}'s warm pool at its targets in EC2")
+            self.precondition(steady, timeout, f"node {node}'s addresses in EC2 to settle")
         except Precondition as e:
             v = seen["view"]
             raise Precondition(f"{e}; EC2 showed {v.free if v else '?'} free address(es) "
                                f"on {v.enis if v else '?'} ENI(s), targets "
                                f"{_targets(self.env)}") from None
+        if seen["short"]:
+            v = seen["view"]
+            self.adapt(f"node {node} keeps no warm pool at upstream's targets "
+                       f"({_targets(self.env)}): EC2 showed {v.free} free address(es) on "
+                       f"{v.enis} ENI(s), unchanged; the scenario went on with the pods it has")
+            return False
+        return True
 
     def node_enis(self, node: int) -> list:
         """EC2's ENIs of a node (EniInfo, device index order), from the gate: never lagged."""
@@ -785,6 +873,9 @@ def run_scenario(sc: Scenario, target=None, seed: int = 1, ec2: str = "moto",
             sc.fn(ctx)
             # Late effects (a route withdrawn, a probe timing out) still count.
             ctx.run_for(observe)
+        except NotExposed as e:
+            history.info(SCENARIO, "not-exposed", {"what": str(e)})
+            ctx.run_for(observe)
         except Liveness as e:
             liveness.append(e.record())
             history.info(SCENARIO, "liveness", {"subject": e.subject, "what": e.what})
@@ -878,6 +969,11 @@ def _collect(result: RunResult, ctx: Ctx, cluster) -> None:
     except Exception as e:  # noqa: BLE001
         result.imds_requests = [{"error": str(e)}]
     result.audit = [_jsonable(r) for r in cluster.cloud.gate.audit.records()]
+    from cnikit.check.exposure import judge
+
+    result.exposure = judge(ctx.history.entries(), result.imds_requests,
+                            cluster.cloud.gate.faults.reached(),
+                            {n.instance_id: n.name for n in cluster.fabric.nodes})
     owners = cluster.cloud.gate.owners()
     sampler = ctx.sampler
     for n, node in enumerate(cluster.fabric.nodes):

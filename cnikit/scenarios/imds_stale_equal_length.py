@@ -59,7 +59,7 @@ def run(ctx: Ctx) -> None:
         pool = set(ctx.ec2_eni(eni.eni_id).ips) - {eni.primary_ip}
         return len(pool) == len(frozen)
 
-    ctx.precondition(lengths_match, 15, "the warm pool to make the lengths match")
+    ctx.design(lengths_match, 15, "the warm pool to make the lengths match")
     ctx.step("a pod created; the warm pool adds an IP: lengths match, contents differ", **focus)
 
     ctx.wait_reconciles(NODE, 1)

@@ -50,7 +50,8 @@ def run(ctx: Ctx) -> None:
 
     for _ in range(BURST):
         ctx.add_pod(NODE, retry_for=max(5.0, ctx.t(60)))
-    ctx.precondition(lambda: len(ctx.node_enis(NODE)) >= 2, 15, "a second ENI attached")
+    if not ctx.design(lambda: len(ctx.node_enis(NODE)) >= 2, 15, "a second ENI attached"):
+        ctx.not_exposed("the build attached no second ENI for the burst")
     second = ctx.node_enis(NODE)[1]
     on_second = [p for p in ctx.pods_on(NODE) if p.ip in second.ips]
     focus = {"node": NODE, "eni": second.eni_id, "mac": second.mac}

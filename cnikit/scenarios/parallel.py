@@ -23,6 +23,8 @@ from cnikit.errors import UsageError
 def run_record(result, scenario: str, seed: int, report_root: Path) -> dict:
     """What a certificate or a matrix keeps of one RunResult (the report path relative to
     report_root)."""
+    from cnikit.check.exposure import label
+
     report = result.report.get("html") or result.report.get("json")
     if report:
         try:
@@ -38,6 +40,8 @@ def run_record(result, scenario: str, seed: int, report_root: Path) -> dict:
         "report": report,
         "precondition": getattr(result, "precondition", None),
         "exercised": getattr(result, "exercised", result.verdict in ("holds", "violation")),
+        "exposure": getattr(result, "exposure", None) or {},
+        "label": label(result.verdict, getattr(result, "exposure", None)),
         "error": result.error,
         "evidence": result.evidence(5),
         "run_id": (getattr(result, "params", None) or {}).get("run_id"),

@@ -71,6 +71,8 @@ def _given_back(ctx: Ctx, eni, focus: dict) -> tuple[str, float] | None:
     # well inside the next pass's reconcile cooldown (60 s upstream, like the interval).
     ctx.wait_reconciles(NODE, 1)
     released = release(ctx, eni, ctx.pods_on(NODE)[:1], 1, within=max(10.0, ctx.t(120)))
+    if not released:
+        ctx.not_exposed(f"node {NODE} released no address to EC2 for it to give back")
     gone = released[0]
     left_at = time.monotonic()
     freed_at = max(ec2_call_times(ctx, ("UnassignPrivateIpAddresses",), ip=gone, ok_only=True),

@@ -61,8 +61,8 @@ def _restart_with_stale_imds(ctx: Ctx, eni, focus: dict) -> tuple[str, bool]:
 
     for pod in ctx.pods_on(NODE)[:3]:
         ctx.delete_pod(pod)
-    ctx.precondition(lambda: len(frozen - set(ctx.ec2_eni(eni.eni_id).ips)) >= 3, 20,
-                     "3 IPs released to EC2")
+    ctx.design(lambda: len(frozen - set(ctx.ec2_eni(eni.eni_id).ips)) >= 3, 20,
+               "3 IPs released to EC2")
     gone = sorted(frozen - set(ctx.ec2_eni(eni.eni_id).ips))
     ctx.ec2_take(gone)
     ctx.step("IPs released; EC2 gave them to another interface; IMDS still lists them", **focus)

@@ -63,9 +63,29 @@ def test_verdict_and_exit_code_follow_the_worst_run(target):
     runs = _runs()
     assert _cert(target, runs).exit_code == 1  # a violation outranks an error
     assert _cert(target, [r for r in runs if r["verdict"] != "violation"]).exit_code == 2
-    held = [r for r in runs if r["verdict"] in ("holds", "inconclusive")]
+    held = [r for r in runs if r["verdict"] == "holds"]
     c = _cert(target, held)
     assert (c.verdict, c.exit_code) == ("certified", 0)
+
+
+def test_a_certificate_needs_runs_that_exercised_and_exposed_the_build(target):
+    """CERTIFIED needs EXERCISED_BAR of the runs held or violated (not inconclusive) and one
+    run whose faults reached the build: one inconclusive run of two, or every run held but
+    none exposed, or no run at all, is INSUFFICIENT (exit 3)."""
+    from cnikit.certify.suite import EXERCISED_BAR
+
+    runs = _runs()
+    holds, inconclusive = runs[0], runs[2]
+    c = _cert(target, [holds, inconclusive])
+    assert (c.verdict, c.exit_code) == ("insufficient", 3)
+    unexposed = {**holds, "exposure": {"exposed": False, "faults": [], "adapted": ["x"]}}
+    assert _cert(target, [unexposed] * 3).verdict == "insufficient"
+    assert _cert(target, []).verdict == "insufficient"
+    # Exactly at the bar: nine exercised runs of ten, one of them exposed.
+    ten = [unexposed] * 8 + [holds, inconclusive]
+    assert EXERCISED_BAR == 0.9 and _cert(target, ten).verdict == "certified"
+    doc = _cert(target, ten).document["summary"]
+    assert (doc["exposed"], doc["not_exposed"], doc["inconclusive"]) == (1, 8, 1)
 
 
 def test_certificate_schema_and_hashes(target, tmp_path):
@@ -76,7 +96,8 @@ def test_certificate_schema_and_hashes(target, tmp_path):
     jsonschema.validate(doc, certificate.SCHEMA)
     assert doc["verdict"] == "failed"
     assert doc["target"]["name"] == "cnikit-reference"
-    assert doc["summary"] == {"runs": 4, "exercised": 3, "holds": 1, "violation": 1,
+    assert doc["summary"] == {"runs": 4, "exercised": 3, "exposed": 2, "not_exposed": 0,
+                              "holds": 1, "violation": 1,
                               "inconclusive": 1, "error": 1}
     assert doc["files"], "the files under test are named"
     for f in doc["files"]:

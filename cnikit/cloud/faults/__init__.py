@@ -37,6 +37,9 @@ class FaultSet:
         self._lock = threading.Lock()
         self._next = 0
         self.rng = random.Random(seed)
+        # id -> calls its target covered (fired or not), kept after the fault ends: what of
+        # a run's EC2 faults reached the build (cnikit.check.exposure).
+        self._reached: dict[str, int] = {}
 
     def add(self, kind: str, **attrs) -> str:
         """Validate and add a fault; its id. UsageError (nothing added) on a bad spec."""
@@ -68,6 +71,11 @@ class FaultSet:
             self._expire(time.monotonic())
             return [f.to_json() for f in self._faults.values()]
 
+    def reached(self) -> dict[str, int]:
+        """Fault id -> how many calls its target covered while it was active."""
+        with self._lock:
+            return dict(self._reached)
+
     def _reindex(self) -> None:
         ordered = sorted(self._faults.values(), key=KINDS.order_key)
         self._ordered = {s: [f for f in ordered if f.stage == s] for s in KINDS.stages}
@@ -82,6 +90,9 @@ class FaultSet:
     def _firing(self, stage: str, call: Call) -> list[Ec2Fault]:
         """The stage's faults that act on this call, in order (lock held)."""
         self._expire(call.now)
+        for f in self._ordered[stage]:
+            if f.target_matches(call):
+                self._reached[f.id] = self._reached.get(f.id, 0) + 1
         return [f for f in self._ordered[stage] if f.fires(call, self.rng)]
 
     def on_request(self, action: str, region: str | None = None
