@@ -1,7 +1,9 @@
 """JUnit XML for CI systems: one testcase per scenario x seed, classname = the target.
 
 A violation is a <failure>, a run the kit could not complete an <error>, an inconclusive run
-(an unmet precondition) is <skipped> with the precondition as its message.
+(an unmet precondition) is <skipped> with the precondition as its message. Each testcase's
+`label` property says exposed or not exposed, and its <system-out> what of the run's faults
+reached the build (cnikit.check.exposure).
 """
 
 from __future__ import annotations
@@ -25,9 +27,15 @@ def build(document: dict) -> ET.Element:
             "classname": target, "name": f"{r['scenario']}[seed{r['seed']}]",
             "time": f"{r['seconds']:.2f}"})
         props = ET.SubElement(case, "properties")
-        for k in ("seed", "report", "run_id"):
+        for k in ("seed", "report", "run_id", "label"):
             if r.get(k) is not None:
                 ET.SubElement(props, "property", {"name": k, "value": str(r[k])})
+        # What of the run's faults reached the build: a held run that was not exposed passes,
+        # and says so where a CI system shows a testcase's output.
+        lines = [f["line"] for f in (r.get("exposure") or {}).get("faults") or []]
+        lines += [f"adapted: {a}" for a in (r.get("exposure") or {}).get("adapted") or []]
+        if lines:
+            ET.SubElement(case, "system-out").text = "\n".join(lines)
         evidence = "\n".join(r.get("evidence") or [])
         if r["verdict"] == "violation":
             first = (r.get("evidence") or ["invariant violated"])[0]

@@ -26,8 +26,8 @@ FIELDS = ("scenario", "profile", "seed", "verdict", "seconds", "violations", "wa
           "history", "imds_events", "audit", "versions")
 VERDICTS = ("holds", "violation", "inconclusive", "error")
 # Kept in report.json when a RunResult has them (cnikit.scenarios.engine).
-EXTRAS = ("description", "expected", "error", "precondition", "params", "nodes", "steps",
-          "schedule", "daemon_views", "daemon_events", "imds_requests")
+EXTRAS = ("description", "expected", "error", "precondition", "exposure", "params", "nodes",
+          "steps", "schedule", "daemon_views", "daemon_events", "imds_requests")
 
 # The shape of report.json, as a JSON Schema (draft 2020-12); tests validate against it.
 SCHEMA = {
@@ -157,6 +157,11 @@ def build(result) -> tuple[dict, object]:
     doc["summary"] = summary.summarize(tl, doc["verdict"], doc["violations"], doc["warnings"])
     if doc["verdict"] == "inconclusive" and extras.get("precondition"):
         doc["summary"].insert(0, f"inconclusive: precondition not met: {extras['precondition']}")
+    exposure = extras.get("exposure") or {}
+    if doc["verdict"] == "holds" and exposure and not exposure.get("exposed", True):
+        doc["summary"].insert(0, "not exposed: none of the scenario's faults reached this build")
+    doc["summary"] += [f"exposure: {f['line']}" for f in exposure.get("faults") or []]
+    doc["summary"] += [f"adapted: {a}" for a in exposure.get("adapted") or []]
     # Each violation carries its chain back to the first cause the record shows.
     doc["violations"] = [{**v, "chain": cause.to_json(tl, cause.chain(tl, v))}
                          for v in doc["violations"]]

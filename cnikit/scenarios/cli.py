@@ -111,6 +111,14 @@ def _print_result(r, out=None) -> None:
              "precondition): not a failure, not a pass")
     for line in r.evidence():
         echo(f"  {line}")
+    exposure = getattr(r, "exposure", None) or {}
+    if r.verdict == "holds" and not exposure.get("exposed", True):
+        echo("  not exposed: none of the scenario's faults reached this build (a pass that "
+             "tested nothing the scenario is for)")
+    for f in exposure.get("faults") or []:
+        echo(f"  exposure: {f['line']}")
+    for a in exposure.get("adapted") or []:
+        echo(f"  adapted: {a}")
     if r.report:
         echo(f"  report: {r.report.get('html') or r.report.get('json')}")
 
