@@ -40,9 +40,9 @@ class ScenarioFailed(Exception):
 
 
 class Precondition(ScenarioFailed):
-    """The scenario waited on behaviour a correct build need not have (a warm pool at its
-    targets, addresses released to EC2 within a time, a reconcile read of IMDS): the run is
-    `inconclusive` for this build, with `what` as RunResult.precondition."""
+    """The scenario could not set up what its fault needs (free addresses in the subnet, room
+    for a pod, a race a busy machine lost every time): the run is `inconclusive`, with `what`
+    as RunResult.precondition. A design feature the build lacks is not one: see Ctx.design."""
 
 
 class NotExposed(Exception):

@@ -1,7 +1,7 @@
 """Verdicts on builds the kit did not write, observed from outside only: a build that makes no
-progress is a liveness violation (exit 1), a scenario whose precondition the build never met
-is inconclusive (exit 0, said so), and a plugin-only build that hands out addresses EC2 never
-gave is caught by the invariants (ip-not-owned, unreachable)."""
+progress is a liveness violation (exit 1), a design feature it lacks is a branch the scenario
+takes (said so), what cannot be set up is inconclusive, and a plugin-only build that hands
+out addresses EC2 never gave is caught by the invariants (ip-not-owned, unreachable)."""
 
 from __future__ import annotations
 
@@ -95,22 +95,38 @@ def test_a_daemon_that_exits_by_itself_is_a_liveness_violation(tmp_path):
     assert r.seconds < 60
 
 
-def test_a_precondition_the_build_never_meets_is_inconclusive(tmp_path):
+def test_a_design_feature_the_build_lacks_is_a_branch_not_a_stop(tmp_path):
     """The reference daemon with a warm pool of 10 IPs (its own setting, over the scenario's
     WARM_IP_TARGET=1) is correct but never releases the IPs the scenario waits to see go
-    back to EC2."""
+    back to EC2: the scenario goes on without them, judges the invariants and says so."""
     target = write_target(tmp_path / "big-pool.toml", DAEMON,
                           env={"CNIKIT_PROFILE": "hardened", "WARM_IP_TARGET": "10"})
-    # Once, through the CLI (a run waits out the precondition's bound): its exit code and
-    # line, and the report's verdict and reason.
     p = subprocess.run([sys.executable, "-m", "cnikit.cli", "run", "restart-stale-imds",
                         "--target", str(target), "--report", str(tmp_path / "cli")],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "INCONCLUSIVE" in p.stdout and "precondition not met" in p.stdout, p.stdout
+    assert "HOLDS" in p.stdout and "adapted:" in p.stdout, p.stdout
+    assert "released to EC2" in p.stdout, p.stdout
     doc = json.loads((tmp_path / "cli" / "report.json").read_text())
-    assert doc["verdict"] == "inconclusive", doc["summary"]
-    assert "released to EC2" in doc["precondition"], doc["precondition"]
+    assert doc["verdict"] == "holds", doc["summary"]
+    assert any("released to EC2" in a for a in doc["exposure"]["adapted"]), doc["exposure"]
+
+
+def test_a_precondition_nothing_can_set_up_is_inconclusive(tmp_path, monkeypatch):
+    """What truly cannot be set up (here a condition that never comes) ends the run
+    inconclusive: not the build's fault, not the kit's error, and said why."""
+    from cnikit.scenarios import engine
+
+    def unmet(ctx):
+        ctx.precondition(lambda: False, 1.0, "a condition no build meets")
+
+    scenarios.get("imds-outage")  # loads the registry before the test's entry joins it
+    monkeypatch.setitem(engine.REGISTRY, "test-unmet-precondition", engine.Scenario(
+        "test-unmet-precondition", "a precondition nothing meets", unmet, nodes=1))
+    r = run("test-unmet-precondition", write_target(tmp_path / "t.toml", DAEMON), tmp_path)
+    assert r.verdict == "inconclusive", (r.error, r.violations)
+    assert r.precondition and "a condition no build meets" in r.precondition
+    assert r.error is None and not r.violations
 
 
 @pytest.mark.skipif(not (CNI_DIR / "ptp").exists(), reason="containernetworking-plugins missing")
@@ -127,4 +143,5 @@ def test_a_plugin_only_build_is_caught_and_its_warm_pool_never_comes(tmp_path):
     r = run("imds-stale-equal-length", target, tmp_path)
     assert r.verdict == "violation"
     assert "ip-not-owned" in {v["kind"] for v in r.violations}
-    assert r.precondition and "warm pool" in r.precondition
+    # Its missing warm pool was a branch the scenario took, not a stop.
+    assert any("warm pool" in a for a in r.exposure["adapted"]), r.exposure

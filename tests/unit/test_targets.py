@@ -165,7 +165,7 @@ def test_the_cli_refuses_a_bad_target_with_exit_2_before_starting_anything(tmp_p
         assert r.returncode == 2, r.stdout + r.stderr
         lines = r.stderr.strip().splitlines()
         assert lines == [f"cnikit: {path}: flavour: unknown key (one of name, version, daemon, "
-                         "plugin, observe)"], r.stderr
+                         "plugin, observe, max_pods)"], r.stderr
         assert "Traceback" not in r.stderr and r.stdout == ""
     # No run was claimed (a run claims its directory before any namespace or process).
     after = set(RUN_ROOT.glob("*")) if RUN_ROOT.exists() else set()
