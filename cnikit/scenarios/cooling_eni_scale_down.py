@@ -82,6 +82,8 @@ def _fill(ctx: Ctx) -> list:
     """Pods on node 0 until EC2 shows its ENIS ENIs, each secondary one holding a pod."""
     pods = []
     for _ in range(ENIS * SLOTS):
+        if ctx.room(NODE) <= 0:  # the build's max_pods: it holds fewer than ENIS ENIs' worth
+            break
         pods.append(ctx.require_pod(NODE, retry_for=max(10.0, ctx.t(120))))
         enis = ctx.node_enis(NODE)
         used = set(_enis_of(ctx, pods))

@@ -39,13 +39,15 @@ def run(ctx: Ctx) -> None:
     lag = max(6.0, ctx.t(160))
     lasts = lag + max(2.0, ctx.t(80))
     age_past(ctx, lag)
-    ctx.ec2_fault("describe_lag", seconds=lag, duration=lasts)
-    ctx.imds_fault("lag", target={"mac": eni.mac}, seconds=max(0.5, ctx.t(20)), duration=lasts)
+    # No duration: healed after the churn, which runs in the faults whatever the releases
+    # took (a build that keeps its addresses makes the release step wait its whole bound).
+    ctx.ec2_fault("describe_lag", seconds=lag)
+    ctx.imds_fault("lag", target={"mac": eni.mac}, seconds=max(0.5, ctx.t(20)))
     # One pod stays throughout, its address left out of IMDS's list: the views disagree at
     # every reconcile pass, so each asks EC2 (a lag alone let them agree at a pass often,
     # measured: then a build's trust in Describe went untested).
     witness = pods[-1]
-    ctx.imds_fault("missing", target={"mac": eni.mac, "ips": [witness.ip]}, duration=lasts)
+    ctx.imds_fault("missing", target={"mac": eni.mac, "ips": [witness.ip]})
     ends = ctx.elapsed() + lasts
     ctx.step(f"Describe {lag:g}s behind, IMDS a moment behind and without {witness.ip}",
              **focus)
@@ -54,6 +56,7 @@ def run(ctx: Ctx) -> None:
     for ip in release(ctx, eni, pods[:RELEASED], RELEASED):
         take(ctx, ip, taken)
     ctx.step("released addresses taken by another interface; Describe still shows them", **focus)
+    ends = max(ends, ctx.elapsed() + max(2.0, ctx.t(80)))
 
     # Pods keep coming and going until Describe catches up, past the releases' cooldown:
     # each new pod's address is one the node assigns now, missing from Describe, and a
