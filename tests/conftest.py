@@ -15,6 +15,9 @@ import pytest
 # 30 s) kept its worker busy 17 s after the others were done. Within a module the order
 # is kept.
 _MATRIX = "tests/scenarios/test_matrix.py"
+# Modules whose tests each make many runs (a whole certification): one test a unit, like a
+# matrix cell, sent out with the long modules.
+_ONE_BY_ONE = ("tests/scenarios/test_foreign_builds.py",)
 # Tests whose id names LocalStack share one (the `localstack_url` fixture below): a start
 # costs about 8 s of CPU and 630 MB. They are one unit, sent first to one worker, so that
 # worker starts it once. A LocalStack test elsewhere is still right, only slower (its
@@ -61,7 +64,7 @@ def _unit(nodeid: str) -> str:
     if _shares_localstack(nodeid):
         return _LOCALSTACK
     module = _module(nodeid)
-    return nodeid if module == _MATRIX else module
+    return nodeid if module == _MATRIX or module in _ONE_BY_ONE else module
 
 
 @pytest.fixture(scope="session")
