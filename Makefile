@@ -47,7 +47,9 @@ lint: setup
 # session runs TEST_JOBS of them at once, handed out by tests/conftest.py so that the
 # workers end together. Ten keep both cores of a 2-core runner busy to the end: the session
 # took 448 s at -n 5, 344-383 s at -n 8 and 323-359 s at -n 10 (610-650 s of CPU each);
-# since the compiled plugin and quiet idle daemons, 285-293 s at -n 10 (520-530 s of CPU).
+# since the compiled plugin and quiet idle daemons, 285-293 s at -n 10 (520-530 s of CPU);
+# with four whole certifications of foreign builds (tests/scenarios/test_foreign_builds.py,
+# 260-300 s each), 646 s at -n 10 (1216 s of CPU).
 # Saturated cores must not change a verdict: the fault IMDS answers no older than EC2
 # (faultcore.freshness), and scenarios wait on conditions, not on the machine being idle.
 TEST_JOBS ?= 10

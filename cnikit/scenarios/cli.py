@@ -2,9 +2,11 @@
 
 Exit codes: 0 every invariant held (or, for demo/matrix, every verdict as expected),
 1 a violation (evidence printed; a build that makes no progress is one too: liveness),
-2 bad usage or an unusable environment (one line). `cnikit run` on a scenario whose
-precondition the build never met (a warm pool, releases within a time) prints INCONCLUSIVE
-with the precondition and exits 0: nothing was violated, but nothing was exercised either.
+2 bad usage or an unusable environment (one line). `cnikit run` on a scenario that could
+not be set up against this build (no free address in the subnet, a race a busy machine lost
+every time) prints INCONCLUSIVE with the unmet precondition and exits 0: nothing was
+violated, but nothing was exercised either. A design feature the build lacks is no such
+precondition: the run goes on and prints the branch it took (`adapted:`).
 Progress goes to stderr; results to stdout.
 """
 
@@ -107,8 +109,8 @@ def _print_result(r, out=None) -> None:
     if r.precondition:
         echo(f"  precondition not met: {r.precondition}")
     if r.verdict == "inconclusive":
-        echo("  the scenario did not exercise this build (a correct build need not meet that "
-             "precondition): not a failure, not a pass")
+        echo("  the scenario could not be set up against this build, so it did not exercise "
+             "it: not a failure, not a pass")
     for line in r.evidence():
         echo(f"  {line}")
     exposure = getattr(r, "exposure", None) or {}

@@ -412,8 +412,9 @@ class Ctx:
 
     def precondition(self, pred: Callable[[], object], timeout: float, what: str,
                      poll: float = 0.05):
-        """wait_until for behaviour a correct build need not have: unmet -> Precondition
-        (the run is inconclusive for this build, not an error of the kit)."""
+        """wait_until for what the scenario must set up (steady EC2, room in the subnet):
+        unmet -> Precondition (the run is inconclusive, not an error of the kit). For a
+        design feature the build may lack, use `design`."""
         try:
             return self.wait_until(pred, timeout, what, poll)
         except (Precondition, Liveness):
