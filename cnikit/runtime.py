@@ -66,6 +66,14 @@ def process_start_time(pid: int) -> str | None:
     return stat.rsplit(")", 1)[1].split()[19]
 
 
+def is_zombie(pid: int) -> bool:
+    """True for a process that has exited and is not yet reaped (or is gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
 @dataclass
 class Run:
     """A live run: its id and directory. Claim one with `Run.claim()`, release with `close()`."""
@@ -86,12 +94,17 @@ class Run:
             raise EnvironmentProblem(
                 f"run id {run_id} is already in use ({path}); pick another or run 'cnikit cleanup'"
             ) from None
-        owner = {"pid": os.getpid(), "start": process_start_time(os.getpid()), "since": time.time()}
-        (path / "owner.json").write_text(json.dumps(owner))
+        write_owner(path)
         return cls(run_id, path)
 
     def close(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def write_owner(path: Path) -> None:
+    """Mark a directory as this process's (`run_is_alive` tells whether its owner lives)."""
+    owner = {"pid": os.getpid(), "start": process_start_time(os.getpid()), "since": time.time()}
+    (path / "owner.json").write_text(json.dumps(owner))
 
 
 def run_is_alive(run_dir: Path) -> bool:
@@ -104,7 +117,8 @@ def run_is_alive(run_dir: Path) -> bool:
             return time.time() - run_dir.stat().st_mtime < 10
         except OSError:
             return False
-    return process_start_time(int(owner["pid"])) == owner.get("start")
+    pid = int(owner["pid"])
+    return process_start_time(pid) == owner.get("start") and not is_zombie(pid)
 
 
 def live_run_ids() -> set[str]:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+pytest_plugins = ["tests.bounded_reports"]
+
 # A scenario test runs a cluster for 10-100 s, an integration test for a few seconds to a
 # minute, a unit test mostly under a second. The matrix's cells are independent runs, a
 # third of the suite's time: they go out one by one, after the modules of several long

@@ -13,6 +13,7 @@ child process (no Docker) on a loopback port, waits for its health endpoint, and
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -20,11 +21,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from cnikit import reaper, runtime
 from cnikit.cloud.moto_server import KIT_AMIS, wait_http
 from cnikit.errors import EnvironmentProblem
 
 REPO = Path(__file__).resolve().parents[2]
 VENV = REPO / ".venv-localstack"
+DIR_PREFIX = reaper.TEMP_PREFIX + "localstack-"
 
 
 def endpoint(localstack_host: str | None = None) -> str:
@@ -47,6 +50,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _remove_orphaned_dirs() -> None:
+    """The temp dirs of LocalStacks whose starter died without stopping them (the process
+    itself died with it: `reaper.tied`)."""
+    for d in Path(tempfile.gettempdir()).glob(DIR_PREFIX + "*"):
+        if d.is_dir() and (d / "owner.json").exists() and not runtime.run_is_alive(d):
+            shutil.rmtree(d, ignore_errors=True)
+
+
 class LocalStackProcess:
     def __init__(self, port: int | None = None):
         self.port = port or free_port()
@@ -58,7 +69,10 @@ class LocalStackProcess:
         py = localstack_python()
         if py is None:
             raise EnvironmentProblem("LocalStack is not installed: run `make localstack`")
-        self._dir = tempfile.TemporaryDirectory(prefix="cnikit-localstack-")
+        _remove_orphaned_dirs()
+        self._dir = tempfile.TemporaryDirectory(prefix=DIR_PREFIX)
+        runtime.write_owner(Path(self._dir.name))
+        reaper.ensure()  # removes that dir should this process die without stop()
         env = dict(os.environ, SERVICES="ec2", EAGER_SERVICE_LOADING="1",
                    GATEWAY_LISTEN=f"127.0.0.1:{self.port}", DNS_ADDRESS="0",
                    SKIP_SSL_CERT_DOWNLOAD="1",
@@ -69,8 +83,11 @@ class LocalStackProcess:
             del env["MOTO_AMIS_PATH"]
         self.log_path = Path(self._dir.name) / "localstack.log"
         with open(self.log_path, "wb") as logf:
+            # Tied to this process: a test session that crashes must not leave a LocalStack
+            # (640 MB) running; its temp dir goes with the next `stop()` or the machine.
             self._proc = subprocess.Popen(
-                [str(py), "-m", "localstack.runtime.main"], env=env, cwd=self._dir.name,
+                reaper.tied([str(py), "-m", "localstack.runtime.main"]), env=env,
+                cwd=self._dir.name,
                 stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
         end = time.monotonic() + deadline_s
         while time.monotonic() < end:

@@ -13,12 +13,20 @@ from cnikit.runtime import require_root
 @click.option("--dry-run", "-n", is_flag=True, help="only list what would be removed")
 @click.option("--images", is_flag=True,
               help="also remove the container images in the kit's podman storage")
-def cleanup(quiet: bool, dry_run: bool, images: bool) -> None:
+@click.option("--run", "runs", multiple=True, metavar="ID",
+              help="only this dead run's leftovers (repeatable); a live run is left alone")
+def cleanup(quiet: bool, dry_run: bool, images: bool, runs: tuple[str, ...]) -> None:
     """Remove leftovers of dead runs; live runs and anything not the kit's are left alone."""
     require_root("cnikit cleanup")
+    from cnikit import reaper, runtime
     from cnikit.fabric.cleanup import remove_dead_runs
 
-    report = remove_dead_runs(dry_run=dry_run)
+    only = set(runs) or None
+    # Asking the container engine costs a second or so: for chosen runs only when one of
+    # them started containers (the run dir says so, and goes below).
+    engines = {"podman"} if only is None else {
+        e for rid in only if (e := reaper.containers_of(runtime.RUN_ROOT / rid))}
+    report = remove_dead_runs(dry_run=dry_run, only=only)
     if dry_run:
         for name in report.namespaces:
             click.echo(f"namespace {name}")
@@ -33,11 +41,17 @@ def cleanup(quiet: bool, dry_run: bool, images: bool) -> None:
         click.echo(f"cnikit cleanup: {report.summary()}")
     from cnikit.containers.cleanup import remove_dead_containers
 
-    containers = remove_dead_containers(dry_run=dry_run)
+    containers = []
+    if "podman" in engines:
+        containers += remove_dead_containers(dry_run=dry_run, only=only)
+    if "docker" in engines:
+        from cnikit.containers.noderuntime import Docker
+
+        containers += remove_dead_containers(Docker(), dry_run=dry_run, only=only)
     if dry_run:
         for name in containers:
             click.echo(f"container {name}")
-    elif containers or not quiet:
+    elif containers or (not quiet and engines):
         click.echo(f"cnikit cleanup: removed {len(containers)} kit containers")
     if images and not dry_run:
         from cnikit.containers.cleanup import remove_images

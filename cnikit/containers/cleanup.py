@@ -28,13 +28,16 @@ def kit_containers(engine) -> list[tuple[str, str]]:
     return rows
 
 
-def remove_dead_containers(engine=None, dry_run: bool = False) -> list[str]:
-    """Remove the kit's containers whose run is dead; returns their names."""
+def remove_dead_containers(engine=None, dry_run: bool = False,
+                           only: set[str] | None = None) -> list[str]:
+    """Remove the kit's containers whose run is dead (of those runs alone, with `only`);
+    returns their names."""
     engine = engine or Podman()
     if engine.available() is not None:
         return []
     live = runtime.live_run_ids()
-    dead = [name for name, rid in kit_containers(engine) if rid not in live]
+    dead = [name for name, rid in kit_containers(engine)
+            if rid not in live and (only is None or rid in only)]
     # Re-check right before removing: a run may have claimed its id meanwhile.
     live = runtime.live_run_ids()
     dead = [name for name, rid in kit_containers(engine) if name in dead and rid not in live]

@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from cnikit import reaper
 from cnikit import runtime as kit_runtime
 from cnikit.containers.podman import LABEL_KIT, LABEL_RUN, Podman
 from cnikit.daemon.process import DaemonProcess, StateDir, ping
@@ -457,6 +458,8 @@ class ContainerDaemon(StateDir):
         (self.state_dir / "ready").unlink(missing_ok=True)
         self.image = self.image or self._ensure_image()
         self._remove()
+        reaper.mark_containers(self.run_id, "podman" if isinstance(self.engine, Podman)
+                               else "docker")
         _, self._pid = self._ops.run_container(self)
         self._exists = True
         self._pid_start = kit_runtime.process_start_time(self._pid) if self._pid else None

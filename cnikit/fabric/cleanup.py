@@ -57,20 +57,14 @@ def _kill(pids: list[int], grace: float = 2.0) -> list[int]:
     end = time.monotonic() + grace
     alive = list(killed)
     while alive and time.monotonic() < end:
-        alive = [p for p in alive if runtime.process_start_time(p) is not None and not _zombie(p)]
+        alive = [p for p in alive
+                 if runtime.process_start_time(p) is not None and not runtime.is_zombie(p)]
         if alive:
             time.sleep(0.02)
     for pid in alive:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
     return killed
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
 
 
 def kill_recorded(run_dir: Path) -> list[int]:
@@ -110,6 +104,15 @@ def shm_dirs() -> dict[str, Path]:
     return out
 
 
+def _all_run_ids() -> set[str]:
+    """Every run id the machine shows a trace of: run dirs, namespaces, state dirs."""
+    ids = set(shm_dirs())
+    with contextlib.suppress(OSError):
+        ids |= {d.name for d in runtime.RUN_ROOT.iterdir()}
+    return ids | {rid for n in netns.names(f"{runtime.NAME_PREFIX}-")
+                  if (rid := names.run_id_of(n)) is not None}
+
+
 @dataclass
 class Report:
     runs: list[str] = field(default_factory=list)
@@ -126,9 +129,12 @@ class Report:
                 f"{len(self.runs)} dead runs ({', '.join(self.runs) or 'none'})")
 
 
-def remove_dead_runs(dry_run: bool = False) -> Report:
-    """Remove every leftover of every dead run; never a live run's. dry_run: only report."""
+def remove_dead_runs(dry_run: bool = False, only: set[str] | None = None) -> Report:
+    """Remove every leftover of every dead run; never a live run's. dry_run: only report.
+    only: of these run ids alone (a reaper's: its owner's runs)."""
     live = runtime.live_run_ids()
+    if only is not None:  # everything else counts as alive: left alone
+        live |= {rid for rid in _all_run_ids() if rid not in only}
     report = Report()
     dead_dirs = []
     if runtime.RUN_ROOT.is_dir():
@@ -139,7 +145,7 @@ def remove_dead_runs(dry_run: bool = False) -> Report:
                if (rid := names.run_id_of(n)) is not None and rid not in live]
     dead_shm = {rid: d for rid, d in shm_dirs().items() if rid not in live}
     # Re-check right before acting: a run that claimed its id since `live` was read is alive.
-    live = runtime.live_run_ids()
+    live = runtime.live_run_ids() | (live if only is not None else set())
     dead_ns = [n for n in dead_ns if names.run_id_of(n) not in live]
     dead_dirs = [d for d in dead_dirs if d.name not in live]
     dead_shm = {rid: d for rid, d in dead_shm.items() if rid not in live}

@@ -27,6 +27,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from cnikit import reaper
 from cnikit.fabric import cleanup, names, netns, routes, wiring
 from cnikit.fabric.netlink import Netlink, NetlinkError
 from cnikit.runtime import Run, require_root, require_tool
@@ -110,6 +111,7 @@ class Fabric:
         self.topo = topo
         self._own_run = run is None
         self.run = run or Run.claim()
+        reaper.ensure()  # removes the run should this process die before close() does
         self.rid = self.run.run_id
         self.imds = imds
         self._sync_enabled = sync

@@ -16,6 +16,32 @@ needs_root = pytest.mark.skipif(not ROOT, reason="needs root: network namespaces
 _vpc_numbers = itertools.count(10)
 
 
+def reaper_of(pid: int) -> int | None:
+    """The pid of the reaper watching process `pid` (cnikit.reaper), if any."""
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"cnikit.reaper" in argv and str(pid).encode() in argv[argv.index(
+                b"cnikit.reaper") + 1:argv.index(b"cnikit.reaper") + 2]:
+            return int(entry)
+    return None
+
+
+def crash(proc) -> None:
+    """SIGKILL a kit process and its reaper, as a machine that loses power would: what it
+    made stays behind for the next run's cleanup to find."""
+    import signal
+
+    reaper = reaper_of(proc.pid)
+    if reaper is not None:
+        os.kill(reaper, signal.SIGKILL)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+
+
 def wait_until(predicate, timeout: float, poll: float = 0.01, what: str = "condition"):
     """tests.waiting.wait_for with this folder's argument order (poll before what)."""
     return wait_for(predicate, timeout, what=what, interval=poll)

@@ -17,7 +17,7 @@ import pytest
 from cnikit import runtime
 from cnikit.fabric import netns
 from cnikit.fabric.cleanup import remove_dead_runs
-from tests.integration.conftest import needs_root, wait_until
+from tests.integration.conftest import crash, needs_root, wait_until
 
 pytestmark = [pytest.mark.root, needs_root]
 # A dead run's leftovers are any run's to remove: a test that kills a run and then looks at
@@ -42,8 +42,7 @@ def test_sigkill_leaves_namespaces_and_the_next_run_removes_them(make_fabric):
     proc, ready = start_hold("--nodes", "2", "--pods", "2")
     rid = ready["run_id"]
     assert len(ready["namespaces"]) == 1 + 2 + 4
-    proc.kill()
-    proc.wait(10)
+    crash(proc)
     assert netns.names(f"ck-{rid}-") == ready["namespaces"]  # left behind
     # Something still running in a dead run's namespace (a daemon nobody recorded).
     straggler = subprocess.Popen(["nsenter", f"--net=/run/netns/ck-{rid}-n0", "sleep", "300"])
@@ -62,8 +61,7 @@ def test_cleanup_command_spares_live_runs_and_foreign_namespaces(make_fabric):
     live = make_fabric(nodes=1)
     proc, ready = start_hold("--nodes", "1", "--pods", "1")
     dead = ready["run_id"]
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(10)
+    crash(proc)
     foreign = ["ck-notarun", "zz-cnikit-test-foreign"]
     for name in foreign:
         os.close(netns.create(name))
@@ -92,8 +90,7 @@ def test_cleanup_lists_each_process_once_and_removes_dead_state_dirs(make_fabric
     live = make_fabric(nodes=1)
     proc, ready = start_hold("--nodes", "1", "--pods", "1")
     dead = ready["run_id"]
-    proc.kill()
-    proc.wait(10)
+    crash(proc)
     # A daemon the dead run recorded, still running in its node namespace, and the daemons'
     # state directory on /dev/shm (what a cluster leaves).
     daemon = subprocess.Popen(["nsenter", f"--net=/run/netns/ck-{dead}-n0", "sleep", "300"])
