@@ -8,7 +8,7 @@ STAMP := $(VENV)/.setup-stamp
 # Lines pip prints for this machine's optional local indexes; not ours to fix.
 PIP_NOISE := is ignored: it is neither\|BuildBackendWarning\|^ *!!\|^ *\*\*\*\|^ *$$
 
-.PHONY: setup bytecode test unit lint demo bench mutants localstack clean compose-up compose-down compose-podman
+.PHONY: setup bytecode test test-under-load unit lint demo bench mutants localstack clean compose-up compose-down compose-podman
 
 setup: $(STAMP)
 
@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml scripts/apt-deps.sh Makefile
 	@bash scripts/apt-deps.sh $(APT_PACKAGES)
 	@test -x $(BIN)/python || { echo "cnikit: creating $(VENV)"; $(PY) -m venv $(VENV); }
 	@echo "cnikit: installing cnikit and its Python packages into $(VENV) (the first time takes a minute or two)"
-	@set -o pipefail; $(BIN)/python -m pip install --quiet -e '.[dev]' --config-settings editable_mode=compat 2>&1 | { grep -v "$(PIP_NOISE)" || true; }
+	@set -o pipefail; $(BIN)/python -m pip install --progress-bar off -e '.[dev]' --config-settings editable_mode=compat 2>&1 | $(PY) scripts/pip-progress.py pip
 	@echo "cnikit: building the CNI plugin cnikit-cni (Go, offline)"
 	@$(BIN)/python -m cnikit.plugin.launcher $(BIN) >/dev/null
 	@touch $(STAMP)
@@ -63,6 +63,11 @@ test: setup lint localstack bytecode
 	$(PYTEST) --durations=15 -n $(TEST_JOBS) -m "not exclusive" tests $(PYTEST_ARGS)
 	$(PYTEST) --durations=5 -m exclusive tests $(PYTEST_ARGS)
 
+# The same suite beside twice as many busy processes as cores (tests/under_load.py), as on a
+# shared CI runner: every verdict must be the quiet machine's.
+test-under-load: setup lint localstack bytecode
+	$(BIN)/python tests/under_load.py -- $(MAKE) --no-print-directory test
+
 unit: setup bytecode
 	$(PYTEST) tests/unit $(PYTEST_ARGS)
 
@@ -86,7 +91,7 @@ $(LOCALSTACK_STAMP):
 	@echo "cnikit: installing LocalStack 4.14 into .venv-localstack for its replay test (the first time takes a minute or two)"
 	@test -x .venv-localstack/bin/python || $(PY) -m venv .venv-localstack
 	@set -o pipefail; .venv-localstack/bin/python -m pip install --quiet --upgrade pip 2>&1 | { grep -v "$(PIP_NOISE)" || true; }
-	@set -o pipefail; .venv-localstack/bin/python -m pip install --quiet 'localstack-core[runtime]==4.14.0' 'cbor2<6' 'cryptography<45' 'pyopenssl<25' service_identity 2>&1 | { grep -v "$(PIP_NOISE)" || true; }
+	@set -o pipefail; .venv-localstack/bin/python -m pip install --progress-bar off 'localstack-core[runtime]==4.14.0' 'cbor2<6' 'cryptography<45' 'pyopenssl<25' service_identity 2>&1 | $(PY) scripts/pip-progress.py "pip (LocalStack)"
 	@touch $(LOCALSTACK_STAMP)
 
 # The Compose stack (docs/containers.md): needs a Docker engine, or COMPOSE=podman-compose.
