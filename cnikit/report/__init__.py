@@ -44,6 +44,11 @@ SCHEMA = {
         "started": {"type": "number"},
         "ended": {"type": "number"},
         "summary": {"type": "array", "items": {"type": "string"}},
+        "root_cause": {"type": "array", "items": {
+            "type": "object", "required": ["text", "chains", "violations"],
+            "properties": {"text": {"type": "string"},
+                           "chains": {"type": "array", "items": {"type": "string"}},
+                           "violations": {"type": "array", "items": {"type": "integer"}}}}},
         "coverage": {"type": "object", "required": ["classes", "pairs", "combinations",
                                                     "families"]},
         "violations": {"type": "array", "items": {"$ref": "#/$defs/violation"}},
@@ -70,7 +75,8 @@ SCHEMA = {
                                                  "symptom"]},
                                "time": {"type": ["number", "null"]},
                                "at": {"type": ["string", "null"]},
-                               "text": {"type": "string"}}}}}}},
+                               "text": {"type": "string"},
+                               "facts": {"type": "object"}}}}}}},
 }
 
 
@@ -144,7 +150,7 @@ def normalize(result) -> dict:
 
 def build(result) -> tuple[dict, object]:
     """(report document, timeline) for a result."""
-    from cnikit.report import cause, coverage, summary, timeline
+    from cnikit.report import cause, coverage, rootcause, summary, timeline
 
     doc = normalize(result)
     extras = doc.pop("extras")
@@ -165,12 +171,14 @@ def build(result) -> tuple[dict, object]:
     # Each violation carries its chain back to the first cause the record shows.
     doc["violations"] = [{**v, "chain": cause.to_json(tl, cause.chain(tl, v))}
                          for v in doc["violations"]]
+    # The chains' facts in one plain sentence per cause (none when nothing was violated).
+    doc["root_cause"] = rootcause.root_causes(tl, doc["violations"])
     doc["started"], doc["ended"] = tl.t0, tl.t1
     # Which faults were in effect at once (cnikit.report.coverage), from the nemesis's record.
     doc["coverage"] = coverage.coverage(doc["history"])
     ordered = {"schema": SCHEMA_VERSION}
     for k in ("scenario", "profile", "seed", "verdict", "seconds", "started", "ended", "summary",
-              "violations", "warnings", "coverage", "versions"):
+              "root_cause", "violations", "warnings", "coverage", "versions"):
         ordered[k] = doc.get(k)
     ordered.update(extras)
     for k in ("history", "imds_events", "audit"):

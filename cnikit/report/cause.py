@@ -9,7 +9,9 @@ record alone so that it holds for any build under test:
     one_line(tl, links)            # "t=+2.00s fault: IMDS stale ... -> ... -> t=+10.20s pod p1 went dark"
 
 A link is left out when the record has nothing for it (a build without a decision log, a run
-without a per-request IMDS log); the chain never guesses.
+without a per-request IMDS log); the chain never guesses. A link may carry "facts", what its
+text says as data (addresses, counts, who acted), from which cnikit.report.rootcause words
+the root cause.
 """
 
 from __future__ import annotations
@@ -96,7 +98,7 @@ def ec2_text(tl: Timeline, c: Change) -> str:
     call = c.call
     how = f" ({call['action']} at {rel(tl, call['time'])})" if call else f" at {rel(tl, c.time)}"
     if c.to_eni is None:
-        text = f"IP {c.ip} was released by ENI {c.eni}{how}"
+        text = f"IP {c.ip} was removed from ENI {c.eni} in EC2{how}"
         if c.then is not None:
             text += f", then given to ENI {c.then[1]} of {c.then[2]} at {rel(tl, c.then[0])}"
         return text
@@ -161,25 +163,29 @@ def _chain(tl: Timeline, v: dict) -> list[dict]:
             for e in _nemesis_on(tl, read, acting):
                 links.append({"step": "fault", "time": e["time"],
                               "text": f"fault: the scenario's {_nemesis_text(e)}, "
-                                      "while IMDS still listed them"})
+                                      "while IMDS still listed them",
+                              "facts": {"by": "scenario", "op": e.get("f")}})
     # 2. what IMDS served the node
     if read is not None:
-        links.append({"step": "imds", "time": read["time"], "text": read["text"]})
+        links.append(_imds_link(read))
     # 3. the daemon's action
     who = f"the daemon on {node or acting.instance or 'its node'}"
     if actor is None:
         for d in decisions:
             if d["kind"] == "release" and change.call is not None:
                 continue  # the EC2 call below says it
-            links.append({"step": "daemon", "time": d["time"], "text": f"{who}: {d['text']}"})
+            links.append(_decision_link(who, node or acting.instance, d))
         if not decisions and dropped is not None:
             links.append({"step": "daemon", "time": dropped,
                           "text": f"{who} dropped {change.ip} from its datastore "
-                                  "(seen in its view)"})
+                                  "(seen in its view)",
+                          "facts": {"node": node or acting.instance, "kind": "dropped",
+                                    "addresses": [change.ip]}})
     if change.call is not None:
-        links.append(_call_link(who if actor is None else "the scenario", change.call))
+        links.append(_call_link(who if actor is None else "the scenario", change.call,
+                                None if actor is not None else node or acting.instance))
     # 4. EC2's reaction
-    links.append({"step": "ec2", "time": change.time, "text": _reaction(tl, change)})
+    links.append(_ec2_link(tl, change))
     # 5. the symptom
     links.append(_symptom(tl, v, ip, pod))
     links.sort(key=lambda x: (x["time"] if x["time"] is not None else tl.t1))
@@ -218,18 +224,20 @@ def _handed_out(tl: Timeline, v: dict, ip: str, pod, taken: Change) -> list[dict
         caller = tl.eni_instance.get(taken.call.get("eni_id"))
         by = who if caller == pod.instance_id else \
             f"the daemon on {tl.node_of(caller) or 'another node'}"
-        links.append(_call_link(by, taken.call))
-    links.append({"step": "ec2", "time": taken.time, "text": _reaction(tl, taken)})
+        links.append(_call_link(by, taken.call, tl.node_of(caller) or caller))
+    links.append(_ec2_link(tl, taken))
     read = _imds_read(tl, taken, pod.start)
     for f in _active(tl, read["time"] if read else pod.start, pod.instance_id, taken.eni, read):
         links.append(_fault_link(tl, f))
     if read is not None:
-        links.append({"step": "imds", "time": read["time"], "text": read["text"]})
+        links.append(_imds_link(read))
     for d in _decisions(tl, tl.node_of(pod.instance_id), taken, taken.time, pod.start):
-        links.append({"step": "daemon", "time": d["time"], "text": f"{who}: {d['text']}"})
+        links.append(_decision_link(who, node, d))
     links.append({"step": "daemon", "time": pod.start,
                   "text": f"{who} gave {ip} to pod {pod.name} (its CNI ADD), an address EC2 "
-                          "no longer gave the node"})
+                          "no longer gave the node",
+                  "facts": {"node": node, "kind": "cni-add", "addresses": [ip],
+                            "pod": pod.name}})
     links.append(_symptom(tl, v, ip, pod))
     links.sort(key=lambda x: (x["time"] if x["time"] is not None else tl.t1))
     return links
@@ -238,13 +246,34 @@ def _handed_out(tl: Timeline, v: dict, ip: str, pod, taken: Change) -> list[dict
 def _actor_link(actor: dict, acted: float) -> dict:
     # The scenario logs its action once the call has returned: it stands at the call.
     return {"step": "fault", "time": min(actor["time"], acted),
-            "text": f"fault: the scenario's {_nemesis_text(actor)} (not the daemon)"}
+            "text": f"fault: the scenario's {_nemesis_text(actor)} (not the daemon)",
+            "facts": {"by": "scenario", "op": actor.get("f"), "acted": True}}
 
 
-def _call_link(by: str, call: dict) -> dict:
-    what = shorts((call.get("ips") or []) + (call.get("prefixes") or []))
+def _call_link(by: str, call: dict, node: str | None) -> dict:
+    """node: the daemon's node that made the call (None: the scenario made it)."""
+    addresses = (call.get("ips") or []) + (call.get("prefixes") or [])
     return {"step": "ec2-call", "time": call["time"],
-            "text": f"{by} called {call['action']} on {call.get('eni_id')} for {what}"}
+            "text": f"{by} called {call['action']} on {call.get('eni_id')} for {shorts(addresses)}",
+            "facts": {"by": "daemon" if node else "scenario", "node": node,
+                      "action": call["action"], "eni": call.get("eni_id"),
+                      "addresses": sorted_ips(addresses)}}
+
+
+def _imds_link(read: dict) -> dict:
+    return {"step": "imds", "time": read["time"], "text": read["text"], "facts": read["facts"]}
+
+
+def _decision_link(who: str, node: str | None, d: dict) -> dict:
+    return {"step": "daemon", "time": d["time"], "text": f"{who}: {d['text']}",
+            "facts": {"node": node, "kind": d["kind"], "addresses": d["addresses"],
+                      "evicted": d["evicted"]}}
+
+
+def _ec2_link(tl: Timeline, c: Change) -> dict:
+    return {"step": "ec2", "time": c.time, "text": _reaction(tl, c),
+            "facts": {"ip": c.ip, "from_eni": c.eni, "to_eni": c.to_eni,
+                      "to_node": tl.node_of(c.to_instance) or c.to_instance}}
 
 
 def one_line(tl: Timeline, links: list[dict]) -> str:
@@ -254,7 +283,8 @@ def one_line(tl: Timeline, links: list[dict]) -> str:
 
 def to_json(tl: Timeline, links: list[dict]) -> list[dict]:
     return [{"step": x["step"], "time": x["time"],
-             "at": rel(tl, x["time"]) if x.get("time") is not None else None, "text": x["text"]}
+             "at": rel(tl, x["time"]) if x.get("time") is not None else None, "text": x["text"],
+             **({"facts": x["facts"]} if x.get("facts") else {})}
             for x in links]
 
 
@@ -275,7 +305,10 @@ def _symptom(tl: Timeline, v: dict, ip: str, pod) -> dict:
     # A checker that words its own evidence (early-reuse names the previous holder, when it
     # was deleted and the cooldown the reuse fell inside) says it better than its kind.
     text = text or f"{kind}: {(v.get('detail') or {}).get('what') or f'on {subject}'}"
-    return {"step": "symptom", "time": v.get("since"), "text": text}
+    pods = list((v.get("detail") or {}).get("pods") or []) if kind == "shared-ip" else \
+        [pod.name] if pod else []
+    return {"step": "symptom", "time": v.get("since"), "text": text,
+            "facts": {"kind": kind, "ip": ip, "pods": pods}}
 
 
 def _reaction(tl: Timeline, c: Change) -> str:
@@ -326,7 +359,8 @@ def _active(tl: Timeline, t: float, instance, eni, read: dict | None = None) -> 
 
 def _fault_link(tl: Timeline, f: Span) -> dict:
     end = "" if f.end >= tl.t1 else f" until {rel(tl, f.end)}"
-    return {"step": "fault", "time": f.start, "text": f"fault: {f.label}{end}"}
+    return {"step": "fault", "time": f.start, "text": f"fault: {f.label}{end}",
+            "facts": {"by": f.source, "label": f.label}}
 
 
 def _nemesis_text(e: dict) -> str:
@@ -463,7 +497,8 @@ def _reads(tl: Timeline) -> dict[str, list[dict]]:
 def _read(tl, c: Change, t, before, listed, primary, node, head, faults, status) -> dict:
     if listed is None:
         text = f"{head}: {'status ' + str(status) if status != 200 else 'the MAC not served'}"
-        return {"time": t, "text": text, "faults": faults, "stale": set()}
+        return {"time": t, "text": text, "faults": faults, "stale": set(),
+                "facts": {"node": node, "eni": c.eni, "listed": None}}
     secondary = listed - {primary}
     ec2 = _ec2_at(tl, c.eni, t) or set()  # what EC2 gave the ENI when IMDS answered
     stale, missing = secondary - ec2, ec2 - secondary
@@ -473,15 +508,19 @@ def _read(tl, c: Change, t, before, listed, primary, node, head, faults, status)
     if stale:
         text += f", still listing {shorts(stale)} that EC2 had taken back"
     ds = _datastore_at(tl, c.instance, c.eni, before)
+    lengths_equal = ds is not None and set(ds) != secondary and len(listed) == 1 + len(ds)
     if ds is not None:
         if set(ds) == secondary:
             text += f"; the datastore held the same {len(ds)}"
-        elif len(listed) == 1 + len(ds):
+        elif lengths_equal:
             text += (f"; the datastore held {len(ds)}: lengths equal "
                      f"(1 + {len(ds)} = {len(listed)}), contents differ")
         else:
             text += f"; the datastore held {len(ds)}"
-    return {"time": t, "text": text, "faults": faults, "stale": stale}
+    facts = {"node": node, "eni": c.eni, "listed": len(listed), "stale": sorted_ips(stale),
+             "missing": sorted_ips(missing), "datastore": None if ds is None else len(ds),
+             "lengths_equal": lengths_equal}
+    return {"time": t, "text": text, "faults": faults, "stale": stale, "facts": facts}
 
 
 # ---- the daemon -------------------------------------------------------------------------
@@ -526,7 +565,8 @@ def _decisions(tl: Timeline, node: str | None, c: Change, since: float, until: f
         if out and out[-1]["text"] == text:
             continue
         # A merged group stands at its first entry, whichever address it was found by.
-        out.append({"time": min(x["time"] for x in group), "text": text, "kind": e["kind"]})
+        out.append({"time": min(x["time"] for x in group), "text": text, "kind": e["kind"],
+                    "addresses": sorted_ips(addrs), "evicted": evicted})
     return out
 
 

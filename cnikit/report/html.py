@@ -15,23 +15,29 @@ from __future__ import annotations
 
 import html
 import math
+import textwrap
 
 from cnikit.report import cause
+from cnikit.report.rootcause import chain_groups
 from cnikit.report.summary import rel
 from cnikit.report.timeline import Segment, Timeline, fmt, sorted_ips, value_at
 
-# The drawing's own units; the page scales it to the window (see CSS).
-LABEL_W, PLOT_W, RIGHT = 250, 930, 20
-WIDTH = LABEL_W + PLOT_W + RIGHT
+# The drawing's own units are CSS pixels: it is never drawn smaller than WIDTH (so its
+# smallest font, 11px, stays 11px), and fits a 900px window beside the page's margins.
+# Wider windows scale it up to MAX_ZOOM, no further (fonts past ~15px read as shouting).
+WIDTH, RIGHT = 840, 20
+MAX_ZOOM = 1.3
+LABEL_MIN, LABEL_MAX = 150, 340  # the lane-name column, fitted to its longest name
 LANE_H, LANE_GAP, GROUP_GAP = 18, 3, 12
 TOP = 34
 CHAR_W = 7.2  # the widest average glyph of the 12px font: labels are packed by it
-STEP_ROWS = 3  # numbered step markers alternate between this many rows
 
+# One colour per meaning: no two legend entries share one (tests/unit check it).
 C_EC2, C_IMDS, C_DAEMON, C_DIFF = "#4e79a7", "#59a14f", "#8c6bb1", "#f28e2b"
-C_POD, C_LOST, C_NOTOWNED, C_SHARED = "#c9d6c2", "#e15759", "#ff9da7", "#b07aa1"
+C_POD, C_LOST, C_NOTOWNED, C_SHARED = "#c9d6c2", "#3d3d3d", "#ff9da7", "#bcbd22"
 C_FAULT, C_VIOL = "#edc948", "#d62728"
-C_HOLDER, C_FAILED = "#8f9f86", "#999999"
+C_HOLDER, C_FAILED = "#a0cbe8", "#999999"
+C_ADD, C_TAKE = "#17becf", "#8c564b"
 RELEASES = ("Unassign", "Detach", "Delete")
 
 
@@ -46,17 +52,26 @@ def tw(text: str) -> float:
     return len(text) * CHAR_W
 
 
-def _place(rows: list[float], x0: float, x1: float, limit: int | None = None) -> int:
-    """The first row free from x0 on (a new one if none is), marked taken up to x1; with a
-    limit, the row free the longest when none is free."""
+def dark(fill: str) -> bool:
+    """Whether a fill is dark enough to take white text (else the text is dark)."""
+    if not (fill.startswith("#") and len(fill) == 7):
+        return False
+    r, g, b = (int(fill[i:i + 2], 16) / 255 for i in (1, 3, 5))
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b <= 0.55
+
+
+def label_width(tl: Timeline) -> float:
+    """The lane-name column: wide enough for every lane's name (pods are the longest)."""
+    names = [tw(f"{p.name}  {p.ip}") + 14 for p in tl.pods] + [tw("daemon datastore") + 14]
+    return min(max(LABEL_MIN, 8 + max(names) + 12), LABEL_MAX)
+
+
+def _place(rows: list[float], x0: float, x1: float) -> int:
+    """The first row free from x0 on (a new one if none is), marked taken up to x1."""
     for i, free_at in enumerate(rows):
         if free_at <= x0:
             rows[i] = x1
             return i
-    if limit is not None and len(rows) >= limit:
-        i = min(range(len(rows)), key=lambda k: rows[k])
-        rows[i] = max(rows[i], x1)
-        return i
     rows.append(x1)
     return len(rows) - 1
 
@@ -76,9 +91,16 @@ class Svg:
         self.parts: list[str] = []
         self.y = TOP
         self.span = max(tl.t1 - tl.t0, 1e-3)
+        self.left = label_width(tl)  # where the plot starts
+        self.right = WIDTH - RIGHT
+        self.plot_w = self.right - self.left
 
     def x(self, t: float) -> float:
-        return LABEL_W + (min(max(t, self.tl.t0), self.tl.t1) - self.tl.t0) / self.span * PLOT_W
+        return self.left + (min(max(t, self.tl.t0), self.tl.t1) - self.tl.t0) / self.span * self.plot_w
+
+    def lane(self) -> None:
+        self.add(f'<rect x="{self.left:.1f}" y="{self.y}" width="{self.plot_w:.1f}" '
+                 f'height="{LANE_H}" class="lane"/>')
 
     def add(self, s: str) -> None:
         self.parts.append(s)
@@ -94,13 +116,13 @@ class Svg:
     def beside(self, x0: float, x1: float, text: str) -> tuple[float, str, float, float]:
         """Where a label for a mark spanning x0..x1 goes: after x0, or ending at the right
         edge when it would run past it. (x, anchor, left, right)."""
-        right = LABEL_W + PLOT_W
+        right = self.right
         if x0 + 4 + tw(text) <= right:
             return x0 + 4, "start", x0, max(x1, x0 + 4 + tw(text))
         return right, "end", min(x0, right - tw(text)), right
 
     def rect(self, t0: float, t1: float, y: float, fill: str, title: str = "", text: str = "",
-             h: float = LANE_H, cls: str = "", cut: bool = False) -> None:
+             h: float = LANE_H, cls: str = "") -> None:
         x0, x1 = self.x(t0), self.x(t1)
         w = max(x1 - x0, 1.5)
         c = f' class="{cls}"' if cls else ""
@@ -108,11 +130,11 @@ class Svg:
         self.add(f'<g{c}><rect x="{x0:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h}" '
                  f'fill="{fill}" rx="2">{tt}</rect>')
         if text and w <= 7 * len(text) + 6:
-            room = int((w - 6) / 7)
-            # A label is cut; a set keeps its count alone.
-            text = (text[:room - 1] + "\u2026" if room > 3 else "") if cut else text.split(" ", 1)[0]
+            text = text.split(" ", 1)[0]  # a set keeps its count alone; the hover has it all
         if text and w > 7 * len(text) + 6:
-            self.add(f'<text x="{x0 + 4:.1f}" y="{y + h - 5:.1f}" class="seg">{tt}{esc(text)}</text>')
+            cls = "seg on-dark" if dark(fill) else "seg"
+            self.add(f'<text x="{x0 + 4:.1f}" y="{y + h - 5:.1f}" class="{cls}">{tt}'
+                     f'{esc(text)}</text>')
         self.add("</g>")
 
 
@@ -144,7 +166,7 @@ def _pieces(view: list[Segment], ec2: list[Segment]) -> list[tuple[float, float,
 def _lane(svg: Svg, name: str, view: list[Segment], ec2: list[Segment] | None, color: str,
           y: float) -> None:
     svg.label(name, y, indent=14)
-    svg.add(f'<rect x="{LABEL_W}" y="{y}" width="{PLOT_W}" height="{LANE_H}" class="lane"/>')
+    svg.lane()
     if ec2 is None:
         pieces = [(s.start, s.end, s.ips, s.ips) for s in view]
     else:
@@ -200,7 +222,7 @@ def _ip_stories(svg: Svg, violations: list[dict]) -> None:
         for name, attr, color in (("EC2 holder", "ec2", C_EC2), ("IMDS lists it", "imds", C_IMDS),
                                   ("daemon holds it", "daemon", C_DAEMON)):
             svg.label(name, svg.y, indent=14)
-            svg.add(f'<rect x="{LABEL_W}" y="{svg.y}" width="{PLOT_W}" height="{LANE_H}" class="lane"/>')
+            svg.lane()
             if attr == "ec2":
                 # From every ownership change of the address, so that a holder is drawn
                 # whatever the address is to it (a secondary IP, or later a primary one).
@@ -224,7 +246,7 @@ def _ip_stories(svg: Svg, violations: list[dict]) -> None:
                              f"{name}: {eni.eni_id} {rel(tl, a)} .. {rel(tl, b)}", eni.eni_id)
             svg.y += LANE_H + LANE_GAP
         svg.label("pod using it", svg.y, indent=14)
-        svg.add(f'<rect x="{LABEL_W}" y="{svg.y}" width="{PLOT_W}" height="{LANE_H}" class="lane"/>')
+        svg.lane()
         for p in tl.pods:
             if p.ip == ip:
                 svg.rect(p.start, p.end, svg.y, C_HOLDER, f"{p.name} {rel(tl, p.start)} .. "
@@ -262,43 +284,59 @@ def _faults(svg: Svg) -> None:
     svg.y += len(rows) * (LANE_H + LANE_GAP) + GROUP_GAP
 
 
+def _free(rows: list[list[tuple[float, float]]], r: int, k: int, a: float, b: float) -> bool:
+    """Whether rows r..r+k-1 are free over a..b (a row missing is free)."""
+    return all(x1 <= a or b <= x0 for row in rows[r:r + k] for x0, x1 in row)
+
+
+def step_lines(svg: Svg, x: float, label: str, first_row: bool) -> tuple[list[str], str, float]:
+    """A step's label as whole lines beside its marker at x: (lines, anchor, text x). After
+    the marker when it fits, else before it (over the empty name column below the row's
+    heading), else wrapped at words to the wider side."""
+    after = WIDTH - 4 - (x + 11)
+    before = (x - 11) - (svg.left if first_row else 8)
+    if tw(label) <= after:
+        return [label], "start", x + 11
+    if tw(label) <= before:
+        return [label], "end", x - 11
+    side_after = after >= before
+    room = max(int((after if side_after else before) / CHAR_W), 8)
+    lines = textwrap.wrap(label, room, break_on_hyphens=False) or [label]
+    return lines, ("start" if side_after else "end"), (x + 11 if side_after else x - 11)
+
+
 def _steps(svg: Svg) -> None:
-    """Numbered markers, alternating rows so that close steps never overlap; each label as
-    much as fits before the next marker of its row (the table below has every title)."""
+    """Numbered markers at their times, each with its whole label (wrapped at words when
+    neither side of the marker has room), packed into rows so that none meet."""
     tl = svg.tl
     if not tl.steps:
         return
-    rows: list[float] = []
+    rows: list[list[tuple[float, float]]] = [[(0, 8 + tw("scenario steps") + 4)]]
     placed = []
     for n, st in enumerate(tl.steps, 1):
         x = svg.x(st.start)
-        placed.append((_place(rows, x - 9, x + 9, STEP_ROWS), n, st, x))
-    # A step that had to share a taken row sits in a row of its own below the others.
-    seen: dict[int, list[float]] = {}
-    final = []
-    for row, n, st, x in placed:
-        xs = seen.setdefault(row, [])
-        if xs and x - xs[-1] < 18:
-            row = len(rows)
-            rows.append(x + 9)
-            xs = seen.setdefault(row, [])
-        xs.append(x)
-        final.append((row, n, st, x))
+        r = 0
+        while True:
+            lines, anchor, lx = step_lines(svg, x, st.label, r == 0)
+            w = max(tw(line) for line in lines)
+            a, b = (x - 9, lx + w) if anchor == "start" else (lx - w, x + 9)
+            if _free(rows, r, len(lines), a - 4, b + 8):
+                break
+            r += 1
+        while len(rows) < r + len(lines):
+            rows.append([])
+        for k in range(len(lines)):
+            rows[r + k].append((a - 4, b + 8))
+        placed.append((r, n, st, x, lines, anchor, lx))
     svg.label("scenario steps", svg.y, bold=True)
-    right = LABEL_W + PLOT_W
-    for row, n, st, x in final:
-        y = svg.y + row * (LANE_H + LANE_GAP)
-        nxt = min([o for r, _, _, o in final if r == row and o > x] + [right + 9])
-        room = nxt - 9 - 6 - (x + 11)
-        text = st.label
-        if tw(text) > room:
-            keep = int(room / CHAR_W) - 1
-            text = text[:keep].rstrip() + "\u2026" if keep >= 4 else ""
+    for r, n, st, x, lines, anchor, lx in placed:
+        y = svg.y + r * (LANE_H + LANE_GAP)
         svg.add(f'<g class="step"><title>step {n} at {esc(rel(tl, st.start))}: {esc(st.label)}'
                 f'</title><circle cx="{x:.1f}" cy="{y + LANE_H / 2}" r="7" fill="#555"/>'
                 f'<text x="{x:.1f}" y="{y + LANE_H / 2 + 4}" class="vnum">{n}</text>')
-        if text:
-            svg.add(f'<text x="{x + 11:.1f}" y="{y + LANE_H - 5}" class="lbl">{esc(text)}</text>')
+        for k, line in enumerate(lines):
+            svg.add(f'<text x="{lx:.1f}" y="{y + k * (LANE_H + LANE_GAP) + LANE_H - 5}" '
+                    f'class="lbl" text-anchor="{anchor}">{esc(line)}</text>')
         svg.add("</g>")
     svg.y += len(rows) * (LANE_H + LANE_GAP) + GROUP_GAP - LANE_GAP
 
@@ -306,7 +344,7 @@ def _steps(svg: Svg) -> None:
 def call_colour(r: dict) -> str:
     if r.get("outcome") != "ok":
         return C_FAILED
-    return C_LOST if str(r.get("action", "")).startswith(RELEASES) else C_EC2
+    return C_TAKE if str(r.get("action", "")).startswith(RELEASES) else C_ADD
 
 
 def _calls(svg: Svg) -> None:
@@ -314,7 +352,7 @@ def _calls(svg: Svg) -> None:
     if not tl.calls:
         return
     svg.label("EC2 calls", svg.y, bold=True)
-    svg.add(f'<rect x="{LABEL_W}" y="{svg.y}" width="{PLOT_W}" height="{LANE_H}" class="lane"/>')
+    svg.lane()
     for r in tl.calls:
         x = svg.x(r["time"])
         what = " ".join((r.get("ips") or []) + (r.get("prefixes") or []))
@@ -366,7 +404,7 @@ def render_svg(tl: Timeline, violations: list[dict]) -> str:
     for p in tl.pods:
         svg.label(f"{p.name}  {p.ip}", svg.y, indent=14,
                   title=f"{p.name} on {p.instance_id} (node {p.node}), IP {p.ip}")
-        svg.add(f'<rect x="{LABEL_W}" y="{svg.y}" width="{PLOT_W}" height="{LANE_H}" class="lane"/>')
+        svg.lane()
         svg.rect(p.start, p.end, svg.y, C_POD, f"{p.name} {p.ip} alive {rel(tl, p.start)} .. "
                  + (rel(tl, p.end) if p.deleted else "end"), "connected")
         for v in sorted(by_pod.get(p.name, []), key=lambda v: v.get("kind") != "unreachable"):
@@ -395,8 +433,11 @@ def render_svg(tl: Timeline, violations: list[dict]) -> str:
     k = 0
     while k * step <= svg.span + 1e-9:
         x = svg.x(tl.t0 + k * step)
+        text = f"{k * step:g}s"
+        # A tick label is centred on its line, but never runs out of the drawing.
+        tx = min(max(x, tw(text) / 2), WIDTH - tw(text) / 2)
         axis.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{TOP - 6}" y2="{bottom}" class="grid"/>'
-                    f'<text x="{x:.1f}" y="{TOP - 10}" class="tick">{k * step:g}s</text>')
+                    f'<text x="{tx:.1f}" y="{TOP - 10}" class="tick">{text}</text>')
         k += 1
     marks = []
     last_x, level = -100.0, 0
@@ -435,9 +476,11 @@ p.err{color:#6d4c41;font-weight:600}
 .legend span{display:inline-block;margin:0 14px 4px 0} .legend i{display:inline-block;width:14px;
 height:12px;vertical-align:-1px;margin-right:5px;border-radius:2px}
 svg.timeline{font:12px system-ui,Helvetica,Arial,sans-serif;background:#fff;width:100%;
-height:auto;min-width:900px;max-width:1500px;display:block}
+height:auto;min-width:%(min)spx;max-width:%(max)spx;display:block}
+@media (max-width:%(narrow)spx){body{margin:12px}}
 svg .flbl{fill:#4a3b00;font-size:11px}
-svg .lbl{fill:#222} svg .seg{fill:#fff;font-size:11px;pointer-events:none}
+svg .lbl{fill:#222} svg .seg{fill:#222;font-size:11px;pointer-events:none}
+svg .seg.on-dark{fill:#fff}
 svg .lane{fill:#f6f6f6} svg .shade{fill:#edc948;opacity:.16} svg .grid{stroke:#ddd}
 svg .tick{fill:#666;text-anchor:middle;font-size:11px}
 svg .vnum{fill:#fff;text-anchor:middle;font-weight:700;font-size:11px}
@@ -449,7 +492,11 @@ table.chain td{border:0;border-bottom:1px solid #eee;padding:2px 8px 2px 0}
 .at{color:#555;white-space:nowrap;font-variant-numeric:tabular-nums}
 .tag{font-size:11px;font-weight:600;text-transform:uppercase;white-space:nowrap;color:#555} .tag.fault{color:#8a6d00} .tag.imds{color:#3b7d32} .tag.daemon{color:#6a4c93}
 .tag.ec2-call,.tag.ec2{color:#2f5d8a} .tag.symptom{color:#b71c1c}
-"""
+p.root{font-size:15px;border-left:4px solid #c62828;padding:6px 10px;background:#fdf3f3;margin:10px 0}
+dl.terms{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:4px 0}
+dl.terms dt{font-weight:600} dl.terms dd{margin:0}
+""".replace("%(min)s", str(WIDTH)).replace("%(max)s", str(round(WIDTH * MAX_ZOOM))).replace(
+    "%(narrow)s", str(WIDTH + 2 * 20 + 60))
 
 LEGEND = [
     (C_EC2, "EC2 (DescribeNetworkInterfaces: the truth)"),
@@ -458,12 +505,12 @@ LEGEND = [
     (C_DIFF, "differs from EC2 (+ extra, \u2212 missing)"),
     ("repeating-linear-gradient(45deg,#aaa 0 3px,#eee 3px 6px)", "absent (MAC not served / daemon down)"),
     (C_FAULT, "fault (also shaded through the chart)"),
-    (C_EC2, "EC2 call that adds (Assign, Attach, Create)"),
-    (C_LOST, "EC2 call that takes away (Unassign, Detach, Delete)"),
+    (C_ADD, "EC2 call that adds (Assign, Attach, Create)"),
+    (C_TAKE, "EC2 call that takes away (Unassign, Detach, Delete)"),
     (C_FAILED, "EC2 call refused or failed"),
     (C_HOLDER, "pod using the IP"),
     (C_POD, "pod connected"),
-    (C_LOST, "pod unreachable"),
+    (C_LOST, "pod unreachable (went dark)"),
     (C_NOTOWNED, "pod IP not held by its node in EC2"),
     (C_SHARED, "IP shared by two pods"),
     (C_VIOL, "violation (numbered)"),
@@ -499,10 +546,10 @@ def render(doc: dict, tl: Timeline) -> str:
         f"<tr><td>{n}</td><td>{esc(rel(tl, st.start))}</td><td>{esc(st.label)}</td></tr>"
         for n, st in enumerate(tl.steps, 1))
     crows = "".join(
-        f"<tr><td>{esc(' + '.join(c['faults']))}</td><td>{c['seconds']:.2f}</td>"
+        f"<tr><td>{esc(' + '.join(c['faults']))}</td><td>{_seconds(c['seconds'])}</td>"
         f"<td>{c['times']}</td></tr>"
         for c in ((doc.get("coverage") or {}).get("pairs") or []))
-    families = ", ".join(f"{esc(k)} {v:.1f}s" for k, v in
+    families = ", ".join(f"{esc(k)} {_seconds(v)}" for k, v in
                          ((doc.get("coverage") or {}).get("families") or {}).items())
     error = (f'<p class="err">the run stopped with an error: {esc(doc["error"])}</p>'
              if doc.get("error") else "")
@@ -513,8 +560,10 @@ def render(doc: dict, tl: Timeline) -> str:
 <h1>{esc(title)} <span class="verdict {esc(verdict)}">{esc(verdict)}</span></h1>
 <div class="meta">{meta}</div>
 {f'<p>{esc(doc["description"])}</p>' if doc.get("description") else ""}{error}
+{_root(doc)}
 <h2>Summary</h2><ul class="summary">{summary}</ul>
 {_causes(tl, groups)}
+{_terms(doc, tl)}
 <h2>Timeline</h2>
 <div class="legend">{legend}</div>
 <p class="meta">Per ENI: its secondary IPs and prefixes as each view saw them (the ENI's own
@@ -526,36 +575,67 @@ from the first record.</p>
 {f'<h2>Scenario steps</h2><table><tr><th>#</th><th>at</th><th>step</th></tr>{srows}</table>' if srows else ''}
 <h2>Faults</h2>
 {f'<table><tr><th>source</th><th>fault</th><th>from</th><th>to</th></tr>{frows}</table>' if frows else '<p>none</p>'}
-{f'<h2>Fault combinations</h2><p class="meta">Faults in effect at once (seconds overlapped, times they met); by family: {families or "none"}.</p><table><tr><th>faults</th><th>seconds</th><th>times</th></tr>{crows}</table>' if crows else ''}
+{f'<h2>Fault combinations</h2><p class="meta">Faults in effect at once: for how many seconds they overlapped and how many times they met. An instant act (EC2 moving an address) meets whatever was in effect at that moment and lasts no time: "instant". By family: {families or "none"}.</p><table><tr><th>faults</th><th>seconds</th><th>times</th></tr>{crows}</table>' if crows else ''}
 <p class="meta">{versions}</p>
 </body></html>
 """
+
+
+# What a detail without a value means, where "none" alone would leave the reader guessing.
+UNSET = {"held_by": "no instance (EC2 gives the address to none)"}
 
 
 def _compact(d) -> str:
     """A violation's detail as "key: value" pairs, values as a person reads them."""
     if not d:
         return ""
-    return " \u00b7 ".join(f"{str(k).replace('_', ' ')}: {fmt(v)}" for k, v in d.items())
+    return " \u00b7 ".join(
+        f"{str(k).replace('_', ' ')}: {UNSET.get(k, 'none') if v is None else fmt(v)}"
+        for k, v in d.items())
 
 
-def chain_groups(violations: list[dict]) -> list[dict]:
-    """Violations whose chains share every cause (faults, IMDS, daemon, EC2 call) as one
-    group: {"name": "A", "links": [...], "violations": [numbers], "ends": [(n, [links])]}."""
-    groups: dict[tuple, dict] = {}
-    for n, v in enumerate(violations, 1):
-        links = v.get("chain") or []
-        common = [x for x in links if x["step"] not in ("ec2", "symptom")]
-        if not common:
-            continue
-        key = tuple((x["step"], x["text"], x["time"]) for x in common)
-        g = groups.setdefault(key, {"links": common, "violations": [], "ends": []})
-        g["violations"].append(n)
-        g["ends"].append((n, [x for x in links if x["step"] in ("ec2", "symptom")]))
-    out = list(groups.values())
-    for k, g in enumerate(out):
-        g["name"] = chr(ord("A") + k) if k < 26 else str(k + 1)
-    return out
+def _seconds(s: float) -> str:
+    return "instant" if s == 0 else f"{s:.2f}s"
+
+
+def _root(doc: dict) -> str:
+    """The root cause in plain words, first thing under the title."""
+    causes = doc.get("root_cause") or []
+    out = []
+    for rc in causes:
+        where = ", ".join(f'<a href="#cause-{esc(c)}">chain {esc(c)}</a>' for c in rc["chains"])
+        if len(causes) > 1:
+            nums = ", ".join(f"#{n}" for n in rc["violations"])
+            where = f"violations {nums}" + (f"; {where}" if where else "")
+        out.append(f'<p class="root"><b>Root cause:</b> {esc(rc["text"])}.'
+                   + (f' <span class="meta">({where})</span>' if where else "") + "</p>")
+    return "\n".join(out)
+
+
+# Terms the page uses, each explained once (only those the page shows).
+TERMS = [
+    ("ENI", "elastic network interface: a network card EC2 attaches to an instance; it holds "
+            "the instance's private addresses, one primary and any number of secondary ones"),
+    ("IMDS", "instance metadata service: what a node reads about itself, its ENIs and their "
+             "addresses; it follows EC2 with a delay, and a scenario may fault it"),
+    ("local-ipv4s", "the IMDS entry listing an ENI's private IPv4 addresses "
+                    "(network/interfaces/macs/<mac>/local-ipv4s), its primary one included"),
+    ("datastore", "the daemon's own record of the addresses it holds on each ENI and which "
+                  "pod has each; an address it drops from there is free to give another pod"),
+    ("warm pool", "addresses the daemon holds on its ENIs before any pod asks, so that a new "
+                  "pod gets one at once"),
+    ("reconcile", "the daemon's periodic comparison of its datastore with IMDS (and EC2), "
+                  "adding and dropping addresses to match"),
+]
+
+
+def _terms(doc: dict, tl: Timeline) -> str:
+    said = " ".join([*(doc.get("summary") or []), *(rc["text"] for rc in doc.get("root_cause") or []),
+                     *(st.label for st in tl.steps), *(f.label for f in tl.faults),
+                     *(x["text"] for v in doc.get("violations") or [] for x in v.get("chain") or []),
+                     "ENI IMDS datastore"])  # the chart's lanes name these three
+    rows = "".join(f"<dt>{esc(t)}</dt><dd>{esc(d)}</dd>" for t, d in TERMS if t in said)
+    return f'<h2>Terms</h2><dl class="terms">{rows}</dl>' if rows else ""
 
 
 def _causes(tl: Timeline, groups: list[dict]) -> str:

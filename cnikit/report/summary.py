@@ -1,6 +1,6 @@
 """One sentence per violation: what broke, when, for which pod and IP, the EC2 change that
-explains it when the record holds one ("... because IP 10.0.1.7 was released by ENI eni-1
-(UnassignPrivateIpAddresses at t=+11.90s)"), and the chain back to the first cause the record
+explains it when the record holds one ("... because IP 10.0.1.7 was removed from ENI eni-1 in
+EC2 (UnassignPrivateIpAddresses at t=+11.90s)"), and the chain back to the first cause the record
 shows ("; root cause: fault IMDS stale ... -> IMDS ... -> the daemon ... -> ...", see
 cnikit.report.cause)."""
 

@@ -149,15 +149,18 @@ class RunResult:
         return dataclasses.asdict(self)
 
     def evidence(self, limit: int = 10) -> list[str]:
-        """One line per violation: when (seconds into the run), what, which pod and IP. The
-        first of every kind comes first, so a short list still names every kind that broke."""
+        """One line per violation, in time order: when (seconds into the run), what, which
+        pod and IP. A short list keeps the first of every kind, so it still names every kind
+        that broke."""
         out = []
-        firsts = {}
-        for i, v in enumerate(self.violations):
-            firsts.setdefault(v["kind"], i)
-        order = sorted(firsts.values()) + [i for i in range(len(self.violations))
-                                           if i not in firsts.values()]
-        for v in [self.violations[i] for i in order][:limit]:
+        by_time = sorted(range(len(self.violations)),
+                         key=lambda i: (self.violations[i].get("since") or 0, i))
+        firsts: dict[str, int] = {}
+        for i in by_time:
+            firsts.setdefault(self.violations[i]["kind"], i)
+        kept = set(list(firsts.values())[:limit])
+        kept |= set([i for i in by_time if i not in kept][:limit - len(kept)])
+        for v in [self.violations[i] for i in by_time if i in kept]:
             until = "" if v.get("until") is None else f" until +{v['until'] - self.started:.2f}s"
             if v["kind"] == "liveness":
                 out.append(f"+{v['since'] - self.started:.2f}s liveness: {v['subject']} ({v['what']})")

@@ -99,7 +99,7 @@ def test_a_broken_pod_fails_the_test_with_the_statement_and_report(outcome):
     taken = [e for e in doc["history"] if e["process"] == "nemesis"]
     assert [(e["type"], e["f"], e["value"]["target"]["ips"]) for e in taken] == [
         ("info", "ec2-unassign", [ip])]
-    assert f"because IP {ip} was released by ENI eni-" in statement
+    assert f"because IP {ip} was removed from ENI eni-" in statement
     assert "UnassignPrivateIpAddresses" in statement
     path = next(line.split("report: ", 1)[1] for line in out.splitlines() if "report: " in line)
     assert Path(path).is_file() and path.startswith(str(reports))

@@ -116,7 +116,7 @@ def test_report_json_validates_and_judges_the_history(tmp_path):
     # The statement names the pod, the time, the IP and the ENI that released it.
     lost = next(s for s in doc["summary"] if s.startswith("pod p1 (10.0.1.12) lost connectivity"))
     assert "t=+10.20s" in lost
-    assert "because IP 10.0.1.12 was released by ENI eni-0aaa" in lost
+    assert "because IP 10.0.1.12 was removed from ENI eni-0aaa in EC2" in lost
     assert "UnassignPrivateIpAddresses at t=+9.95s" in lost
 
 

@@ -41,7 +41,7 @@ def test_any_build_gets_a_chain_from_the_record_alone():
     assert ec2["text"] == "EC2: 10.0.1.12 held by no instance"
     assert symptom["text"].startswith("pod p1 (10.0.1.12) went dark")
     line = sentence(tl, v)
-    assert "because IP 10.0.1.12 was released by ENI eni-0aaa" in line
+    assert "because IP 10.0.1.12 was removed from ENI eni-0aaa in EC2" in line
     assert "; root cause: t=+2.00s fault: IMDS stale" in line
     assert line.index("IMDS stale") < line.index("IMDS had served") < line.index("dropped 10.0.1.12")
 

@@ -5,6 +5,7 @@ ENI headers name their node."""
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from html.parser import HTMLParser
 
@@ -139,3 +140,137 @@ def test_the_cli_evidence_of_a_shared_ip_names_the_pods_without_a_list_repr():
                    "detail": {"pods": ["p4", "p5"], "evidence": "pod-add"}}, {})
     assert v["what"] == "IP held by pods p4, p5 (pod-add)"
     assert (v["pod"], v["ip"]) == ("p4,p5", "10.0.1.7")
+
+
+def test_no_label_in_the_chart_is_cut(tmp_path):
+    """Every step's label is drawn whole (wrapped at words at most), and nothing anywhere in
+    the chart ends in the ellipsis of a cut label."""
+    _, svg = _render(tmp_path)
+    assert not [t for _, t in svg.texts if "\u2026" in t]
+    lines = [(float(a["y"]), t) for a, t in svg.texts
+             if a["_group"] == "step" and a.get("class") == "lbl"]
+    said = " ".join(t for _, t in lines)
+    for title in ("6 pods; EC2, IMDS and the datastore agree", "more warm IPs",
+                  "IMDS stops following the ENI (stale)", "4 IPs released to EC2",
+                  "release; IMDS catches up"):
+        assert title in said or all(w in said.split() for w in title.split()), title
+
+
+def test_the_chart_is_never_drawn_smaller_than_its_units_and_fits_900px(tmp_path):
+    from cnikit.report.html import MAX_ZOOM, WIDTH
+
+    html, svg = _render(tmp_path)
+    width = float(next(a for t, a in svg.elements if t == "svg")["viewbox"].split()[2])
+    css = re.search(r"svg\.timeline\{([^}]*)\}", html).group(1)
+    assert f"min-width:{width:g}px" in css  # 1:1 at least: a 11px font stays 11px
+    assert f"max-width:{round(WIDTH * MAX_ZOOM)}px" in css and MAX_ZOOM <= 1.4
+    sizes = [int(x) for x in re.findall(r"svg [^{]*\{[^}]*font-size:(\d+)px", html)]
+    assert sizes and min(sizes) >= 11, sizes
+    # A 900px window: 12px margins each side and a 15px scrollbar leave room for it.
+    assert width + 2 * 12 + 15 <= 900
+    assert re.search(r"@media \(max-width:\d+px\)\{body\{margin:12px\}\}", html)
+    # Every tick label stays inside the drawing (the last one is not cut at the edge).
+    for a, t in svg.texts:
+        if a.get("class") == "tick":
+            half = len(t) * CHAR_W / 2
+            assert float(a["x"]) - half >= 0 and float(a["x"]) + half <= width, (t, a)
+
+
+def _legend_colours(html: str) -> list[str]:
+    legend = html[html.index('class="legend"'):html.index("<svg")]
+    return re.findall(r'<i style="background:(#[0-9a-f]{6})"', legend)
+
+
+def test_every_legend_entry_has_a_colour_of_its_own(tmp_path):
+    html, _ = _render(tmp_path)
+    colours = _legend_colours(html)
+    assert len(colours) >= 14 and len(set(colours)) == len(colours), colours
+
+    def rgb(c):
+        return [int(c[i:i + 2], 16) for i in (1, 3, 5)]
+
+    for a, b in itertools.combinations(colours, 2):
+        dist = sum((x - y) ** 2 for x, y in zip(rgb(a), rgb(b), strict=True)) ** 0.5
+        assert dist >= 40, f"{a} and {b} are too alike to tell apart"
+
+
+def test_violations_are_listed_in_time_order(tmp_path):
+    r = story()
+    r["violations"] = [
+        {"kind": "unreachable", "subject": "p1", "since": T0 + 10.2, "until": None,
+         "detail": {"failing_pairs": 2}},
+        {"kind": "ip-not-owned", "subject": "p2", "since": T0 + 12, "until": None,
+         "detail": {"ip": "10.0.1.13", "node": I1, "held_by": None}},
+        {"kind": "ip-not-owned", "subject": "p1", "since": T0 + 10, "until": None,
+         "detail": {"ip": "10.0.1.12", "node": I1, "held_by": None}},
+    ]
+    r["warnings"] = []
+    html = write_report(tmp_path, r)["html"].read_text()
+    table = html[html.index("<h2>Violations</h2>"):]
+    rows = re.findall(r"<tr><td>(\d+)</td><td>[^<]*</td><td>([^<]*)</td><td>t=\+([\d.]+)s", table)
+    assert [float(t) for _, _, t in rows] == sorted(float(t) for _, _, t in rows)
+    assert [(n, s) for n, s, _ in rows] == [("1", "p1"), ("2", "p1"), ("3", "p2")]
+    # A detail without a value says what that means.
+    assert "held by: no instance" in table
+
+
+def _root(html: str) -> list[str]:
+    return re.findall(r'<p class="root"><b>Root cause:</b> (.*?)</p>', html)
+
+
+def test_a_violation_run_says_its_root_cause_first_from_the_chain(tmp_path):
+    html = write_report(tmp_path, story())["html"].read_text()
+    root = _root(html)
+    assert len(root) == 1 and html.index('class="root"') < html.index("<h2>Summary</h2>")
+    # The 3019 story: IMDS stale, equal lengths, the daemon dropped and released p1's IP.
+    assert "compared only lengths" in root[0] and "(1 + 4 = 5 addresses)" in root[0]
+    assert "released .12 to EC2 (UnassignPrivateIpAddresses at t=+9.95s)" in root[0]
+    assert "pod p1 went dark" in root[0]
+
+
+def test_the_root_cause_follows_the_record_not_one_scenario(tmp_path):
+    """A freed address that came back as another ENI's primary, with no IMDS discrepancy
+    before the change: no claim about lengths, and what the record has is said."""
+    from tests.unit.test_report_drawing import reuse_story
+
+    html = write_report(tmp_path, reuse_story())["html"].read_text()
+    root = _root(html)
+    assert len(root) == 1 and "lengths" not in root[0]
+    assert "p1" in root[0]
+
+
+def test_a_run_that_holds_has_no_root_cause(tmp_path):
+    r = story()
+    r["violations"], r["warnings"], r["verdict"] = [], [], "holds"
+    paths = write_report(tmp_path, r)
+    assert not _root(paths["html"].read_text())
+    assert json.loads(paths["json"].read_text())["root_cause"] == []
+
+
+def test_terms_are_explained_once_when_the_page_uses_them(tmp_path):
+    html, _ = _render(tmp_path)
+    terms = re.findall(r"<dt>([^<]+)</dt>", html)
+    assert {"datastore", "ENI", "IMDS"} <= set(terms) and len(terms) == len(set(terms))
+    assert "warm pool" not in terms and "local-ipv4s" not in terms  # not on this page
+    r = busy_story()
+    r["history"].append("scenario", "info", "step",
+                        {"title": "the warm pool grows; local-ipv4s lags"}, at=T0 + 12, mono=12)
+    html = write_report(tmp_path / "more", r)["html"].read_text()
+    assert {"warm pool", "local-ipv4s"} <= set(re.findall(r"<dt>([^<]+)</dt>", html))
+
+
+def test_the_cli_lists_violations_in_time_order_naming_every_kind():
+    from cnikit.scenarios.engine import RunResult
+
+    r = RunResult("s", "", "p", 1, "violation", "violation", 1.0, 0.0)
+    r.violations = [{"kind": k, "since": t, "until": None, "subject": p, "pod": p, "ip": "x",
+                     "what": "w"} for k, t, p in
+                    [("ip-not-owned", 9.0, "p7"), ("unreachable", 9.3, "p7"),
+                     ("shared-ip", 10.8, "p7"), ("ip-not-owned", 9.0, "p8"),
+                     ("unreachable", 9.32, "p9")]]
+    times = [float(line.split("s ")[0]) for line in r.evidence()]
+    assert times == sorted(times) and len(times) == 5
+    short = r.evidence(3)
+    assert [line.split()[1] for line in short[:3]] == ["ip-not-owned:", "unreachable:",
+                                                       "shared-ip:"]
+    assert short[3] == "... and 2 more"
