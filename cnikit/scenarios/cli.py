@@ -106,9 +106,12 @@ def _print_result(r, out=None) -> None:
     echo(f"{r.scenario} [{r.profile}] seed {r.seed}: {verdict}{exp} in {r.seconds:.1f}s")
     if r.error:
         echo(f"  scenario error: {r.error}")
-    if r.precondition:
+    if getattr(r, "too_slow", None):
+        echo(f"  too slow: {r.too_slow}; its violations are not judged (run it again on a "
+             "quieter machine, or with a larger CNIKIT_TIME_SCALE)")
+    elif r.precondition:
         echo(f"  precondition not met: {r.precondition}")
-    if r.verdict == "inconclusive":
+    if r.verdict == "inconclusive" and not getattr(r, "too_slow", None):
         echo("  the scenario could not be set up against this build, so it did not exercise "
              "it: not a failure, not a pass")
     for line in r.evidence():

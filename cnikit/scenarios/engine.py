@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cnikit.check.history import CLIENT, MONITOR, History
+from cnikit.check.stall import StallMeter
 from cnikit.errors import UsageError
 
 SCENARIO = "scenario"  # history process of the scenario's own step markers
@@ -122,6 +123,9 @@ class RunResult:
     started: float
     target: str = ""  # the target's name
     precondition: str | None = None  # the unmet precondition when inconclusive
+    # Set when the machine was too slow for the time scale to judge the run's violations
+    # (cnikit.check.stall): the run is inconclusive, its precondition says why.
+    too_slow: str | None = None
     exercised: bool = True  # False when inconclusive/error before the build was exercised
     # What of the run's faults reached the build (cnikit.check.exposure.judge).
     exposure: dict = field(default_factory=dict)
@@ -858,6 +862,7 @@ def run_scenario(sc: Scenario, target=None, seed: int = 1, ec2: str = "moto",
     history = cluster.history
     watch = sampler = ctx = None
     liveness: list[dict] = []
+    stalls = StallMeter(scale).start()
     try:
         _start(cluster)
         result.params["run_id"] = cluster.fabric.rid  # names its namespaces, files, processes
@@ -904,9 +909,10 @@ def run_scenario(sc: Scenario, target=None, seed: int = 1, ec2: str = "moto",
             sampler.stop()
         if watch is not None:
             watch.stop()
+        stalls.stop()
         say(f"{sc.name} [{profile}]: tearing down")
         cluster.close()
-    _judge(result, watch, history, liveness + (sampler.liveness if sampler else []))
+    _judge(result, watch, history, liveness + (sampler.liveness if sampler else []), stalls)
     result.seconds = round(time.monotonic() - t0, 2)
     if report_dir is not None:
         result.report = {k: str(v) for k, v in write_report(report_dir, result).items()}
@@ -924,9 +930,12 @@ def _start(cluster) -> None:
         raise Liveness("daemon", "a daemon never became ready", {"daemon": str(e)[:300]}) from None
 
 
-def _judge(result: RunResult, watch, history: History, liveness: list[dict]) -> None:
-    """The verdict: an invariant or liveness violation -> "violation"; else an unmet
-    precondition -> "inconclusive"; else a kit failure -> "error"; else "holds"."""
+def _judge(result: RunResult, watch, history: History, liveness: list[dict],
+           stalls: StallMeter | None = None) -> None:
+    """The verdict: an invariant or liveness violation -> "violation" (unless the machine
+    was too slow for the time scale just before it: "inconclusive", cnikit.check.stall);
+    else an unmet precondition -> "inconclusive"; else a kit failure -> "error"; else
+    "holds"."""
     pods = {}
     entries = history.entries()
     for e in entries:
@@ -940,7 +949,13 @@ def _judge(result: RunResult, watch, history: History, liveness: list[dict]) -> 
     result.violations = [_describe(v, pods) for v in found + liveness]
     result.warnings = [v.to_json() for v in inv.warnings()] if inv is not None else []
     result.history = entries
-    if result.violations:
+    if stalls is not None:
+        result.params["stall"] = {"worst_s": round(stalls.worst, 3),
+                                  "bound_s": round(stalls.bound, 3), "over": len(stalls.stalls)}
+        result.too_slow = stalls.too_slow(result.violations, result.started)
+    if result.too_slow:
+        result.verdict, result.precondition = "inconclusive", result.too_slow
+    elif result.violations:
         result.verdict = "violation"
     elif result.precondition:
         result.verdict = "inconclusive"

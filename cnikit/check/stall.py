@@ -1,0 +1,71 @@
+"""Whether the machine kept up with a run's time scale: a thread that asks to sleep a short
+period and measures how much later than asked it woke.
+
+A run compresses upstream's intervals (at time scale 0.05 a 30 s IP cooldown is 1.5 s), so
+a machine that stops running the kit's processes for a second has skipped twenty of
+upstream's. What the checkers see then (a prober that could not send, a daemon that ran
+late) says nothing about the build. A run whose violations came within a reconcile interval
+after the kit was held off the CPU longer than BOUND_UPSTREAM_S x the time scale is not
+judged: it is reported as too slow for its time scale (`too_slow`), never as a violation,
+and never judged on a looser bound. A violation that began before any such stall stands.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+PERIOD_S = 0.05
+# The bound, in upstream seconds: 0.5 s of the kit's process off the CPU at time scale 0.05.
+# Well above what a quiet 2-core machine shows (a few ms) and what the suite's ten workers
+# cause (under 0.1 s measured), and below the shortest interval a scenario times (the IP
+# cooldown, 30 upstream seconds).
+BOUND_UPSTREAM_S = 10.0
+MARGIN_S = 1.0  # a violation this soon before a stall may already be the stall's doing
+# How long before the first violation a stall counts: one of upstream's reconcile intervals
+# (a daemon that ran late catches up by its next pass).
+WINDOW_UPSTREAM_S = 60.0
+
+
+class StallMeter:
+    def __init__(self, scale: float):
+        self.bound = BOUND_UPSTREAM_S * scale
+        self.window = WINDOW_UPSTREAM_S * scale
+        self.worst = 0.0
+        self.stalls: list[tuple[float, float]] = []  # (wall time it began, seconds) > bound
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="stall-meter", daemon=True)
+
+    def start(self) -> StallMeter:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        while True:
+            began, wall = time.monotonic(), time.time()
+            if self._stop.wait(PERIOD_S):
+                return
+            late = time.monotonic() - began - PERIOD_S
+            self.worst = max(self.worst, late)
+            if late > self.bound:
+                self.stalls.append((wall, late))
+
+    def too_slow(self, violations: list[dict], started: float) -> str | None:
+        """Why a run with these violations cannot be judged, or None: a stall over the bound
+        within a reconcile interval before its first violation (or just after its start)."""
+        if not self.stalls or not violations:
+            return None
+        first = min(v.get("since") or 0 for v in violations)
+        window = [(t, s) for t, s in self.stalls
+                  if first - self.window <= t <= first + MARGIN_S]
+        if not window:
+            return None
+        t, s = max(window, key=lambda x: x[1])
+        return (f"the machine was too slow for the time scale: the kit's process was held "
+                f"off the CPU {s:.2f}s at +{t - started:.2f}s, {first - t:+.2f}s before the "
+                f"first violation (bound {self.bound:.2f}s, {BOUND_UPSTREAM_S:g} s of "
+                f"upstream's time)")
