@@ -178,7 +178,7 @@ def test_ec2_api_faults_do_not_reach_the_imds(imds_cloud, server, topo, ec2):
                 return None
 
         wait_for(lagging_view, 5, "the ENI to be 3 s old")
-        throttle = gate.faults.add("throttle", action="DescribeNetworkInterfaces")
+        throttle = gate.faults.add("throttle", target={"action": "DescribeNetworkInterfaces"})
         res = ec2.assign_private_ip_addresses(NetworkInterfaceId=inst.primary_eni_id,
                                               SecondaryPrivateIpAddressCount=2)
         t0 = time.monotonic()

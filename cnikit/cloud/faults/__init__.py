@@ -1,11 +1,11 @@
 """EC2 faults: small named values added and removed at run time (Toxiproxy style).
 
 Each kind is one class in its own file in this package, on faultcore's fault model (the
-fault IMDS's kinds share it): an optional `action` (None: all actions), a `probability`
-(0..1, default 1, rolled in `Fault.fires`) and an optional `duration` after which the
-fault expires by itself. A fault may name a `region`: it then acts only on calls signed
-for that region. Every module here is imported below, so adding a kind is adding
-its file. Kinds today: `throttle`, `error`, `latency` (request stage), `lost_response`
+fault IMDS's kinds share it, and the spec's shape): an optional `target` naming an `action`
+(unset: all actions) and a `region` (unset: every region; else only calls signed for it),
+a `probability` (0..1, default 1, rolled in `Fault.fires`) and an optional `duration`
+after which the fault expires by itself. Every module here is imported below, so adding a
+kind is adding its file. Kinds today: `throttle`, `error`, `latency` (request stage), `lost_response`
 (response stage), `describe_lag` (describe stage); see base.py for the stages.
 
 None of them applies to the fault IMDS's own calls (faultcore.caller, read by gate.py):
@@ -40,14 +40,27 @@ class FaultSet:
         # id -> calls its target covered (fired or not), kept after the fault ends: what of
         # a run's EC2 faults reached the build (cnikit.check.exposure).
         self._reached: dict[str, int] = {}
+        # id -> how it ended ("removed" or "expired"), as the fault IMDS's events say it:
+        # the nemesis records it on the fault's end.
+        self._ended: dict[str, str] = {}
 
-    def add(self, kind: str, **attrs) -> str:
-        """Validate and add a fault; its id. UsageError (nothing added) on a bad spec."""
+    def add(self, kind: str, target: dict | None = None, duration: float | None = None,
+            **attrs) -> str:
+        """Validate and add a fault (the spec as `fault_imds.client.FaultClient.add` takes
+        it); its id. UsageError (nothing added) on a bad spec."""
+        spec = {"kind": kind, **attrs}
+        if target is not None:
+            spec["target"] = target
+        if duration is not None:
+            spec["duration"] = duration
+        return self.add_spec(spec)
+
+    def add_spec(self, spec: dict) -> str:
+        """Validate and add a fault from its JSON spec; its id. UsageError (nothing added)."""
         with self._lock:
             fid = f"ec2f-{self._next + 1}"
             try:
-                fault = Ec2Fault.from_spec({"kind": kind, **attrs}, fid, time.monotonic(),
-                                           time.time())
+                fault = Ec2Fault.from_spec(spec, fid, time.monotonic(), time.time())
             except SpecError as e:
                 raise UsageError(str(e)) from None
             self._next += 1
@@ -57,19 +70,33 @@ class FaultSet:
 
     def remove(self, fault_id: str) -> bool:
         with self._lock:
+            self._expire(time.monotonic())
             found = self._faults.pop(fault_id, None) is not None
+            if found:
+                self._ended[fault_id] = "removed"
             self._reindex()
             return found
 
-    def clear(self) -> None:
+    def clear(self) -> list[str]:
+        """Remove every fault; the ids of those that were active."""
         with self._lock:
+            self._expire(time.monotonic())
+            ids = list(self._faults)
+            self._ended.update(dict.fromkeys(ids, "removed"))
             self._faults.clear()
             self._reindex()
+            return ids
 
     def list(self) -> list[dict]:
         with self._lock:
             self._expire(time.monotonic())
             return [f.to_json() for f in self._faults.values()]
+
+    def how_ended(self, fault_id: str) -> str | None:
+        """"removed" or "expired" for a fault that ended, None for one active or unknown."""
+        with self._lock:
+            self._expire(time.monotonic())
+            return self._ended.get(fault_id)
 
     def reached(self) -> dict[str, int]:
         """Fault id -> how many calls its target covered while it was active."""
@@ -84,6 +111,7 @@ class FaultSet:
         gone = [fid for fid, f in self._faults.items() if f.expired(now)]
         for fid in gone:
             del self._faults[fid]
+            self._ended[fid] = "expired"
         if gone:
             self._reindex()
 
