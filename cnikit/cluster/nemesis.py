@@ -354,22 +354,32 @@ class Ec2Faults:
 
 
 class Follower:
-    """Turns the fault IMDS's events and the gate's fault list into nemesis entries."""
+    """Turns the fault IMDS's and the gate's fault events into nemesis entries, one record
+    shape for both: a start with the fault's target and parameters, an end with `by`
+    (removed, expired). Only faults others add: the nemesis records its own."""
 
     KEPT_OUT = ("id", "kind", "target", "duration", "created", "expires")
 
     def __init__(self, nemesis: Nemesis, interval: float):
         self.n, self.interval = nemesis, interval
         self._stop = threading.Event()
-        self._imds_seq = 0
-        self._ec2: dict[str, dict] = {}  # id -> target, the gate's faults seen
-        self._followed: set[str] = set()  # ids this follower recorded (not the nemesis's own)
+        self._seq = {"imds-fault": 0, "ec2-fault": 0}  # the last event seen of each API
+        self._followed: set[str] = set()  # ids this follower started: it ends only those
         self._thread = threading.Thread(target=self._loop, name="nemesis-follower", daemon=True)
 
+    def _sources(self) -> list[tuple[str, Callable[[int, float], list[dict]]]]:
+        """(op, events(since, wait)) of each fault API the nemesis has."""
+        out: list[tuple[str, Callable[[int, float], list[dict]]]] = []
+        if self.n.imds is not None:
+            out.append(("imds-fault",
+                        lambda since, wait: FaultClient.events(self.n.imds, since, wait=wait)))
+        if self.n.ec2 is not None:
+            out.append(("ec2-fault", lambda since, wait: self.n.ec2.faults.events(since)))
+        return out
+
     def start(self) -> Follower:
-        if self.n.imds is not None:  # only what is added from now on
-            self._imds_seq = max((e["seq"] for e in FaultClient.events(self.n.imds, 0)),
-                                 default=0)
+        for op, events in self._sources():  # only what is added from now on
+            self._seq[op] = max((e["seq"] for e in events(0, 0)), default=0)
         self._thread.start()
         return self
 
@@ -385,38 +395,25 @@ class Follower:
                 self._stop.wait(self.interval)
 
     def poll(self) -> None:
-        """One round: the IMDS's events since the last (waiting up to interval for one),
-        then the gate's list."""
-        mine = {v["id"] for v in self.n.in_effect()} - self._followed
-        if self.n.imds is not None:
-            for ev in FaultClient.events(self.n.imds, self._imds_seq, wait=self.interval):
-                self._imds_seq = max(self._imds_seq, ev["seq"])
-                fault = ev.get("fault") or {}
-                fid = str(fault.get("id"))
-                if fid in mine:
-                    continue
-                if ev.get("type") == "fault_added":
-                    self._followed.add(fid)
-                    self.n.record(START, "imds-fault", fault.get("target") or {}, id=fid,
-                                  via="control-api", **self._params(fault))
-                elif ev.get("type") in ("fault_removed", "fault_expired"):
-                    self.n.record(END, "imds-fault", fault.get("target") or {}, id=fid,
-                                  by=ev["type"].removeprefix("fault_"))
-        else:
+        """One round: each API's fault events since the last; the IMDS's long poll (up to
+        interval) paces the rounds, else a wait of interval."""
+        if self.n.imds is None:
             self._stop.wait(self.interval)
-        if self.n.ec2 is not None:
-            faults = self.n.ec2.faults
-            now = {f["id"]: f for f in faults.list() if f["id"] not in mine}
-            for fid, f in now.items():
-                if fid not in self._ec2:
-                    target = f.get("target") or {}
-                    self._ec2[fid] = target
-                    self._followed.add(fid)
-                    self.n.record(START, "ec2-fault", target, id=fid, via="control-api",
-                                  **self._params(f))
-            for fid in [f for f in self._ec2 if f not in now]:
-                self.n.record(END, "ec2-fault", self._ec2.pop(fid), id=fid,
-                              by=faults.how_ended(fid) or "removed")
+        own = {v["id"] for v in self.n.in_effect()} - self._followed
+        for op, events in self._sources():
+            for ev in events(self._seq[op], self.interval):
+                self._seq[op] = max(self._seq[op], ev["seq"])
+                self._follow(op, ev, own)
+
+    def _follow(self, op: str, ev: dict, own: set[str]) -> None:
+        fault = ev.get("fault") or {}
+        fid, target = str(fault.get("id")), fault.get("target") or {}
+        if ev.get("type") == "fault_added" and fid not in own:
+            self._followed.add(fid)
+            self.n.record(START, op, target, id=fid, via="control-api", **self._params(fault))
+        elif ev.get("type") in ("fault_removed", "fault_expired") and fid in self._followed:
+            self._followed.discard(fid)
+            self.n.record(END, op, target, id=fid, by=ev["type"].removeprefix("fault_"))
 
     def _params(self, fault: dict) -> dict:
         return {"kind": fault.get("kind"), "duration": fault.get("duration"),

@@ -207,6 +207,25 @@ def test_faults_added_over_the_control_apis_are_followed(nemesis, parts):
     assert records["imds-fault"]["kind"] == records["ec2-fault"]["kind"] == "latency"
 
 
+def test_a_fault_added_and_removed_between_two_polls_is_followed(nemesis, parts):
+    """The follower reads each API's fault events, not its list of active faults: a fault
+    added and removed within one poll (a pasted add-then-clear) is still a start and an
+    end, from the gate as from the IMDS."""
+    n, h, _, _ = nemesis
+    cloud, imds = parts
+    follower = n.follow(interval=1.0)  # rounds far apart: both acts fall between two
+    try:
+        for fc, target in ((FaultClient(cloud.endpoint + "/_cnikit"), {"action": "DescribeImages"}),
+                           (FaultClient(imds.control_url), {"path": "*/ami-id"})):
+            fc.remove(fc.add("error", target=target))
+        wait_for(lambda: len(ops(h)) == 4, 10, "both faults followed, start and end")
+    finally:
+        follower.stop()
+    assert sorted(ops(h)) == [("end", "ec2-fault"), ("end", "imds-fault"),
+                              ("start", "ec2-fault"), ("start", "imds-fault")]
+    assert all(e["value"]["by"] == "removed" for e in h.entries() if e["type"] == "end")
+
+
 def test_an_address_taken_from_a_pod_is_one_operation_until_given_back(nemesis):
     n, h, topo, _ = nemesis
     a, b = topo.instances

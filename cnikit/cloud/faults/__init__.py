@@ -17,6 +17,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections import deque
 
 from cnikit.cloud.errors import Ec2Error
 from cnikit.cloud.faults.base import KINDS, MAX_LAG_S, Call, Ec2Fault
@@ -26,6 +27,8 @@ from faultcore.errors import SpecError
 KINDS.discover(__name__)
 
 __all__ = ["KINDS", "MAX_LAG_S", "Ec2Fault", "FaultSet"]
+
+EVENTS_KEPT = 10_000
 
 
 class FaultSet:
@@ -40,9 +43,11 @@ class FaultSet:
         # id -> calls its target covered (fired or not), kept after the fault ends: what of
         # a run's EC2 faults reached the build (cnikit.check.exposure).
         self._reached: dict[str, int] = {}
-        # id -> how it ended ("removed" or "expired"), as the fault IMDS's events say it:
-        # the nemesis records it on the fault's end.
-        self._ended: dict[str, str] = {}
+        # Every add, removal and expiry, as the fault IMDS's events: what `cnikit up`'s
+        # nemesis follows (a list polled now and then misses a fault added and removed
+        # between two polls, and cannot tell an expiry from a removal).
+        self._events: deque[dict] = deque(maxlen=EVENTS_KEPT)
+        self._seq = 0
 
     def add(self, kind: str, target: dict | None = None, duration: float | None = None,
             **attrs) -> str:
@@ -65,24 +70,26 @@ class FaultSet:
                 raise UsageError(str(e)) from None
             self._next += 1
             self._faults[fid] = fault
+            self._event("fault_added", fault)
             self._reindex()
         return fid
 
     def remove(self, fault_id: str) -> bool:
         with self._lock:
             self._expire(time.monotonic())
-            found = self._faults.pop(fault_id, None) is not None
-            if found:
-                self._ended[fault_id] = "removed"
+            fault = self._faults.pop(fault_id, None)
+            if fault is not None:
+                self._event("fault_removed", fault)
             self._reindex()
-            return found
+            return fault is not None
 
     def clear(self) -> list[str]:
         """Remove every fault; the ids of those that were active."""
         with self._lock:
             self._expire(time.monotonic())
             ids = list(self._faults)
-            self._ended.update(dict.fromkeys(ids, "removed"))
+            for fault in self._faults.values():
+                self._event("fault_removed", fault)
             self._faults.clear()
             self._reindex()
             return ids
@@ -92,11 +99,17 @@ class FaultSet:
             self._expire(time.monotonic())
             return [f.to_json() for f in self._faults.values()]
 
-    def how_ended(self, fault_id: str) -> str | None:
-        """"removed" or "expired" for a fault that ended, None for one active or unknown."""
+    def events(self, since: int = 0) -> list[dict]:
+        """{"seq", "time", "type" (fault_added, fault_removed, fault_expired), "fault"}
+        after seq `since`, oldest first: the fault IMDS's fault events, in its shape."""
         with self._lock:
             self._expire(time.monotonic())
-            return self._ended.get(fault_id)
+            return [e for e in self._events if e["seq"] > since]
+
+    def _event(self, type_: str, fault: Ec2Fault) -> None:
+        self._seq += 1
+        self._events.append({"seq": self._seq, "time": time.time(), "type": type_,
+                             "fault": fault.to_json()})
 
     def reached(self) -> dict[str, int]:
         """Fault id -> how many calls its target covered while it was active."""
@@ -110,8 +123,7 @@ class FaultSet:
     def _expire(self, now: float) -> None:
         gone = [fid for fid, f in self._faults.items() if f.expired(now)]
         for fid in gone:
-            del self._faults[fid]
-            self._ended[fid] = "expired"
+            self._event("fault_expired", self._faults.pop(fid))
         if gone:
             self._reindex()
 
