@@ -11,7 +11,7 @@ The generic calls (add, list, remove, clear) also drive the EC2 gate's faults, w
 in the same shape (faultcore/wire.py):
 
     gate = FaultClient(cloud.endpoint + "/_cnikit")
-    with gate.add("throttle", action="AssignPrivateIpAddresses", probability=0.5):
+    with gate.add("throttle", target={"action": "AssignPrivateIpAddresses"}, probability=0.5):
         ...
 
 Shortcuts take the target fields as keywords (instance_id, mac, eni_id, path, ips) and

@@ -34,6 +34,8 @@ TOKEN_PATH = "latest/api/token"
 TOKEN_HEADER = "X-aws-ec2-metadata-token"
 TTL_HEADER = "X-aws-ec2-metadata-token-ttl-seconds"
 INSTANCE_HEADER = "X-Cnikit-Instance-Id"
+# The same as a query parameter (`?instance=ID`), for a browser or a bare curl on the host.
+INSTANCE_QUERY = "instance"
 # Set by the kit's own reads (not the node's): the request log marks them, so evidence of
 # what a node read is never what the kit itself asked.
 OBSERVER_HEADER = "X-Cnikit-Observer"
@@ -83,6 +85,17 @@ def error_response(status: int, headers: dict[str, str] | None = None) -> web.Re
 
 def _is_loopback(ip: str | None) -> bool:
     return ip is None or ip.startswith("127.") or ip == "::1" or ip.startswith("::ffff:127.")
+
+
+class Unattributed(Exception):
+    """A request from the host that names no instance (or two) while several are served:
+    answered 400 in plain text that says how to name one, never IMDS's 404 page, which
+    would read as "this entry does not exist"."""
+
+
+def bad_caller(reason: str) -> web.Response:
+    return web.Response(status=400, text=reason + "\n", content_type="text/plain",
+                        headers=BASE_HEADERS)
 
 
 class RequestLog:
@@ -180,26 +193,47 @@ class ImdsHandler:
         self.log = log if log is not None else RequestLog()
 
     def caller(self, request: web.BaseRequest) -> str | None:
-        """The requesting instance: the one whose ENI holds the source address; on loopback
-        the X-Cnikit-Instance-Id header, else the default, else the only instance."""
+        """The requesting instance: the one whose ENI holds the source address (a node's
+        namespace: what it sends cannot name another); on loopback (the host) the
+        X-Cnikit-Instance-Id header or `?instance=`, else the default, else the only
+        instance. Unattributed when the host names none and several are served."""
         transport = request.transport
         peer = transport.get_extra_info("peername") if transport else None
         ip = peer[0] if peer else None
         if ip is not None and ip.startswith("::ffff:"):
             ip = ip[7:]  # an IPv4 caller on a dual-stack socket
         if _is_loopback(ip):
-            iid = request.headers.get(INSTANCE_HEADER) or self.default_instance
-            if iid is None and len(self.engine.true_models) == 1:
-                iid = next(iter(self.engine.true_models))
-            return iid
+            return self._host_caller(request)
         return self.engine.owner_of(ip)
+
+    def _host_caller(self, request: web.BaseRequest) -> str | None:
+        named = request.headers.get(INSTANCE_HEADER)
+        asked = request.query.get(INSTANCE_QUERY) if request.query_string else None
+        if named and asked and named != asked:
+            raise Unattributed(f"the header {INSTANCE_HEADER} names {named} and "
+                               f"?{INSTANCE_QUERY}= names {asked}: name one instance")
+        iid = named or asked or self.default_instance
+        known = self.engine.true_models
+        if iid is None and len(known) == 1:
+            iid = next(iter(known))
+        elif iid is None and len(known) > 1:
+            raise Unattributed(
+                f"this IMDS serves {len(known)} instances and a request from the host names "
+                f"none: send the header {INSTANCE_HEADER}: ID or add ?{INSTANCE_QUERY}=ID "
+                f"(instances: {' '.join(sorted(known))})")
+        return iid
 
     async def __call__(self, request: web.BaseRequest) -> web.StreamResponse:
         self.requests += 1
         if self.fence is not None:
             # Before the caller is known: an address EC2 just assigned identifies it too.
             await self.fence.wait()
-        iid = self.caller(request)
+        try:
+            iid = self.caller(request)
+        except Unattributed as e:
+            resp = bad_caller(str(e))
+            self._log(request, None, resp.status, resp.body)
+            return resp
         status, body = 0, b""
         try:
             resp = await self._answer(request, iid)

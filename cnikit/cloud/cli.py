@@ -40,8 +40,7 @@ def ec2(port: int, host: str, ec2_kind: str, ec2_endpoint: str | None, seed: int
             click.echo(f"  upstream ({ec2_kind}): {cloud.upstream_url}")
             click.echo(f"  ownership: {cloud.endpoint}/_cnikit/owners   faults: "
                        f"{cloud.endpoint}/_cnikit/faults   audit: {cloud.endpoint}/_cnikit/audit")
-            click.echo(f"  export AWS_ENDPOINT_URL_EC2={cloud.endpoint} AWS_DEFAULT_REGION="
-                       f"{cloud.region} AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test")
+            click.echo("  export " + " ".join(f"{k}={v}" for k, v in cloud.client_env().items()))
             click.echo("Ctrl-C to stop.")
             sys.stdout.flush()  # scripts read the endpoint from a pipe while we run
             stop.wait()

@@ -19,6 +19,9 @@ from cnikit.cloud.moto_server import MotoServer, wait_http
 from cnikit.errors import UsageError
 
 DEFAULT_REGION = "us-east-1"
+# Dummy credentials: an AWS SDK or the AWS CLI refuses to call without some, and neither
+# moto, LocalStack nor the gate checks them.
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
 # moto's and LocalStack's stock Amazon Linux image (any registered AMI id works).
 DEFAULT_AMI = "ami-12c6146b"
 
@@ -108,6 +111,14 @@ class Cloud:
     def endpoint(self) -> str:
         return self.gate.url
 
+    def client_env(self, endpoint: str | None = None) -> dict[str, str]:
+        """The environment an AWS SDK or the AWS CLI needs to call this EC2 (at `endpoint`,
+        default the gate): its endpoint, the kit's region (where its VPCs are; a client
+        signing for another region sees an empty EC2) under both names SDKs read, and
+        dummy credentials."""
+        return {"AWS_ENDPOINT_URL_EC2": (endpoint or self.endpoint).rstrip("/"),
+                "AWS_REGION": self.region, "AWS_DEFAULT_REGION": self.region, **CREDENTIALS}
+
     def client(self, endpoint: str | None = None, region: str | None = None):
         """A boto3 EC2 client on the gate (or on `endpoint`) signing for `region` (default:
         the kit's own), dummy credentials, one retry (botocore's `max_attempts` counts
@@ -120,8 +131,8 @@ class Cloud:
                     "ec2",
                     endpoint_url=key[0],
                     region_name=key[1],
-                    aws_access_key_id="test",
-                    aws_secret_access_key="test",
+                    aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
+                    aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
                     config=botocore.config.Config(retries={"max_attempts": 1, "mode": "standard"},
                                                   connect_timeout=5, read_timeout=60),
                 )

@@ -5,11 +5,13 @@
                                               until the version exceeds V
     GET    /_cnikit/audit                     the audit log
     GET    /_cnikit/faults                    {"faults": [...]}: live EC2 faults
-    POST   /_cnikit/faults                    {"kind": K, ...attributes} -> 201 {"id", "fault"}
+    POST   /_cnikit/faults                    {"kind": K, "target": {"action": A,
+                                              "region": R}, "duration": s, "probability": p,
+                                              ...attributes} -> 201 {"id", "fault"}
     DELETE /_cnikit/faults[/ID]               remove one, or all -> {"removed": [ids]}
 
-The faults endpoints answer in the fault IMDS's shape (faultcore/wire.py), so one client
-drives both. Bad input answers 4xx with {"error": "<one line>"}. The owners JSON is encoded
+The faults endpoints take the fault IMDS's body and answer in its shape (faultcore/wire.py),
+so one client drives both. Bad input answers 4xx with {"error": "<one line>"}. The owners JSON is encoded
 once per mirror version, so polling it many times a second costs little.
 """
 
@@ -48,18 +50,13 @@ class ControlApi:
             if path == "faults" and method == "GET":
                 return fault_api.listed(faults.list())
             if path == "faults" and method == "DELETE":
-                ids = [f["id"] for f in faults.list() if faults.remove(f["id"])]
-                faults.clear()
-                return fault_api.removed(ids)
+                return fault_api.removed(faults.clear())
             if path == "faults" and method == "POST":
                 spec = await fault_api.read_spec(request)
-                if "kind" not in spec:
-                    return _bad('expected a JSON object with "kind"')
-                kind = spec.pop("kind")
-                fid = faults.add(kind, **spec)
+                fid = faults.add_spec(spec)
                 live = next((f for f in faults.list() if f["id"] == fid), None)
                 # A fault whose duration ran out already is still reported as added.
-                return fault_api.added(live or {"id": fid, "kind": kind, **spec})
+                return fault_api.added(live or {"id": fid, **spec})
             if path.startswith("faults/") and method == "DELETE":
                 fid = path.split("/", 1)[1]
                 if not faults.remove(fid):

@@ -26,9 +26,6 @@ from cnikit.check.history import History
 from cnikit.cluster.nemesis import Nemesis
 from cnikit.daemon.server import request
 
-# Dummy credentials: botocore wants some; the gate does not check them.
-CREDENTIALS = {"AWS_ACCESS_KEY_ID": "cnikit", "AWS_SECRET_ACCESS_KEY": "cnikit"}
-
 
 class CniCluster:
     def __init__(self, nodes: int = 3, profile: str | None = None, instance_type: str = "m5.large",
@@ -111,13 +108,9 @@ class CniCluster:
 
     def daemon_env(self) -> dict[str, str]:
         """What the kit gives every target's daemon (the scenario's env over it)."""
-        region = self.cloud.region
         return {
-            "AWS_ENDPOINT_URL_EC2": self.fabric.ec2_endpoint,
+            **self.cloud.client_env(self.fabric.ec2_endpoint),
             "AWS_EC2_METADATA_SERVICE_ENDPOINT": self.fabric.imds_endpoint,
-            "AWS_REGION": region,
-            "AWS_DEFAULT_REGION": region,
-            **CREDENTIALS,
             "CNIKIT_TIME_SCALE": str(self.scale),
             **self.env,
         }

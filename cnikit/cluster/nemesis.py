@@ -5,7 +5,8 @@ fixtures, `cnikit up`).
     n = cluster.nemesis                             # CniCluster's; the kit's for shared parts
     f = n.imds_fault("stale", target={"mac": mac}, duration=5)     # -> the IMDS fault's id
     n.end(f)                                        # or f.remove(), or `with f:`
-    g = n.ec2_fault("throttle", action="AssignPrivateIpAddresses", probability=0.5); n.end(g)
+    g = n.ec2_fault("throttle", target={"action": "AssignPrivateIpAddresses"}, probability=0.5)
+    n.end(g)                                        # both take the one spec shape of faultcore
     n.kill_daemon(0); n.restart_daemon(0)           # the daemon is down from kill to restart
     t = n.kill_in_write(0); t.wait(10)              # killed as it opens a state file to write
     n.take_ips(eni, ips)                            # another tenant of the subnet takes addresses
@@ -15,7 +16,10 @@ fixtures, `cnikit up`).
 History entries (cnikit.check.history), process "nemesis", f the operation:
     type "start"  a fault in effect until the entry of type "end" with the same value.id,
                   or for value.duration seconds
-    type "end"    that fault ended (removed, expired early, the daemon restarted, healed)
+    type "end"    that fault ended; value.by says how: "removed" (ended, healed),
+                  "expired" (a followed fault's duration ran out: the nemesis's own faults
+                  end by their start's duration, with no entry), "restart", "given-back",
+                  "failed"
     type "info"   an instant act (addresses taken or moved)
     type "fail"   the act failed (value.error): nothing was injected
     value         {"op": f, "id": ..., "target": {what it hits}, ...the fault's parameters}
@@ -36,7 +40,6 @@ import time
 from collections.abc import Callable, Iterable
 
 from cnikit.check.history import NEMESIS, History
-from cnikit.cloud.faults.base import Ec2Fault
 from fault_imds.client import FaultClient, FaultHandle
 
 START, END, INFO, FAIL = "start", "end", "info", "fail"
@@ -119,11 +122,13 @@ class Nemesis:
             raise ValueError("this nemesis has no fault IMDS")
         return self.imds.add(kind, target=target, duration=duration, **attrs)
 
-    def ec2_fault(self, kind: str, **attrs) -> str:
-        """A fault of the EC2 API at the gate (cnikit.cloud.faults kinds); its id."""
+    def ec2_fault(self, kind: str, target: dict | None = None, duration: float | None = None,
+                  **attrs) -> str:
+        """A fault of the EC2 API at the gate (cnikit.cloud.faults kinds); its id. `target`
+        as the gate takes it: {"action": ..., "region": ...}, either left out for all."""
         if self.ec2 is None:
             raise ValueError("this nemesis has no EC2 gate")
-        return self.ec2.add(kind, **attrs)
+        return self.ec2.add(kind, target=target, duration=duration, **attrs)
 
     def end(self, fault) -> bool:
         """End an IMDS or EC2 fault by its handle or id; False if it was already gone."""
@@ -312,66 +317,69 @@ class NemesisFaultClient(FaultClient):
     def _ended(self, fid: str) -> None:
         started = next((v for v in self.nemesis.in_effect() if v["id"] == fid), None)
         if started is not None:
-            self.nemesis.record(END, "imds-fault", started["target"], id=fid)
-
-
-# What an EC2 fault's spec names as its target, not its attributes.
-EC2_TARGET_FIELDS = Ec2Fault.target_fields
-
-
-def _ec2_target(spec: dict) -> dict:
-    return {k: spec[k] for k in EC2_TARGET_FIELDS if spec.get(k)}
+            self.nemesis.record(END, "imds-fault", started["target"], id=fid, by="removed")
 
 
 class Ec2Faults:
-    """The gate's faults (cnikit.cloud.faults.FaultSet) with adds and removes recorded: what
-    the `cloud` fixture's .faults and Ctx.ec2 hand out."""
+    """The gate's faults (cnikit.cloud.faults.FaultSet) with adds and removes recorded, in
+    the fault IMDS client's shape: what the `cloud` fixture's .faults and Ctx.ec2 hand out."""
 
     def __init__(self, nemesis: Nemesis, faults):
         self.nemesis, self.faults = nemesis, faults
 
-    def add(self, kind: str, **attrs) -> str:
-        target = _ec2_target(attrs)
-        params = {k: v for k, v in attrs.items() if k not in EC2_TARGET_FIELDS}
-        fid = self.nemesis._act("ec2-fault", target, lambda: self.faults.add(kind, **attrs),
-                                kind=kind, **params)
-        self.nemesis.record(START, "ec2-fault", target, id=fid, kind=kind, **params)
+    def add(self, kind: str, target: dict | None = None, duration: float | None = None,
+            **attrs) -> str:
+        params = {"kind": kind, "duration": duration, **attrs}
+        fid = self.nemesis._act("ec2-fault", dict(target or {}), lambda: self.faults.add(
+            kind, target=target, duration=duration, **attrs), **params)
+        self.nemesis.record(START, "ec2-fault", dict(target or {}), id=fid, **params)
         return fid
 
     def remove(self, fid: str) -> bool:
         found = self.faults.remove(fid)
         started = next((v for v in self.nemesis.in_effect() if v["id"] == fid), None)
         if started is not None:
-            self.nemesis.record(END, "ec2-fault", started["target"], id=fid)
+            self.nemesis.record(END, "ec2-fault", started["target"], id=fid, by="removed")
         return found
 
-    def clear(self) -> None:
-        self.faults.clear()
+    def clear(self) -> list[str]:
+        removed = self.faults.clear()
         for v in self.nemesis.in_effect():
             if v["op"] == "ec2-fault":
-                self.nemesis.record(END, "ec2-fault", v["target"], id=v["id"])
+                self.nemesis.record(END, "ec2-fault", v["target"], id=v["id"], by="removed")
+        return removed
 
     def list(self) -> list[dict]:
         return self.faults.list()
 
 
 class Follower:
-    """Turns the fault IMDS's events and the gate's fault list into nemesis entries."""
+    """Turns the fault IMDS's and the gate's fault events into nemesis entries, one record
+    shape for both: a start with the fault's target and parameters, an end with `by`
+    (removed, expired). Only faults others add: the nemesis records its own."""
 
-    KEPT_OUT = ("id", "kind", "target", "duration", "created", "expires", *EC2_TARGET_FIELDS)
+    KEPT_OUT = ("id", "kind", "target", "duration", "created", "expires")
 
     def __init__(self, nemesis: Nemesis, interval: float):
         self.n, self.interval = nemesis, interval
         self._stop = threading.Event()
-        self._imds_seq = 0
-        self._ec2: dict[str, dict] = {}  # id -> target, the gate's faults seen
-        self._followed: set[str] = set()  # ids this follower recorded (not the nemesis's own)
+        self._seq = {"imds-fault": 0, "ec2-fault": 0}  # the last event seen of each API
+        self._followed: set[str] = set()  # ids this follower started: it ends only those
         self._thread = threading.Thread(target=self._loop, name="nemesis-follower", daemon=True)
 
+    def _sources(self) -> list[tuple[str, Callable[[int, float], list[dict]]]]:
+        """(op, events(since, wait)) of each fault API the nemesis has."""
+        out: list[tuple[str, Callable[[int, float], list[dict]]]] = []
+        if self.n.imds is not None:
+            out.append(("imds-fault",
+                        lambda since, wait: FaultClient.events(self.n.imds, since, wait=wait)))
+        if self.n.ec2 is not None:
+            out.append(("ec2-fault", lambda since, wait: self.n.ec2.faults.events(since)))
+        return out
+
     def start(self) -> Follower:
-        if self.n.imds is not None:  # only what is added from now on
-            self._imds_seq = max((e["seq"] for e in FaultClient.events(self.n.imds, 0)),
-                                 default=0)
+        for op, events in self._sources():  # only what is added from now on
+            self._seq[op] = max((e["seq"] for e in events(0, 0)), default=0)
         self._thread.start()
         return self
 
@@ -387,36 +395,25 @@ class Follower:
                 self._stop.wait(self.interval)
 
     def poll(self) -> None:
-        """One round: the IMDS's events since the last (waiting up to interval for one),
-        then the gate's list."""
-        mine = {v["id"] for v in self.n.in_effect()} - self._followed
-        if self.n.imds is not None:
-            for ev in FaultClient.events(self.n.imds, self._imds_seq, wait=self.interval):
-                self._imds_seq = max(self._imds_seq, ev["seq"])
-                fault = ev.get("fault") or {}
-                fid = str(fault.get("id"))
-                if fid in mine:
-                    continue
-                if ev.get("type") == "fault_added":
-                    self._followed.add(fid)
-                    self.n.record(START, "imds-fault", fault.get("target") or {}, id=fid,
-                                  via="control-api", **self._params(fault))
-                elif ev.get("type") in ("fault_removed", "fault_expired"):
-                    self.n.record(END, "imds-fault", fault.get("target") or {}, id=fid,
-                                  by=ev["type"].removeprefix("fault_"))
-        else:
+        """One round: each API's fault events since the last; the IMDS's long poll (up to
+        interval) paces the rounds, else a wait of interval."""
+        if self.n.imds is None:
             self._stop.wait(self.interval)
-        if self.n.ec2 is not None:
-            now = {f["id"]: f for f in self.n.ec2.faults.list() if f["id"] not in mine}
-            for fid, f in now.items():
-                if fid not in self._ec2:
-                    target = _ec2_target(f)
-                    self._ec2[fid] = target
-                    self._followed.add(fid)
-                    self.n.record(START, "ec2-fault", target, id=fid, via="control-api",
-                                  **self._params(f))
-            for fid in [f for f in self._ec2 if f not in now]:
-                self.n.record(END, "ec2-fault", self._ec2.pop(fid), id=fid)
+        own = {v["id"] for v in self.n.in_effect()} - self._followed
+        for op, events in self._sources():
+            for ev in events(self._seq[op], self.interval):
+                self._seq[op] = max(self._seq[op], ev["seq"])
+                self._follow(op, ev, own)
+
+    def _follow(self, op: str, ev: dict, own: set[str]) -> None:
+        fault = ev.get("fault") or {}
+        fid, target = str(fault.get("id")), fault.get("target") or {}
+        if ev.get("type") == "fault_added" and fid not in own:
+            self._followed.add(fid)
+            self.n.record(START, op, target, id=fid, via="control-api", **self._params(fault))
+        elif ev.get("type") in ("fault_removed", "fault_expired") and fid in self._followed:
+            self._followed.discard(fid)
+            self.n.record(END, op, target, id=fid, by=ev["type"].removeprefix("fault_"))
 
     def _params(self, fault: dict) -> dict:
         return {"kind": fault.get("kind"), "duration": fault.get("duration"),

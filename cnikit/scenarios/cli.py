@@ -510,13 +510,17 @@ def up_cmd(nodes, pods, profile, ec2, ec2_endpoint) -> None:
                     cluster.add_pod(i % nodes, f"pod-{i + 1}")
             f = cluster.fabric
             urls = up_urls(cluster.cloud.endpoint, cluster.imds.url, cluster.imds.control_url)
+            region = cluster.cloud.region
             nemesis_log = Path("reports") / "up" / f.rid / "nemesis.jsonl"
             log_nemesis(cluster.history, nemesis_log)
             follower = cluster.nemesis.follow()
             click.echo(f"run id   {f.rid}")
             click.echo(f"EC2      {urls['EC2']}   (EC2 API; its faults: $GATE/faults)")
+            click.echo(f"REGION   {region}   (the VPC's: sign EC2 calls for it; any "
+                       f"credentials do)")
             click.echo(f"GATE     {urls['GATE']}")
-            click.echo(f"IMDS     {urls['IMDS']}   (/latest/meta-data/...)")
+            click.echo(f"IMDS     {urls['IMDS']}   (/latest/meta-data/...; with several "
+                       f"nodes name one: ?instance=ID)")
             click.echo(f"CONTROL  {urls['CONTROL']}   (IMDS faults: $CONTROL/faults, "
                        "$CONTROL/events)")
             for n, node in enumerate(f.nodes):
@@ -525,7 +529,8 @@ def up_cmd(nodes, pods, profile, ec2, ec2_endpoint) -> None:
             for p in f.pods.values():
                 click.echo(f"  pod {p.name}  {p.ip}  on node {p.node.index}")
             click.echo(f"NEMESIS  {nemesis_log}   (every fault added over these URLs)")
-            click.echo(export_line(urls))
+            # The AWS variables make a pasted `aws ec2 ...` or SDK call reach this VPC.
+            click.echo(export_line({**urls, **cluster.cloud.client_env()}))
             click.echo("Ctrl-C tears everything down.")
             sys.stdout.flush()
             wait_for_signal((signal.SIGINT, signal.SIGTERM, signal.SIGHUP))

@@ -32,7 +32,7 @@ def run(ctx: Ctx) -> None:
     ctx.spare_interface()  # what takes released addresses: ready before they are released
     pods, eni, focus = settled(ctx, NODE, 4)
     ctx.step("4 pods; EC2, IMDS and the pool agree", **focus)
-    fault = ctx.ec2_fault("lost_response", action="UnassignPrivateIpAddresses")
+    fault = ctx.ec2_fault("lost_response", target={"action": "UnassignPrivateIpAddresses"})
     released = release(ctx, eni, pods[:RELEASED], RELEASED)
     # Whenever the daemon retries, EC2 refuses: the addresses are no longer on the ENI.
     taken: set[str] = set()

@@ -105,6 +105,10 @@ def test_listener_in_netns_identifies_callers_by_source_ip(netns):
                 == (200, a.instance_id)
             assert in_netns(netns, lambda: http_get(b.primary_ip, "/latest/meta-data/mac")) \
                 == (200, b.mac)
+            # A node's requests are its own: naming another instance, as the host may, and
+            # two instances served, change nothing here (no 400 from a node).
+            other = f"/latest/meta-data/instance-id?instance={b.instance_id}"
+            assert in_netns(netns, lambda: http_get(a.primary_ip, other)) == (200, a.instance_id)
             # A source no ENI holds is no instance.
             assert in_netns(netns, lambda: http_get("10.0.1.250", "/latest/meta-data/"))[0] == 404
             # Faults target by instance, which is now the caller's address.

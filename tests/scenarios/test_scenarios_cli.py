@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
 
@@ -149,6 +150,14 @@ def test_up_prints_base_urls_and_an_export_line_that_work(tmp_path):
         env = dict(kv.split("=", 1) for kv in export.split()[1:])
         assert {"EC2", "GATE", "IMDS", "CONTROL"} <= set(env), export
         rid = lines[0].split()[-1]
+        # The region is printed and exported with what an AWS client needs: the AWS CLI
+        # reaches the VPC with nothing but the export line.
+        (region,) = [ln.split()[1] for ln in lines if ln.startswith("REGION ")]
+        assert env["AWS_REGION"] == env["AWS_DEFAULT_REGION"] == region
+        assert env["AWS_ENDPOINT_URL_EC2"] == env["EC2"]
+        (node,) = [ln.split()[2] for ln in lines if ln.startswith("node ")]
+        assert aws_cli(tmp_path, env, "describe-instances", "--query",
+                       "Reservations[].Instances[].InstanceId").split() == [node]
 
         def get(url):
             with urllib.request.urlopen(url, timeout=10) as r:
@@ -192,6 +201,98 @@ def test_up_prints_base_urls_and_an_export_line_that_work(tmp_path):
             if proc.poll() is None:
                 proc.kill()
                 proc.communicate()
+    assert netns.names(f"ck-{rid}-") == []
+
+
+def aws_cli(tmp_path, exported: dict, *args: str) -> str:
+    """The AWS CLI (the dev extra's) with the exported variables and nothing else: no
+    config file, no credentials file, as on a machine that never used AWS."""
+    aws = shutil.which("aws", path=f"{os.path.dirname(sys.executable)}{os.pathsep}"
+                                     f"{os.environ.get('PATH', '')}")
+    if aws is None:
+        pytest.skip("the AWS CLI is not installed (PyPI `awscli`, in the dev extra)")
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path),
+           "AWS_CONFIG_FILE": str(tmp_path / "none"),
+           "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"), **exported}
+    r = subprocess.run([aws, "ec2", *args, "--output", "text"], capture_output=True, text=True,
+                       timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+@pytest.mark.root
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
+@pytest.mark.timeout(150)
+def test_up_with_two_nodes_the_host_names_one_and_both_fault_apis_take_one_body(tmp_path):
+    """With two nodes, the host's anonymous IMDS request is a plain-text 400 that says how
+    to name one, `?instance=` names it; the README's curl bodies work on both fault APIs,
+    and both faults are one record shape in the nemesis log, ends with how (`by`)."""
+    import json
+    import signal
+
+    from cnikit.fabric import netns
+    from tests.waiting import wait_for
+
+    proc = subprocess.Popen(CNIKIT + ["up", "--nodes", "2", "--pods", "2"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        lines = read_until(proc, "Ctrl-C", 120)
+        (export,) = [ln for ln in lines if ln.startswith("export ")]
+        env = dict(kv.split("=", 1) for kv in export.split()[1:])
+        rid = lines[0].split()[-1]
+        nodes = [ln.split()[2] for ln in lines if ln.startswith("node ")]
+        assert len(nodes) == 2
+
+        def curl(*args: str) -> tuple[int, str]:
+            r = subprocess.run(["curl", "-s", "-w", "\n%{http_code}", *args],
+                               capture_output=True, text=True, timeout=30)
+            body, _, status = r.stdout.rpartition("\n")
+            return int(status), body
+
+        status, body = curl(env["IMDS"] + "/latest/meta-data/")
+        assert status == 400 and "X-Cnikit-Instance-Id" in body and "?instance=" in body
+        assert all(iid in body for iid in nodes), body
+        for iid in nodes:
+            assert curl(f"{env['IMDS']}/latest/meta-data/instance-id?instance={iid}") == (
+                200, iid)
+        # The same body on both APIs: kind, target, duration, probability, attributes.
+        status, added = curl("-XPOST", env["GATE"] + "/faults", "-d", json.dumps(
+            {"kind": "throttle", "target": {"action": "DescribeInstances"},
+             "probability": 0.5, "duration": 30}))
+        assert status == 201, added
+        gid = json.loads(added)["id"]
+        status, added = curl("-XPOST", env["CONTROL"] + "/faults", "-d", json.dumps(
+            {"kind": "error", "target": {"path": "*/local-ipv4s"}, "probability": 0.5,
+             "status": 503, "duration": 30}))
+        assert status == 201, added
+        fid = json.loads(added)["id"]
+        assert curl("-XDELETE", env["GATE"] + "/faults") == (200, json.dumps({"removed": [gid]}))
+        assert curl("-XDELETE", env["CONTROL"] + "/faults") == (
+            200, json.dumps({"removed": [fid]}))
+        (log_line,) = [ln for ln in lines if ln.startswith("NEMESIS ")]
+        log = tmp_path / log_line.split()[1]
+
+        def logged():
+            text = log.read_text() if log.exists() else ""
+            found = [json.loads(x) for x in text.splitlines() if x.strip()]
+            return len(found) == 4 and found
+
+        entries = wait_for(logged, 10, "both faults and their ends in the nemesis log")
+        by_id = {(e["value"]["id"], e["type"]): e["value"] for e in entries}
+        ec2_start, imds_start = by_id[(gid, "start")], by_id[(fid, "start")]
+        assert ec2_start["target"] == {"action": "DescribeInstances"}
+        assert imds_start["target"] == {"path": "*/local-ipv4s"}
+        assert set(ec2_start) - {"rate", "burst"} == set(imds_start) - {"status"}
+        assert by_id[(gid, "end")]["by"] == by_id[(fid, "end")]["by"] == "removed"
+    finally:
+        signal_a_side_thread(proc.pid, signal.SIGINT)  # Ctrl-C, as in the README
+        try:
+            proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert proc.returncode == 0
     assert netns.names(f"ck-{rid}-") == []
 
 

@@ -102,7 +102,8 @@ def test_hardened_holds_under_every_imds_fault_and_ec2_throttling(world, tmp_pat
             finally:
                 fid.remove()
             print(f"{kind}: {time.monotonic() - t0:.1f}s")
-        throttle = cloud.gate.faults.add("throttle", action="AssignPrivateIpAddresses", probability=0.7)
+        throttle = cloud.gate.faults.add("throttle", target={"action": "AssignPrivateIpAddresses"},
+                                          probability=0.7)
         try:
             for _ in range(6):
                 seq += 1

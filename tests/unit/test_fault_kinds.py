@@ -182,12 +182,12 @@ def test_ec2_kind_is_one_new_file(tmp_path):
     (tmp_path / "cnikit" / "cloud" / "faults" / "teapot.py").write_text(EC2_KIND)
     with Ec2Process(tmp_path) as ec2:
         faults = ec2.endpoint + "/_cnikit/faults"
-        status, added = http("POST", faults, {"kind": "teapot", "action": "DescribeVpcs"})
+        status, added = http("POST", faults, {"kind": "teapot", "target": {"action": "DescribeVpcs"}})
         assert status == 201, added
         fid = json.loads(added)["id"]
         listed = json.loads(http("GET", faults)[1])["faults"]
-        assert [(f["id"], f["kind"], f["action"], f["status"]) for f in listed] == [
-            (fid, "teapot", "DescribeVpcs", 418)]
+        assert [(f["id"], f["kind"], f["target"], f["status"]) for f in listed] == [
+            (fid, "teapot", {"action": "DescribeVpcs"}, 418)]
         client = boto3.client("ec2", endpoint_url=ec2.endpoint, region_name="us-east-1",
                               aws_access_key_id="test", aws_secret_access_key="test")
         with pytest.raises(ClientError) as exc:
@@ -283,7 +283,10 @@ def test_content_kinds_take_no_probability():
     ({"kind": "latency", "ms": "fast"}, "ms must be a number"),
     ({"kind": "throttle", "rate": 0}, "rate must be > 0"),
     ({"kind": "describe_lag", "seconds": 301}, "seconds must be <= 300"),
-    ({"kind": "error", "action": ""}, "action must be an EC2 action name"),
+    ({"kind": "error", "target": {"action": ""}}, "target action must be an EC2 action name"),
+    ({"kind": "error", "target": "DescribeVpcs"}, "target must be an object"),
+    ({"kind": "error", "target": {"mac": "0a:00:00:00:00:01"}}, "unknown target field 'mac'"),
+    ({"kind": "error", "action": "DescribeVpcs"}, "'action' goes in the target"),
     ({"kind": "error", "duration": 0}, "duration must be > 0"),
 ])
 def test_ec2_specs_are_checked_by_the_shared_model(spec, reason):

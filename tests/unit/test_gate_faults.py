@@ -46,7 +46,7 @@ def test_throttle_one_action_only(vpc):
     cloud, topo = vpc
     ec2 = cloud.client()
     eni = topo.instances[0].primary_eni_id
-    cloud.gate.faults.add("throttle", action="AssignPrivateIpAddresses")
+    cloud.gate.faults.add("throttle", target={"action": "AssignPrivateIpAddresses"})
     assert error_of(lambda: ec2.assign_private_ip_addresses(
         NetworkInterfaceId=eni, SecondaryPrivateIpAddressCount=1)) == ("RequestLimitExceeded", 503)
     ec2.describe_network_interfaces(NetworkInterfaceIds=[eni])  # other actions pass
@@ -58,7 +58,7 @@ def test_throttle_one_action_only(vpc):
 
 def test_throttle_token_bucket():
     faults = FaultSet(seed=SEED)
-    faults.add("throttle", action="DescribeNetworkInterfaces", rate=5, burst=3)
+    faults.add("throttle", target={"action": "DescribeNetworkInterfaces"}, rate=5, burst=3)
     outcomes = [faults.on_request("DescribeNetworkInterfaces")[1] is None for _ in range(10)]
     assert outcomes[:3] == [True, True, True] and not any(outcomes[3:])
     assert faults.on_request("AssignPrivateIpAddresses") == (0.0, None)
@@ -80,10 +80,11 @@ def test_probability_is_seeded_and_applied():
 def test_error_kinds(vpc):
     cloud, topo = vpc
     ec2 = cloud.client()
-    fid = cloud.gate.faults.add("error", action="DescribeNetworkInterfaces")
+    fid = cloud.gate.faults.add("error", target={"action": "DescribeNetworkInterfaces"})
     assert error_of(lambda: ec2.describe_network_interfaces()) == ("InternalError", 500)
     cloud.gate.faults.remove(fid)
-    cloud.gate.faults.add("error", code="Unavailable", action="DescribeNetworkInterfaces")
+    cloud.gate.faults.add("error", target={"action": "DescribeNetworkInterfaces"},
+                          code="Unavailable")
     assert error_of(lambda: ec2.describe_network_interfaces()) == ("Unavailable", 503)
     cloud.gate.faults.clear()
     ec2.describe_network_interfaces()
@@ -92,7 +93,8 @@ def test_error_kinds(vpc):
 def test_latency_with_jitter(vpc):
     cloud, topo = vpc
     ec2 = cloud.client()
-    cloud.gate.faults.add("latency", action="DescribeNetworkInterfaces", ms=150, jitter_ms=50)
+    cloud.gate.faults.add("latency", target={"action": "DescribeNetworkInterfaces"}, ms=150,
+                          jitter_ms=50)
     started = time.monotonic()
     ec2.describe_network_interfaces(NetworkInterfaceIds=[topo.instances[0].primary_eni_id])
     assert time.monotonic() - started >= 0.1  # 150 ms +- 50 ms, as the IMDS's jitter
@@ -104,7 +106,7 @@ def test_lost_response_changes_ec2_and_answers_an_error(vpc):
     eni = topo.instances[0].primary_eni_id
     ips = [a["PrivateIpAddress"] for a in ec2.assign_private_ip_addresses(
         NetworkInterfaceId=eni, SecondaryPrivateIpAddressCount=2)["AssignedPrivateIpAddresses"]]
-    cloud.gate.faults.add("lost_response", action="UnassignPrivateIpAddresses")
+    cloud.gate.faults.add("lost_response", target={"action": "UnassignPrivateIpAddresses"})
     once = boto3.client("ec2", endpoint_url=cloud.endpoint, region_name=cloud.region,
                         aws_access_key_id="test", aws_secret_access_key="test",
                         config=botocore.config.Config(retries={"total_max_attempts": 1}))
@@ -175,7 +177,7 @@ def test_fault_and_audit_http_api(vpc):
     http = urllib3.PoolManager()
     base = cloud.endpoint + "/_cnikit/faults"
     r = http.request("POST", base, body=json.dumps({"kind": "throttle", "probability": 1,
-                                                    "action": "DescribeInstances"}))
+                                                    "target": {"action": "DescribeInstances"}}))
     assert r.status == 201
     fid = json.loads(r.data)["id"]
     assert [f["id"] for f in json.loads(http.request("GET", base).data)["faults"]] == [fid]
@@ -184,6 +186,12 @@ def test_fault_and_audit_http_api(vpc):
                 json.dumps({"kind": "latency", "ms": "x"}).encode()]:
         r = http.request("POST", base, body=bad)
         assert r.status == 400 and "error" in json.loads(r.data)
+    # The shape before the fault IMDS's: refused, saying where the field goes now.
+    r = http.request("POST", base, body=json.dumps({"kind": "throttle",
+                                                    "action": "DescribeInstances"}))
+    assert r.status == 400 and json.loads(r.data)["error"] == (
+        '\'action\' goes in the target: "target": {"action": ...}')
+    assert [f["id"] for f in json.loads(http.request("GET", base).data)["faults"]] == [fid]
     assert http.request("DELETE", f"{base}/{fid}").status == 200
     assert http.request("DELETE", f"{base}/{fid}").status == 404
     assert http.request("DELETE", base).status == 200
@@ -220,17 +228,26 @@ def _fault_api_session(http, base: str, spec: dict) -> list[tuple[str, int, obje
 
 
 def test_gate_and_imds_fault_apis_answer_the_same_shapes(gate_cloud, gate_new_vpc):
-    """One shape for both fault APIs: 201 {id, fault} on add, {"faults": [...]} on list,
-    {"removed": [ids]} on remove and clear, 404 for an unknown id, 400 {"error"} otherwise."""
+    """One shape for both fault APIs: the same body (kind, target, duration, probability,
+    the kind's attributes); 201 {id, fault} on add, {"faults": [...]} on list, {"removed":
+    [ids]} on remove and clear, 404 for an unknown id, 400 {"error"} otherwise."""
     from fault_imds.server import ImdsServer
 
     topo = gate_new_vpc(gate_cloud, nodes=1)
     http = urllib3.PoolManager()
+    common = {"kind": "error", "duration": 60, "probability": 0.5}
     with ImdsServer(ec2_endpoint=gate_cloud.endpoint, seed=SEED) as imds:
         imds_talk = _fault_api_session(http, imds.control_url + "/faults",
-                                       {"kind": "error", "target": {"path": "*/ami-id"}})
+                                       {**common, "target": {"path": "*/ami-id"}, "status": 503})
     gate_talk = _fault_api_session(http, gate_cloud.endpoint + "/_cnikit/faults",
-                                   {"kind": "error", "action": "DescribeImages"})
+                                   {**common, "target": {"action": "DescribeImages"},
+                                    "code": "Unavailable"})
+    imds_fault, gate_fault = imds_talk[0][2]["fault"], gate_talk[0][2]["fault"]
+    assert set(imds_fault) - {"status"} == set(gate_fault) - {"code"} == {
+        "id", "kind", "target", "duration", "probability", "created", "expires"}
+    assert imds_fault["target"] == {"path": "*/ami-id"}
+    assert gate_fault["target"] == {"action": "DescribeImages"}
+    assert imds_fault["probability"] == gate_fault["probability"] == 0.5
     assert [(w, s) for w, s, _ in imds_talk] == [(w, s) for w, s, _ in gate_talk] == [
         ("add", 201), ("list", 200), ("remove", 200), ("remove again", 404), ("add 2", 201),
         ("add 3", 201), ("clear", 200), ("list empty", 200), ("not JSON", 400),
@@ -259,7 +276,7 @@ def test_fault_client_drives_the_gate(gate_cloud, gate_new_vpc):
 
     gate_new_vpc(gate_cloud, nodes=1)
     fc = FaultClient(gate_cloud.endpoint + "/_cnikit")
-    with fc.add("throttle", action="DescribeInstances") as fid:
+    with fc.add("throttle", target={"action": "DescribeInstances"}) as fid:
         assert [f["id"] for f in fc.list()] == [fid] and fid.fault["kind"] == "throttle"
         assert error_of(lambda: gate_cloud.client().describe_instances())[0] == \
             "RequestLimitExceeded"
@@ -267,7 +284,7 @@ def test_fault_client_drives_the_gate(gate_cloud, gate_new_vpc):
     gate_cloud.client().describe_instances()
     with pytest.raises(FaultError, match="unknown EC2 fault kind"):
         fc.add("nope")
-    a, b = fc.add("latency", ms=1), fc.add("error", action="DescribeImages")
+    a, b = fc.add("latency", ms=1), fc.add("error", target={"action": "DescribeImages"})
     assert fc.clear() == [a, b]
 
 

@@ -145,11 +145,12 @@ def test_a_fault_naming_a_region_acts_only_on_calls_signed_for_it(gate_cloud):
     east_eni = primary_eni(launch(east, vpc_in(east, "10.65.0.0/16", "10.65.1.0/24",
                                                "us-east-1a")))
     faults = gate_cloud.gate.faults
-    throttle = faults.add("throttle", action="DescribeVpcs", region="us-west-2")
-    lag = faults.add("describe_lag", seconds=60, region="us-west-2")
+    throttle = faults.add("throttle", target={"action": "DescribeVpcs", "region": "us-west-2"})
+    lag = faults.add("describe_lag", target={"region": "us-west-2"}, seconds=60)
     try:
-        assert [(f["kind"], f["region"]) for f in faults.list()] == [
-            ("throttle", "us-west-2"), ("describe_lag", "us-west-2")]
+        assert [(f["kind"], f["target"]) for f in faults.list()] == [
+            ("throttle", {"action": "DescribeVpcs", "region": "us-west-2"}),
+            ("describe_lag", {"region": "us-west-2"})]
         with pytest.raises(ClientError) as exc:
             west.describe_vpcs()
         assert exc.value.response["Error"]["Code"] == "RequestLimitExceeded"
@@ -163,7 +164,7 @@ def test_a_fault_naming_a_region_acts_only_on_calls_signed_for_it(gate_cloud):
         faults.remove(throttle)
         faults.remove(lag)
     with pytest.raises(UsageError, match="region must be an AWS region"):
-        faults.add("throttle", region="xx-nowhere-9")
+        faults.add("throttle", target={"region": "xx-nowhere-9"})
     assert faults.list() == []
 
 

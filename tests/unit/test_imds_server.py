@@ -178,7 +178,7 @@ def test_ec2_api_faults_do_not_reach_the_imds(imds_cloud, server, topo, ec2):
                 return None
 
         wait_for(lagging_view, 5, "the ENI to be 3 s old")
-        throttle = gate.faults.add("throttle", action="DescribeNetworkInterfaces")
+        throttle = gate.faults.add("throttle", target={"action": "DescribeNetworkInterfaces"})
         res = ec2.assign_private_ip_addresses(NetworkInterfaceId=inst.primary_eni_id,
                                               SecondaryPrivateIpAddressCount=2)
         t0 = time.monotonic()
@@ -461,6 +461,47 @@ def test_require_v2(imds_cloud, topo):
         imds = Imds(s.url)
         assert imds.get("/latest/meta-data/instance-id")[0] == 401
         assert imds.get("/latest/meta-data/instance-id", imds.token())[0] == 200
+
+
+def test_the_host_names_an_instance_or_gets_a_400_that_says_how(imds_cloud, topo):
+    """From the host (loopback) with several instances served and none named: a plain-text
+    400 naming the header, the query parameter and the instances, not a 404 page; naming
+    one by either answers as that instance. A real client: urllib."""
+    import urllib.error
+
+    from fault_imds.server import INSTANCE_HEADER
+
+    def get(url, headers=None):
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}),
+                                        timeout=10) as r:
+                return r.status, r.headers.get_content_type(), r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.headers.get_content_type(), e.read().decode()
+
+    ids = [i.instance_id for i in topo.instances]
+    with ImdsServer(ec2_endpoint=imds_cloud.endpoint) as s:
+        for iid in ids:
+            wait_for(lambda iid=iid: Imds(s.url, iid).text("/latest/meta-data/instance-id")
+                     == iid, 10, f"the IMDS to serve {iid}")
+        status, ctype, body = get(s.url + "/latest/meta-data/")
+        assert (status, ctype) == (400, "text/plain"), body
+        assert body.count("\n") == 1 and INSTANCE_HEADER in body and "?instance=" in body
+        assert all(iid in body for iid in ids), body
+        # A token needs an instance to be bound to: the same answer.
+        assert Imds(s.url).request("PUT", "/latest/api/token",
+                                   {"X-aws-ec2-metadata-token-ttl-seconds": "60"})[0] == 400
+        for iid in ids:
+            assert get(f"{s.url}/latest/meta-data/instance-id?instance={iid}") == (
+                200, "text/plain", iid)
+            assert get(s.url + "/latest/meta-data/instance-id", {INSTANCE_HEADER: iid}) == (
+                200, "text/plain", iid)
+        status, _, body = get(f"{s.url}/latest/meta-data/instance-id?instance={ids[1]}",
+                              {INSTANCE_HEADER: ids[0]})
+        assert status == 400 and ids[0] in body and ids[1] in body
+        # The request log keeps the refused request, attributed to no instance.
+        log = FaultClient(s.control_url).requests()["requests"]
+        assert (log[-1]["status"], log[-1]["instance_id"]) == (400, None)
 
 
 def test_token_fault_reject_and_expire(server, topo, fc):

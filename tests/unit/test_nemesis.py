@@ -66,7 +66,7 @@ def test_every_kind_of_fault_is_one_operation_in_one_shape(nemesis):
     inst = topo.instances[0]
     with n.imds.stale(mac=inst.mac):  # a shortcut of the fault client, removed on exit
         pass
-    g = n.ec2_fault("throttle", action="AssignPrivateIpAddresses", probability=0.5)
+    g = n.ec2_fault("throttle", target={"action": "AssignPrivateIpAddresses"}, probability=0.5)
     assert any(f["id"] == g for f in n.ec2.list())
     n.end(g)
     n.kill_daemon(1)
@@ -87,6 +87,9 @@ def test_every_kind_of_fault_is_one_operation_in_one_shape(nemesis):
     assert entries[0]["value"]["target"] == {"mac": inst.mac}
     assert entries[0]["value"]["kind"] == "stale"
     assert entries[2]["value"]["target"] == {"action": "AssignPrivateIpAddresses"}
+    assert (entries[2]["value"]["kind"], entries[2]["value"]["probability"]) == ("throttle", 0.5)
+    # Both kinds of fault end alike: how, in `by`.
+    assert entries[1]["value"]["by"] == entries[3]["value"]["by"] == "removed"
     assert entries[4]["value"]["target"] == {"node": 1, "instance_id": topo.instances[1].instance_id}
     assert entries[5]["value"]["id"] == entries[4]["value"]["id"]
     assert entries[9]["value"]["target"]["eni"] == inst.primary_eni_id
@@ -164,26 +167,63 @@ def test_faults_added_over_the_control_apis_are_followed(nemesis, parts):
     try:
         outside = FaultClient(imds.control_url)  # not the nemesis's client
         fid = outside.add("latency", target={"path": "*/ami-id"}, ms=1)
-        body = json.dumps({"kind": "throttle", "action": "CreateNetworkInterface"}).encode()
-        req = urllib.request.Request(cloud.endpoint.rstrip("/") + CONTROL.rstrip("/") + "/faults",
-                                     data=body, method="POST")
-        with urllib.request.urlopen(req, timeout=5) as r:
-            gid = json.loads(r.read())["id"]
+        gate = cloud.endpoint.rstrip("/") + CONTROL.rstrip("/") + "/faults"
+
+        def post(url, spec):
+            req = urllib.request.Request(url, data=json.dumps(spec).encode(), method="POST")
+            with urllib.request.urlopen(req, timeout=5) as r:
+                return json.loads(r.read())["id"]
+
+        gid = post(gate, {"kind": "throttle", "target": {"action": "CreateNetworkInterface"}})
         wait_for(lambda: len(ops(h)) == 2, 10, "both faults followed")
         outside.remove(fid)
         cloud.gate.faults.remove(gid)
         wait_for(lambda: len(ops(h)) == 4, 10, "both ends followed")
+        # Faults whose duration runs out end "expired" on both sides.
+        short = {"kind": "latency", "ms": 1, "duration": 0.2}
+        short_f = post(imds.control_url + "/faults", {**short, "target": {"path": "*/ami-id"}})
+        short_g = post(gate, {**short, "target": {"action": "DescribeImages"}})
+        wait_for(lambda: len(ops(h)) == 8, 10, "both short faults followed to their end")
     finally:
         follower.stop()
     entries = [e for e in h.entries() if e["process"] == "nemesis"]
     assert sorted((e["type"], e["f"], e["value"]["id"]) for e in entries) == sorted([
         ("start", "imds-fault", fid), ("end", "imds-fault", fid),
-        ("start", "ec2-fault", gid), ("end", "ec2-fault", gid)])
-    started = {e["f"]: e["value"] for e in entries if e["type"] == "start"}
+        ("start", "ec2-fault", gid), ("end", "ec2-fault", gid),
+        ("start", "imds-fault", short_f), ("end", "imds-fault", short_f),
+        ("start", "ec2-fault", short_g), ("end", "ec2-fault", short_g)])
+    started = {e["f"]: e["value"] for e in entries[:4] if e["type"] == "start"}
     assert started["imds-fault"]["target"] == {"path": "*/ami-id"}
     assert started["imds-fault"]["kind"] == "latency" and started["imds-fault"]["ms"] == 1
     assert started["ec2-fault"]["target"] == {"action": "CreateNetworkInterface"}
     assert all(v["via"] == "control-api" for v in started.values())
+    by = {(e["f"], e["value"]["id"]): e["value"]["by"] for e in entries if e["type"] == "end"}
+    assert by == {("imds-fault", fid): "removed", ("ec2-fault", gid): "removed",
+                  ("imds-fault", short_f): "expired", ("ec2-fault", short_g): "expired"}
+    # The same record for the same spec, whichever API took it.
+    records = {e["f"]: e["value"] for e in entries if e["value"]["id"] in (short_f, short_g)
+               and e["type"] == "start"}
+    assert set(records["imds-fault"]) == set(records["ec2-fault"])
+    assert records["imds-fault"]["kind"] == records["ec2-fault"]["kind"] == "latency"
+
+
+def test_a_fault_added_and_removed_between_two_polls_is_followed(nemesis, parts):
+    """The follower reads each API's fault events, not its list of active faults: a fault
+    added and removed within one poll (a pasted add-then-clear) is still a start and an
+    end, from the gate as from the IMDS."""
+    n, h, _, _ = nemesis
+    cloud, imds = parts
+    follower = n.follow(interval=1.0)  # rounds far apart: both acts fall between two
+    try:
+        for fc, target in ((FaultClient(cloud.endpoint + "/_cnikit"), {"action": "DescribeImages"}),
+                           (FaultClient(imds.control_url), {"path": "*/ami-id"})):
+            fc.remove(fc.add("error", target=target))
+        wait_for(lambda: len(ops(h)) == 4, 10, "both faults followed, start and end")
+    finally:
+        follower.stop()
+    assert sorted(ops(h)) == [("end", "ec2-fault"), ("end", "imds-fault"),
+                              ("start", "ec2-fault"), ("start", "imds-fault")]
+    assert all(e["value"]["by"] == "removed" for e in h.entries() if e["type"] == "end")
 
 
 def test_an_address_taken_from_a_pod_is_one_operation_until_given_back(nemesis):

@@ -1,11 +1,11 @@
 """EC2 faults: small named values added and removed at run time (Toxiproxy style).
 
 Each kind is one class in its own file in this package, on faultcore's fault model (the
-fault IMDS's kinds share it): an optional `action` (None: all actions), a `probability`
-(0..1, default 1, rolled in `Fault.fires`) and an optional `duration` after which the
-fault expires by itself. A fault may name a `region`: it then acts only on calls signed
-for that region. Every module here is imported below, so adding a kind is adding
-its file. Kinds today: `throttle`, `error`, `latency` (request stage), `lost_response`
+fault IMDS's kinds share it, and the spec's shape): an optional `target` naming an `action`
+(unset: all actions) and a `region` (unset: every region; else only calls signed for it),
+a `probability` (0..1, default 1, rolled in `Fault.fires`) and an optional `duration`
+after which the fault expires by itself. Every module here is imported below, so adding a
+kind is adding its file. Kinds today: `throttle`, `error`, `latency` (request stage), `lost_response`
 (response stage), `describe_lag` (describe stage); see base.py for the stages.
 
 None of them applies to the fault IMDS's own calls (faultcore.caller, read by gate.py):
@@ -17,6 +17,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections import deque
 
 from cnikit.cloud.errors import Ec2Error
 from cnikit.cloud.faults.base import KINDS, MAX_LAG_S, Call, Ec2Fault
@@ -26,6 +27,8 @@ from faultcore.errors import SpecError
 KINDS.discover(__name__)
 
 __all__ = ["KINDS", "MAX_LAG_S", "Ec2Fault", "FaultSet"]
+
+EVENTS_KEPT = 10_000
 
 
 class FaultSet:
@@ -40,36 +43,73 @@ class FaultSet:
         # id -> calls its target covered (fired or not), kept after the fault ends: what of
         # a run's EC2 faults reached the build (cnikit.check.exposure).
         self._reached: dict[str, int] = {}
+        # Every add, removal and expiry, as the fault IMDS's events: what `cnikit up`'s
+        # nemesis follows (a list polled now and then misses a fault added and removed
+        # between two polls, and cannot tell an expiry from a removal).
+        self._events: deque[dict] = deque(maxlen=EVENTS_KEPT)
+        self._seq = 0
 
-    def add(self, kind: str, **attrs) -> str:
-        """Validate and add a fault; its id. UsageError (nothing added) on a bad spec."""
+    def add(self, kind: str, target: dict | None = None, duration: float | None = None,
+            **attrs) -> str:
+        """Validate and add a fault (the spec as `fault_imds.client.FaultClient.add` takes
+        it); its id. UsageError (nothing added) on a bad spec."""
+        spec = {"kind": kind, **attrs}
+        if target is not None:
+            spec["target"] = target
+        if duration is not None:
+            spec["duration"] = duration
+        return self.add_spec(spec)
+
+    def add_spec(self, spec: dict) -> str:
+        """Validate and add a fault from its JSON spec; its id. UsageError (nothing added)."""
         with self._lock:
             fid = f"ec2f-{self._next + 1}"
             try:
-                fault = Ec2Fault.from_spec({"kind": kind, **attrs}, fid, time.monotonic(),
-                                           time.time())
+                fault = Ec2Fault.from_spec(spec, fid, time.monotonic(), time.time())
             except SpecError as e:
                 raise UsageError(str(e)) from None
             self._next += 1
             self._faults[fid] = fault
+            self._event("fault_added", fault)
             self._reindex()
         return fid
 
     def remove(self, fault_id: str) -> bool:
         with self._lock:
-            found = self._faults.pop(fault_id, None) is not None
+            self._expire(time.monotonic())
+            fault = self._faults.pop(fault_id, None)
+            if fault is not None:
+                self._event("fault_removed", fault)
             self._reindex()
-            return found
+            return fault is not None
 
-    def clear(self) -> None:
+    def clear(self) -> list[str]:
+        """Remove every fault; the ids of those that were active."""
         with self._lock:
+            self._expire(time.monotonic())
+            ids = list(self._faults)
+            for fault in self._faults.values():
+                self._event("fault_removed", fault)
             self._faults.clear()
             self._reindex()
+            return ids
 
     def list(self) -> list[dict]:
         with self._lock:
             self._expire(time.monotonic())
             return [f.to_json() for f in self._faults.values()]
+
+    def events(self, since: int = 0) -> list[dict]:
+        """{"seq", "time", "type" (fault_added, fault_removed, fault_expired), "fault"}
+        after seq `since`, oldest first: the fault IMDS's fault events, in its shape."""
+        with self._lock:
+            self._expire(time.monotonic())
+            return [e for e in self._events if e["seq"] > since]
+
+    def _event(self, type_: str, fault: Ec2Fault) -> None:
+        self._seq += 1
+        self._events.append({"seq": self._seq, "time": time.time(), "type": type_,
+                             "fault": fault.to_json()})
 
     def reached(self) -> dict[str, int]:
         """Fault id -> how many calls its target covered while it was active."""
@@ -83,7 +123,7 @@ class FaultSet:
     def _expire(self, now: float) -> None:
         gone = [fid for fid, f in self._faults.items() if f.expired(now)]
         for fid in gone:
-            del self._faults[fid]
+            self._event("fault_expired", self._faults.pop(fid))
         if gone:
             self._reindex()
 

@@ -1,4 +1,4 @@
-"""The EC2 fault family: its target (an API action) and what its two stages hand a kind.
+"""The EC2 fault family: its target (an API action, a region) and what its two stages hand a kind.
 
 The model itself (duration, the one probability roll, jitter, validation, the registry) is
 faultcore's, shared with the fault IMDS. A kind is one class in its own file in this package
@@ -10,8 +10,9 @@ faultcore's, shared with the fault IMDS. A kind is one class in its own file in 
   Ec2Error to answer instead of the success (the change stands), or None.
 - "describe" kinds change which state DescribeNetworkInterfaces answers from: `age()`, in
   seconds (the gate keeps MAX_LAG_S of history; the largest age that fires wins).
-Every fault targets one `action` and one `region` (the region a call is signed for; None
-for either: all of them).
+Every fault's `target` names one `action` and one `region` (the region a call is signed
+for); a field left out matches all of them. The spec has the fault IMDS's shape:
+`{"kind": K, "target": {"action": A, "region": R}, "duration": s, "probability": p, ...}`.
 """
 
 from __future__ import annotations
@@ -24,11 +25,12 @@ from faultcore.errors import SpecError
 from faultcore.fault import Fault, Kinds, Param, choice, jittered_delay, number, optional
 
 __all__ = [
-    "KINDS", "MAX_LAG_S", "Call", "Ec2Error", "Ec2Fault", "Param", "choice", "jittered_delay",
-    "number", "optional",
+    "KINDS", "MAX_LAG_S", "TARGET_KEYS", "Call", "Ec2Error", "Ec2Fault", "Param", "choice",
+    "jittered_delay", "number", "optional",
 ]
 
 KINDS = Kinds("EC2 fault kind", ("request", "response", "describe"))
+TARGET_KEYS = ("action", "region")
 # The gate keeps this much history of its mirror for describe-stage kinds.
 MAX_LAG_S = 300.0
 
@@ -47,24 +49,41 @@ class Call:
 
 
 class Ec2Fault(Fault):
-    """An EC2 API fault: targets one action (`action`, None: every action) in one region
-    (`region`, None: every region the gate serves)."""
+    """An EC2 API fault: its target is one action (`action`, unset: every action) in one
+    region (`region`, unset: every region the gate serves)."""
 
     family = KINDS
-    target_fields = ("action", "region")
+    target_fields = ("target",)
+
+    @classmethod
+    def from_spec(cls, spec: Any, *args: Any, **kw: Any) -> Ec2Fault:
+        if isinstance(spec, dict):
+            moved = next((k for k in TARGET_KEYS if k in spec), None)
+            if moved is not None:
+                # The shape before the fault IMDS's was adopted: say where the field went.
+                raise SpecError(f'{moved!r} goes in the target: "target": {{"{moved}": ...}}')
+        return super().from_spec(spec, *args, **kw)
 
     @classmethod
     def parse_target(cls, spec: dict[str, Any], **_: Any) -> tuple[str | None, str | None]:
-        action = spec.get("action")
+        raw = spec.get("target")
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, dict):
+            raise SpecError(f"target must be an object, got {type(raw).__name__}")
+        for k in raw:
+            if k not in TARGET_KEYS:
+                raise SpecError(f"unknown target field {k!r} (known: {', '.join(TARGET_KEYS)})")
+        action = raw.get("action")
         if action is not None and (not isinstance(action, str) or not action):
-            raise SpecError(f"action must be an EC2 action name such as "
+            raise SpecError(f"target action must be an EC2 action name such as "
                             f"DescribeNetworkInterfaces, got {action!r}")
-        region = spec.get("region")
+        region = raw.get("region")
         if region is not None:
             from cnikit.cloud.regions import known_regions
 
             if not isinstance(region, str) or region not in known_regions():
-                raise SpecError(f"region must be an AWS region such as us-west-2, "
+                raise SpecError(f"target region must be an AWS region such as us-west-2, "
                                 f"got {region!r}")
         return action, region
 
@@ -77,10 +96,8 @@ class Ec2Fault(Fault):
         return self.target[1]
 
     def target_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"action": self.action}
-        if self.region is not None:
-            out["region"] = self.region
-        return out
+        return {"target": {k: v for k, v in zip(TARGET_KEYS, self.target, strict=True)
+                           if v is not None}}
 
     def target_matches(self, call: Call) -> bool:
         return ((self.action is None or self.action == call.action)
