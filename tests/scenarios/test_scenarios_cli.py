@@ -140,16 +140,11 @@ def test_up_prints_base_urls_and_an_export_line_that_work(tmp_path):
     import signal
     import urllib.request
 
-    from cnikit.fabric import netns
 
-    proc = subprocess.Popen(CNIKIT + ["up", "--nodes", "1", "--pods", "1"], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        lines = read_until(proc, "Ctrl-C", 90)
-        (export,) = [ln for ln in lines if ln.startswith("export ")]
-        env = dict(kv.split("=", 1) for kv in export.split()[1:])
-        assert {"EC2", "GATE", "IMDS", "CONTROL"} <= set(env), export
-        rid = lines[0].split()[-1]
+    # SIGTERM to a side thread: the kernel may deliver a signal sent to the process there,
+    # and `cnikit up` once slept on through it (its main thread in a long sleep).
+    with running_up(tmp_path, 1, 1, 90, signal.SIGTERM, None) as (lines, env):
+        assert {"EC2", "GATE", "IMDS", "CONTROL"} <= set(env), env
         # The region is printed and exported with what an AWS client needs: the AWS CLI
         # reaches the VPC with nothing but the export line.
         (region,) = [ln.split()[1] for ln in lines if ln.startswith("REGION ")]
@@ -191,17 +186,34 @@ def test_up_prints_base_urls_and_an_export_line_that_work(tmp_path):
         (entry,) = wait_for(logged, 10, "the fault in the nemesis log")
         assert (entry["type"], entry["f"], entry["value"]["id"]) == ("start", "imds-fault", fid)
         assert entry["value"]["via"] == "control-api" and entry["value"]["kind"] == "error"
+
+
+@contextlib.contextmanager
+def running_up(tmp_path, nodes: int, pods: int, deadline: float, stop: int,
+               exit_code: int | None):
+    """`cnikit up` for the block: yields its lines up to "Ctrl-C" and the variables its
+    export line sets; then stopped with `stop` (sent to a side thread) as a user would, it
+    must exit with `exit_code` (unless None) and leave none of its namespaces."""
+    from cnikit.fabric import netns
+
+    proc = subprocess.Popen(CNIKIT + ["up", "--nodes", str(nodes), "--pods", str(pods)],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    rid = None
+    try:
+        lines = read_until(proc, "Ctrl-C", deadline)
+        (export,) = [ln for ln in lines if ln.startswith("export ")]
+        rid = lines[0].split()[-1]
+        yield lines, dict(kv.split("=", 1) for kv in export.split()[1:])
     finally:
-        # To a side thread: the kernel may deliver a signal sent to the process there, and
-        # `cnikit up` once slept on through it (its main thread in a long sleep).
-        signal_a_side_thread(proc.pid, signal.SIGTERM)
+        signal_a_side_thread(proc.pid, stop)
         try:
             proc.communicate(timeout=60)
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.communicate()
-    assert netns.names(f"ck-{rid}-") == []
+    assert exit_code is None or proc.returncode == exit_code, proc.returncode
+    assert rid is not None and netns.names(f"ck-{rid}-") == []
 
 
 def aws_cli(tmp_path, exported: dict, *args: str) -> str:
@@ -230,16 +242,9 @@ def test_up_with_two_nodes_the_host_names_one_and_both_fault_apis_take_one_body(
     import json
     import signal
 
-    from cnikit.fabric import netns
     from tests.waiting import wait_for
 
-    proc = subprocess.Popen(CNIKIT + ["up", "--nodes", "2", "--pods", "2"], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        lines = read_until(proc, "Ctrl-C", 120)
-        (export,) = [ln for ln in lines if ln.startswith("export ")]
-        env = dict(kv.split("=", 1) for kv in export.split()[1:])
-        rid = lines[0].split()[-1]
+    with running_up(tmp_path, 2, 2, 120, signal.SIGINT, 0) as (lines, env):  # Ctrl-C
         nodes = [ln.split()[2] for ln in lines if ln.startswith("node ")]
         assert len(nodes) == 2
 
@@ -284,16 +289,6 @@ def test_up_with_two_nodes_the_host_names_one_and_both_fault_apis_take_one_body(
         assert imds_start["target"] == {"path": "*/local-ipv4s"}
         assert set(ec2_start) - {"rate", "burst"} == set(imds_start) - {"status"}
         assert by_id[(gid, "end")]["by"] == by_id[(fid, "end")]["by"] == "removed"
-    finally:
-        signal_a_side_thread(proc.pid, signal.SIGINT)  # Ctrl-C, as in the README
-        try:
-            proc.communicate(timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
-    assert proc.returncode == 0
-    assert netns.names(f"ck-{rid}-") == []
 
 
 def _children(pid: int) -> set[int]:
