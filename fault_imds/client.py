@@ -16,7 +16,8 @@ in the same shape (faultcore/wire.py):
 
 Shortcuts take the target fields as keywords (instance_id, mac, eni_id, path, ips) and
 `seconds` as the fault's duration, except `lag(seconds=N)` where it is the lag itself
-(give `duration=` there). A bad spec raises FaultError with the server's one-line reason.
+(give `duration=` there). A bad spec raises FaultError with the server's one-line reason;
+a target EC2 does not have (any more) raises its subclass UnknownTarget.
 """
 
 from __future__ import annotations
@@ -34,6 +35,17 @@ TARGET_FIELDS = ("instance_id", "mac", "eni_id", "path", "ips")
 
 class FaultError(OneLineError):
     """The control API refused a request (the message is its one-line reason)."""
+
+
+class UnknownTarget(FaultError):
+    """The target names an instance or an interface EC2 does not have: `target` is the
+    field and value the server named ({"mac": "02:..."}); `departed` is set when EC2 had
+    that interface until a moment ago ({"eni_id", "mac", "since": wall clock})."""
+
+    def __init__(self, message: str, target: dict[str, str], departed: dict | None = None):
+        super().__init__(message)
+        self.target = dict(target)
+        self.departed = dict(departed) if isinstance(departed, dict) else None
 
 
 class FaultHandle(str):
@@ -80,16 +92,20 @@ class FaultClient:
                 return resp.status, json.loads(resp.read() or b"null")
         except urllib.error.HTTPError as e:
             try:
-                reason = json.loads(e.read()).get("error") or e.reason
+                body = json.loads(e.read())
+                reason = body.get("error") or e.reason
             except (ValueError, AttributeError):
-                reason = e.reason
-            return e.code, {"error": str(reason)}
+                body, reason = {}, e.reason
+            return e.code, {**body, "error": str(reason)}
         except OSError as e:
             raise FaultError(f"fault API at {self.url} unreachable: {e}") from None
 
     def _ok(self, method: str, path: str, body: Any = None, timeout: float | None = None) -> Any:
         status, payload = self._call(method, path, body, timeout)
         if status >= 400:
+            unknown = payload.get("unknown_target")
+            if isinstance(unknown, dict) and unknown:
+                raise UnknownTarget(payload["error"], unknown, payload.get("departed"))
             raise FaultError(payload.get("error", f"HTTP {status}"))
         return payload
 

@@ -8,7 +8,10 @@ GET /events[?since=SEQ][&wait=S] -> {"events": [...], "last_seq": N}  (wait: lon
 GET /requests[?since=SEQ][&instance_id=ID][&limit=N] -> {"requests": [...], "next": SEQ}
   (every IMDS request answered, oldest first: what each node asked and what it got)
 GET /kinds, GET /health
-Every error is {"error": "<one line>"} with a 4xx status, and changes nothing.
+Every error is {"error": "<one line>"} with a 4xx status, and changes nothing. A target
+EC2 does not have is refused with {"error": ..., "unknown_target": {FIELD: VALUE}}, judged
+against EC2 as of the request (an interface deleted a moment before is unknown), and
+with "departed": {"eni_id", "mac", "since"} when EC2 had that interface until `since`.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import logging
 from aiohttp import web
 
 from fault_imds.engine import Engine, SpecError, kinds
+from fault_imds.faults.base import UnknownTarget
 from faultcore import wire as fault_api
 
 log = logging.getLogger("fault_imds.control")
@@ -40,7 +44,14 @@ async def one_line_errors(request: web.Request, handler):
         return _error(500, f"internal error: {type(e).__name__}: {e}".splitlines()[0])
 
 
-def control_app(engine: Engine, health=None, request_log=None) -> web.Application:
+# Target fields the IMDS checks against EC2: a spec naming one waits for the fence.
+EC2_NAMED = ("instance_id", "mac", "eni_id")
+
+
+def control_app(engine: Engine, health=None, request_log=None, fence=None) -> web.Application:
+    """`fence` (the server's, when EC2 is in this process): a spec naming an instance or an
+    interface is judged against EC2 as of its arrival, not the last poll, so an interface
+    created a moment before is known and one deleted a moment before is not."""
     app = web.Application(middlewares=[one_line_errors])
 
     async def add_fault(request: web.Request) -> web.Response:
@@ -48,8 +59,16 @@ def control_app(engine: Engine, health=None, request_log=None) -> web.Applicatio
             spec = await fault_api.read_spec(request)
         except fault_api.Refused as e:
             return _error(e.status, e.reason)
+        target = spec.get("target")
+        if fence is not None and isinstance(target, dict) and any(k in target for k in EC2_NAMED):
+            await fence.wait()
         try:
             fault = engine.add(spec)
+        except UnknownTarget as e:
+            body = {"error": str(e), "unknown_target": {e.field: e.value}}
+            if e.departed is not None:
+                body["departed"] = e.departed
+            return web.json_response(body, status=400)
         except SpecError as e:
             return _error(400, str(e))
         return fault_api.added(fault.to_json())

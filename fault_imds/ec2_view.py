@@ -179,6 +179,12 @@ class Ec2View:
         with self._lock:
             return self._history[-1] if self._history else None
 
+    def snapshots(self) -> list[Ec2State]:
+        """Every state kept (oldest first): what `lag` may serve, and what tells a target
+        that left EC2 from one it never had."""
+        with self._lock:
+            return list(self._history)
+
     def at(self, t: float) -> Ec2State | None:
         """EC2 as observed at monotonic time t (the earliest snapshot if t is before it)."""
         with self._lock:

@@ -41,6 +41,7 @@ from fault_imds.faults import (
     SpecError,
     parse_spec,
 )
+from fault_imds.faults.base import UnknownTarget
 from fault_imds.tree import Ec2State, InstanceMeta, build_models, render, serve_map, served_lists
 
 EVENTS_MAX = 200_000
@@ -207,12 +208,34 @@ class Engine(Resolver):
                 return e.get("NetworkInterfaceId")
         return None
 
+    def _note_departure(self, e: UnknownTarget) -> None:
+        """Look the refused interface up in the states EC2 was seen in (newest first): the
+        first state after the last one that had it is when it left."""
+        if e.field not in ("mac", "eni_id"):
+            return
+        snapshots = getattr(self.history, "snapshots", None)
+        states = snapshots() if snapshots is not None else []
+        after = None
+        for state in reversed(states):
+            for eni in state.enis:
+                mac = (eni.get("MacAddress") or "").lower()
+                if (mac if e.field == "mac" else eni.get("NetworkInterfaceId")) == e.value:
+                    since = after.wall if after is not None else time.time()
+                    e.left_ec2(eni.get("NetworkInterfaceId") or "", mac, since)
+                    return
+            after = state
+
     # -- faults ------------------------------------------------------------------------------
 
     def add(self, spec: Any) -> ImdsFault:
-        """Validate and activate a fault; SpecError (nothing changed) on a bad spec."""
+        """Validate and activate a fault; SpecError (nothing changed) on a bad spec, its
+        UnknownTarget saying when a target interface EC2 had has left it."""
         fid = f"f{self._next + 1}"
-        fault = parse_spec(spec, self, fid, self.clock(), time.time())
+        try:
+            fault = parse_spec(spec, self, fid, self.clock(), time.time())
+        except UnknownTarget as e:
+            self._note_departure(e)
+            raise
         self._next += 1
         fault.start(self)
         self.faults[fid] = fault

@@ -450,7 +450,7 @@ class ImdsServer:
             await site.start()
             self.url = _url(self._imds_runner.addresses[0])
             self._control_runner = web.AppRunner(
-                control_app(self.engine, self._health, self.request_log),
+                control_app(self.engine, self._health, self.request_log, self.fence),
                 access_log=None,
                 shutdown_timeout=1,
                 # A refused body (413) is not drained for seconds: the connection just closes.

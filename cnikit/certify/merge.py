@@ -28,6 +28,39 @@ def _read(d: Path, name: str, schema: str) -> dict:
     return doc
 
 
+SHARD_FILES = {"certificate.json": "cnikit certify", "matrix.json": "cnikit matrix"}
+
+
+def shard_kind(dirs: list[Path]) -> str:
+    """Which shards the directories hold, "certificate.json" or "matrix.json" (one kind for
+    all); one line naming the first directory that holds none, or the mix."""
+    kinds = {}
+    for d in dirs:
+        if not d.is_dir():
+            raise UsageError(f"{d}: no such directory")
+        found = [name for name in SHARD_FILES if (d / name).is_file()]
+        if not found:
+            raise UsageError(f"no shards found in {d}: it has no "
+                             + " or ".join(f"{n} ({c})" for n, c in SHARD_FILES.items())
+                             + _nested(d))
+        kinds[d] = found[0]
+    if len(set(kinds.values())) > 1:
+        cert = next(d for d, k in kinds.items() if k == "certificate.json")
+        matrix = next(d for d, k in kinds.items() if k == "matrix.json")
+        raise UsageError(f"{cert} holds a certification shard and {matrix} a matrix shard: "
+                         "merge shards of one kind")
+    return next(iter(kinds.values()))
+
+
+def _nested(d: Path) -> str:
+    """A hint when the shards are one level down (a CI artifact download, say)."""
+    below = sorted(str(sub) for sub in d.iterdir() if sub.is_dir()
+                   and any((sub / name).is_file() for name in SHARD_FILES))
+    if not below:
+        return ""
+    return f"; its subdirectories {' '.join(below)} hold shards: pass those"
+
+
 def _load(d: Path) -> dict:
     from cnikit.certify.certificate import SCHEMA_VERSION
 
@@ -152,10 +185,11 @@ def report_group() -> None:
 def merge_cmd(dirs, out) -> None:
     """Join the report directories of shards (of `cnikit certify` or `cnikit matrix`): exit 0
     every run as it should be, 1 a violation (a verdict not the expected one, for a matrix),
-    2 a run that could not complete or shards that do not fit together."""
+    2 a run that could not complete, a directory without shards, or shards that do not fit
+    together."""
     from cnikit.certify.suite import Certification
 
-    if all((d / "matrix.json").exists() for d in dirs):
+    if shard_kind(list(dirs)) == "matrix.json":
         from rich.console import Console
 
         from cnikit.scenarios.cli import _table, matrix_ok

@@ -19,6 +19,7 @@ def cleanup(quiet: bool, dry_run: bool, images: bool, runs: tuple[str, ...]) -> 
     """Remove leftovers of dead runs; live runs and anything not the kit's are left alone."""
     require_root("cnikit cleanup")
     from cnikit import reaper, runtime
+    from cnikit.containers.cleanup import remove_dead_containers, remove_images
     from cnikit.fabric.cleanup import remove_dead_runs
 
     only = set(runs) or None
@@ -26,38 +27,56 @@ def cleanup(quiet: bool, dry_run: bool, images: bool, runs: tuple[str, ...]) -> 
     # them started containers (the run dir says so, and goes below).
     engines = {"podman"} if only is None else {
         e for rid in only if (e := reaper.containers_of(runtime.RUN_ROOT / rid))}
+
+    def dead_containers(dry: bool) -> list[str]:
+        out = []
+        if "podman" in engines:
+            out += remove_dead_containers(dry_run=dry, only=only)
+        if "docker" in engines:
+            from cnikit.containers.noderuntime import Docker
+
+            out += remove_dead_containers(Docker(), dry_run=dry, only=only)
+        return out
+
     report = remove_dead_runs(dry_run=dry_run, only=only)
     if dry_run:
-        for name in report.namespaces:
-            click.echo(f"namespace {name}")
-        for pid in report.processes:
-            click.echo(f"process {pid}")
-        for path in report.directories:
-            click.echo(f"directory {path}")
-        click.echo(f"cnikit cleanup (dry run): would remove {len(report.namespaces)} namespaces, "
-                   f"{len(report.processes)} processes, {len(report.directories)} state "
-                   f"directories, runs {', '.join(report.runs) or 'none'}")
-    elif report or not quiet:
+        kept = remove_images(dry_run=True) if images else None
+        for line in dry_run_lines(report, dead_containers(True), kept):
+            click.echo(line)
+        return
+    if report or not quiet:
         click.echo(f"cnikit cleanup: {report.summary()}")
-    from cnikit.containers.cleanup import remove_dead_containers
-
-    containers = []
-    if "podman" in engines:
-        containers += remove_dead_containers(dry_run=dry_run, only=only)
-    if "docker" in engines:
-        from cnikit.containers.noderuntime import Docker
-
-        containers += remove_dead_containers(Docker(), dry_run=dry_run, only=only)
-    if dry_run:
-        for name in containers:
-            click.echo(f"container {name}")
-    elif containers or (not quiet and engines):
+    containers = dead_containers(False)
+    if containers or (not quiet and engines):
         click.echo(f"cnikit cleanup: removed {len(containers)} kit containers")
-    if images and not dry_run:
-        from cnikit.containers.cleanup import remove_images
-
+    if images:
         removed, why = remove_images()
         if why is not None:
             click.echo(f"cnikit cleanup: images kept: {why}")
         elif removed or not quiet:
             click.echo(f"cnikit cleanup: removed {len(removed)} kit images")
+
+
+def dry_run_lines(report, containers: list[str],
+                  images: tuple[list[str], str | None] | None = None) -> list[str]:
+    """What a dry run prints: one line per thing it would remove, then a summary counted
+    from those same lists (so the two never disagree). `images`: remove_images's answer
+    when --images was given."""
+    from cnikit.fabric import names
+
+    lines = [f"namespace {n}" for n in report.namespaces]
+    lines += [f"process {pid}" for pid in report.processes]
+    lines += [f"directory {path}" for path in report.directories]
+    lines += [f"container {name}" for name in containers]
+    runs = set(report.runs) | {rid for c in containers if (rid := names.run_id_of(c))}
+    counts = [f"{len(report.namespaces)} namespaces", f"{len(report.processes)} processes",
+              f"{len(report.directories)} state directories", f"{len(containers)} containers"]
+    note = ""
+    if images is not None:
+        ids, why = images
+        lines += [f"image {i}" for i in ids]
+        counts.append(f"{len(ids)} images")
+        note = f"; images kept: {why}" if why is not None else ""
+    lines.append(f"cnikit cleanup (dry run): would remove {', '.join(counts)} of runs "
+                 f"{', '.join(sorted(runs)) or 'none'}{note}")
+    return lines

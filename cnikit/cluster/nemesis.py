@@ -22,6 +22,8 @@ History entries (cnikit.check.history), process "nemesis", f the operation:
                   "failed"
     type "info"   an instant act (addresses taken or moved)
     type "fail"   the act failed (value.error): nothing was injected
+    type "info" of op "fault-skipped": a fault aimed at an interface that left EC2 before
+                  it could be applied (value.fault: the operation skipped, value.reason why)
     value         {"op": f, "id": ..., "target": {what it hits}, ...the fault's parameters}
 Operations: imds-fault, ec2-fault, daemon-kill (`in_write`: killed as it opened that file
 of its state for writing), daemon-restart, ec2-assign-elsewhere,
@@ -40,9 +42,17 @@ import time
 from collections.abc import Callable, Iterable
 
 from cnikit.check.history import NEMESIS, History
-from fault_imds.client import FaultClient, FaultHandle
+from fault_imds.client import FaultClient, FaultHandle, UnknownTarget
 
 START, END, INFO, FAIL = "start", "end", "info", "fail"
+SKIPPED = "fault-skipped"
+
+
+class TargetGone(UnknownTarget):
+    """The fault's interface left EC2 between being chosen and the fault (the build freed
+    it meanwhile): nothing was injected, and the nemesis recorded a fault-skipped saying
+    why. Random chaos moves on; a scenario that aimed at that interface decides (an
+    unhandled one makes its run inconclusive, not an error)."""
 
 
 class Nemesis:
@@ -112,6 +122,32 @@ class Nemesis:
         except Exception as e:
             self.record(FAIL, op, target, error=f"{type(e).__name__}: {e}"[:300], **params)
             raise
+
+    def departure(self, refused: UnknownTarget) -> str | None:
+        """Why a refused target is gone: the interface EC2 had and has no longer (EC2 read
+        from the gate, never lagged, when there is one), with the call that deleted it from
+        the gate's audit. None: not an interface that left (a bad spec, or EC2 has it)."""
+        left = refused.departed
+        if not left:
+            return None
+        eni, mac = left.get("eni_id"), left.get("mac")
+        if self.cloud is not None:
+            snap = self.cloud.gate.owners()
+            if eni in snap.enis or any(e.mac.lower() == mac for e in snap.enis.values()):
+                return None
+        ago = max(0.0, time.time() - float(left.get("since") or time.time()))
+        why = f"{eni} (mac {mac}) left EC2 {ago:.2f}s before the fault"
+        deleted = self._deletion(eni)
+        return f"{why} ({deleted})" if deleted else why
+
+    def _deletion(self, eni: str | None) -> str | None:
+        if self.cloud is None or not eni:
+            return None
+        calls = [r for r in self.cloud.gate.audit.records()
+                 if r.eni_id == eni and r.action == "DeleteNetworkInterface" and r.outcome == "ok"]
+        if not calls:
+            return None
+        return f"DeleteNetworkInterface {time.time() - calls[-1].time:.2f}s before"
 
     # -- IMDS and EC2 faults -------------------------------------------------------------
 
@@ -296,11 +332,25 @@ class NemesisFaultClient(FaultClient):
 
     def add(self, kind: str, target: dict | None = None, duration: float | None = None,
             **attrs) -> FaultHandle:
+        """Add and record the fault; one aimed at an interface that left EC2 meanwhile is
+        skipped (recorded, TargetGone), never failed."""
         params = {"kind": kind, "duration": duration, **attrs}
-        h = self.nemesis._act("imds-fault", dict(target or {}),
-                              lambda: super(NemesisFaultClient, self).add(
-                                  kind, target=target, duration=duration, **attrs), **params)
-        self.nemesis.record(START, "imds-fault", dict(target or {}), id=str(h), **params)
+        aimed = dict(target or {})
+        try:
+            h = super().add(kind, target=target, duration=duration, **attrs)
+        except UnknownTarget as e:
+            why = self.nemesis.departure(e)
+            if why is None:
+                self.nemesis.record(FAIL, "imds-fault", aimed, error=f"{type(e).__name__}: {e}"[:300],
+                                    **params)
+                raise
+            self.nemesis.record(INFO, SKIPPED, aimed, fault="imds-fault", reason=why, **params)
+            raise TargetGone(f"imds {kind} fault skipped: {why}", e.target, e.departed) from None
+        except Exception as e:
+            self.nemesis.record(FAIL, "imds-fault", aimed, error=f"{type(e).__name__}: {e}"[:300],
+                                **params)
+            raise
+        self.nemesis.record(START, "imds-fault", aimed, id=str(h), **params)
         return h
 
     def remove(self, fid: str) -> bool:

@@ -47,8 +47,9 @@ def remove_dead_containers(engine=None, dry_run: bool = False,
     return dead
 
 
-def remove_images(engine=None) -> tuple[list[str], str | None]:
-    """Remove every image in the kit's podman storage: (image ids, reason it did not)."""
+def remove_images(engine=None, dry_run: bool = False) -> tuple[list[str], str | None]:
+    """Remove every image in the kit's podman storage: (image ids, reason it did not).
+    dry_run: the ids it would remove now, or the reason it would not."""
     engine = engine or Podman()
     reason = engine.available()
     if reason is not None:
@@ -56,8 +57,8 @@ def remove_images(engine=None) -> tuple[list[str], str | None]:
     if kit_containers(engine):
         return [], "kit containers still exist (a live run?)"
     ids = engine.out("images", "-q", "--no-trunc", check=False).split()
-    if not ids:
-        return [], None
+    if not ids or dry_run:
+        return ids, None
     engine.run("rmi", "--force", *ids, check=False)
     left = set(engine.out("images", "-q", "--no-trunc", check=False).split())
     return [i for i in ids if i not in left], None

@@ -831,6 +831,7 @@ def run_scenario(sc: Scenario, target=None, seed: int = 1, ec2: str = "moto",
     `profile=` is an alias for a built-in name. `strict_leaks`: a leak is a violation
     (certification) rather than a warning; None: CNIKIT_STRICT_LEAKS=1 in the environment."""
     from cnikit.check.watch import Watch, required_ip_cooldown
+    from cnikit.cluster.nemesis import TargetGone
     from cnikit.runtime import require_root, time_scale
     from cnikit.targets import default_name, resolve_target
 
@@ -889,6 +890,9 @@ def run_scenario(sc: Scenario, target=None, seed: int = 1, ec2: str = "moto",
             liveness.append(e.record())
             history.info(SCENARIO, "liveness", {"subject": e.subject, "what": e.what})
         except Precondition as e:
+            result.precondition = str(e)
+            history.info(SCENARIO, "precondition", {"what": str(e)})
+        except TargetGone as e:  # the build freed what the fault was aimed at: set-up lost
             result.precondition = str(e)
             history.info(SCENARIO, "precondition", {"what": str(e)})
         except ScenarioFailed as e:

@@ -25,10 +25,27 @@ from faultcore.fault import REQUIRED, Fault, Kinds, Param, choice, integer, numb
 
 __all__ = [
     "DROP", "KINDS", "REQUIRED", "Answer", "Drop", "ImdsFault", "Param", "Resolver",
-    "SpecError", "Target", "choice", "integer", "number", "parse_target",
+    "SpecError", "Target", "UnknownTarget", "choice", "integer", "number", "parse_target",
 ]
 
 TARGET_KEYS = ("instance_id", "mac", "eni_id", "path", "ips")
+
+
+class UnknownTarget(SpecError):
+    """The spec names an instance or an interface EC2 does not have (never had, or no
+    longer: an ENI deleted since the caller chose it). The control API says which, so a
+    caller can tell a target gone meanwhile from a bad spec."""
+
+    def __init__(self, field: str, value: str):
+        super().__init__(f"unknown target {field} {value!r}")
+        self.field, self.value = field, value
+        self.departed: dict[str, Any] | None = None
+
+    def left_ec2(self, eni_id: str, mac: str, since: float) -> None:
+        """The interface was in EC2 until `since` (wall clock): it left after the caller
+        chose it, and the reason says so."""
+        self.departed = {"eni_id": eni_id, "mac": mac, "since": since}
+        self.args = (f"{self.args[0]}: {eni_id} (mac {mac}) is no longer in EC2",)
 
 
 @dataclass(frozen=True)
@@ -90,18 +107,18 @@ def parse_target(raw: Any, resolver: Resolver, allowed: Iterable[str]) -> Target
     if mac is not None:
         mac = mac.lower()
     if iid is not None and not resolver.has_instance(iid):
-        raise SpecError(f"unknown target instance_id {iid!r}")
+        raise UnknownTarget("instance_id", iid)
     if eni is not None:
         eni_mac = resolver.mac_of_eni(eni)
         if eni_mac is None:
-            raise SpecError(f"unknown target eni_id {eni!r}")
+            raise UnknownTarget("eni_id", eni)
         if mac is not None and mac != eni_mac:
             raise SpecError(f"target mac {mac} is not the mac of {eni} ({eni_mac})")
         mac = eni_mac
     elif mac is not None:
         eni = resolver.eni_of_mac(mac)
         if eni is None:
-            raise SpecError(f"unknown target mac {mac!r}")
+            raise UnknownTarget("mac", mac)
     path = raw.get("path")
     if path is not None:
         path = path.lstrip("/")

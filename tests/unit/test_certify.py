@@ -266,4 +266,23 @@ def test_merge_cli_exit_code_and_refusals(target, tmp_path):
     p = _cnikit("report", "merge", *map(str, dirs), "--out", str(tmp_path / "m3"))
     assert p.returncode == 2 and "another build" in p.stderr
     p = _cnikit("report", "merge", str(tmp_path / "nowhere"), "--out", str(tmp_path / "m4"))
-    assert p.returncode == 2 and "certificate.json" in p.stderr
+    assert p.returncode == 2 and p.stderr.strip() == f"cnikit: {tmp_path / 'nowhere'}: no such directory"
+
+
+def test_merge_of_a_directory_without_shards_says_so_in_one_line(target, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    p = _cnikit("report", "merge", str(empty), "--out", str(tmp_path / "m"))
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert f"no shards found in {empty}: it has no certificate.json" in p.stderr
+    assert "Traceback" not in p.stderr and not (tmp_path / "m").exists()  # nothing written
+    # Shards one level down (an artifact download): the line names them.
+    (tmp_path / "artifacts").mkdir()
+    dirs = _shard_dirs(target, tmp_path / "artifacts", 2)
+    p = _cnikit("report", "merge", str(tmp_path / "artifacts"), "--out", str(tmp_path / "m"))
+    assert p.returncode == 2 and f"its subdirectories {dirs[0]} {dirs[1]} hold shards" in p.stderr
+    # A certification shard and a matrix shard do not merge.
+    (empty / "matrix.json").write_text("{}")
+    p = _cnikit("report", "merge", str(dirs[0]), str(empty), "--out", str(tmp_path / "m"))
+    assert p.returncode == 2 and "merge shards of one kind" in p.stderr, p.stderr
+    assert not (tmp_path / "m").exists()

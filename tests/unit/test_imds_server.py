@@ -558,6 +558,31 @@ def test_bad_specs_get_400_and_change_nothing(server, fc, spec, reason):
     assert fc.events() == before_events
 
 
+def test_an_interface_deleted_a_moment_before_is_unknown_and_said_to_have_left(
+        server, topo, ec2, fc):
+    """Targets are judged against EC2 as of the request (the fence): an interface created
+    a moment before is known, one deleted a moment before is not, and the refusal says it
+    left EC2 (a caller tells that from a bad spec)."""
+    from fault_imds.client import UnknownTarget
+
+    eni = ec2.create_network_interface(SubnetId=topo.subnet_id)["NetworkInterface"]
+    eni_id, mac = eni["NetworkInterfaceId"], eni["MacAddress"]
+    fc.remove(fc.stale(mac=mac))  # at once, no wait for a poll
+    ec2.delete_network_interface(NetworkInterfaceId=eni_id)
+    deleted = time.time()
+    for target in ({"mac": mac}, {"eni_id": eni_id}):
+        with pytest.raises(UnknownTarget) as exc:
+            fc.add("stale", target=target)
+        assert exc.value.target == target
+        assert exc.value.departed["eni_id"] == eni_id and exc.value.departed["mac"] == mac
+        assert exc.value.departed["since"] <= time.time()
+        assert abs(exc.value.departed["since"] - deleted) < 5
+        assert f"{eni_id} (mac {mac}) is no longer in EC2" in str(exc.value)
+    with pytest.raises(UnknownTarget) as exc:  # never in EC2: unknown, not departed
+        fc.add("stale", target={"mac": "02:00:00:00:00:00"})
+    assert exc.value.departed is None and fc.list() == []
+
+
 def test_not_json_and_unknown_fault_id(server, fc):
     req = urllib.request.Request(server.control_url + "/faults", data=b"{nope", method="POST")
     with pytest.raises(urllib.error.HTTPError) as exc:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from cnikit.check.history import History
-from cnikit.cluster.nemesis import Nemesis
+from cnikit.cluster.nemesis import Nemesis, TargetGone
 from cnikit.errors import UsageError
 from fault_imds.client import FaultClient, FaultError
 from fault_imds.server import ImdsServer
@@ -112,6 +112,31 @@ def test_a_failed_act_is_recorded_and_nothing_stays_in_effect(nemesis):
     assert ops(h) == [("fail", "imds-fault"), ("fail", "ec2-fault"), ("start", "daemon-kill"),
                       ("fail", "daemon-restart"), ("end", "daemon-kill")]
     assert "error" in h.entries()[0]["value"] and n.in_effect() == []
+
+
+def test_a_fault_at_an_interface_deleted_meanwhile_is_skipped_and_recorded(nemesis):
+    """The build freed the interface between a fault being aimed and applied: nothing is
+    injected, nothing fails, and the history says what was skipped and why."""
+    n, h, topo, _ = nemesis
+    ec2 = n.cloud.client()
+    eni = ec2.create_network_interface(SubnetId=topo.subnet_id)["NetworkInterface"]
+    eni_id, mac = eni["NetworkInterfaceId"], eni["MacAddress"]
+    n.end(n.imds_fault("stale", target={"mac": mac}))  # aimed while EC2 has it
+    ec2.delete_network_interface(NetworkInterfaceId=eni_id)
+    with pytest.raises(TargetGone, match=f"imds stale fault skipped: {eni_id}"):
+        n.imds_fault("stale", target={"mac": mac}, duration=5)
+    assert ops(h) == [("start", "imds-fault"), ("end", "imds-fault"), ("info", "fault-skipped")]
+    skipped = h.entries()[-1]["value"]
+    assert skipped["target"] == {"mac": mac}
+    assert skipped["fault"] == "imds-fault" and skipped["kind"] == "stale"
+    assert f"{eni_id} (mac {mac}) left EC2" in skipped["reason"]
+    assert "DeleteNetworkInterface" in skipped["reason"]
+    assert n.in_effect() == [] and n.imds.list() == []
+    # An interface EC2 never had is a bad spec: a failed act, not a skip.
+    with pytest.raises(FaultError, match="unknown target mac") as exc:
+        n.imds_fault("stale", target={"mac": "02:00:00:00:00:01"})
+    assert not isinstance(exc.value, TargetGone)
+    assert ops(h)[-1] == ("fail", "imds-fault")
 
 
 def test_heal_ends_every_fault_and_a_later_history_sees_those_in_effect(nemesis):
