@@ -47,12 +47,14 @@ class StallMeter:
     def _run(self) -> None:
         while True:
             began, wall = time.monotonic(), time.time()
-            if self._stop.wait(PERIOD_S):
-                return
+            stopping = self._stop.wait(PERIOD_S)
+            # Measured even when stopping: a stop asked during a stall ends the wait at once.
             late = time.monotonic() - began - PERIOD_S
             self.worst = max(self.worst, late)
             if late > self.bound:
                 self.stalls.append((wall, late))
+            if stopping:
+                return
 
     def too_slow(self, violations: list[dict], started: float) -> str | None:
         """Why a run with these violations cannot be judged, or None: a stall over the bound
