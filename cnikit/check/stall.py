@@ -4,9 +4,10 @@ period and measures how much later than asked it woke.
 A run compresses upstream's intervals (at time scale 0.05 a 30 s IP cooldown is 1.5 s), so
 a machine that stops running the kit's processes for a second has skipped twenty of
 upstream's. What the checkers see then (a prober that could not send, a daemon that ran
-late) says nothing about the build. A run whose violations came within a reconcile interval
-after the kit was held off the CPU longer than BOUND_UPSTREAM_S x the time scale is not
-judged: it is reported as too slow for its time scale (`too_slow`), never as a violation,
+late) says nothing about the build. A run whose violations are all of kinds such a machine
+can fake (`Checker.timed`: unreachable, early-reuse; liveness) and came within a reconcile
+interval after the kit was held off the CPU longer than BOUND_UPSTREAM_S x the time scale
+is not judged: it is reported as too slow for its time scale (`too_slow`), never as a violation,
 and never judged on a looser bound. A violation that began before any such stall stands.
 """
 
@@ -17,14 +18,25 @@ import time
 
 PERIOD_S = 0.05
 # The bound, in upstream seconds: 0.5 s of the kit's process off the CPU at time scale 0.05.
-# Well above what a quiet 2-core machine shows (a few ms) and what the suite's ten workers
-# cause (under 0.1 s measured), and below the shortest interval a scenario times (the IP
-# cooldown, 30 upstream seconds).
+# Above what a quiet 2-core machine shows, and below the shortest interval a scenario times
+# (the IP cooldown, 30 upstream seconds); beside `make test-under-load`'s busy processes the
+# kit's process was held off up to 0.58 s.
 BOUND_UPSTREAM_S = 10.0
 MARGIN_S = 1.0  # a violation this soon before a stall may already be the stall's doing
 # How long before the first violation a stall counts: one of upstream's reconcile intervals
 # (a daemon that ran late catches up by its next pass).
 WINDOW_UPSTREAM_S = 60.0
+
+
+# What the run engine itself times (a pod that got no IP within its bound, a daemon not
+# ready in time); the checkers say it themselves (Checker.timed).
+TIMED_BY_THE_ENGINE = ("liveness",)
+
+
+def _timed(kind: str) -> bool:
+    from cnikit.check.checkers import CHECKERS
+
+    return kind in TIMED_BY_THE_ENGINE or getattr(CHECKERS.get(kind), "timed", False)
 
 
 class StallMeter:
@@ -61,6 +73,8 @@ class StallMeter:
         within a reconcile interval before its first violation (or just after its start)."""
         if not self.stalls or not violations:
             return None
+        if not all(_timed(v["kind"]) for v in violations):
+            return None  # a violation of state stands, however slow the machine
         first = min(v.get("since") or 0 for v in violations)
         window = [(t, s) for t, s in self.stalls
                   if first - self.window <= t <= first + MARGIN_S]

@@ -46,13 +46,21 @@ def _meter(stalls: list[tuple[float, float]]) -> StallMeter:
     return m
 
 
-def test_violations_just_after_a_stall_are_too_slow_to_judge():
-    why = _meter([(100.0, 1.2)]).too_slow([{"since": 101.5}, {"since": 140.0}], started=90.0)
+def _v(since: float, kind: str = "unreachable") -> dict:
+    return {"since": since, "kind": kind}
+
+
+def test_timed_violations_just_after_a_stall_are_too_slow_to_judge():
+    why = _meter([(100.0, 1.2)]).too_slow([_v(101.5), _v(140.0, "early-reuse")], started=90.0)
     assert why and "too slow" in why and "1.20s at +10.00s" in why
+    assert _meter([(100.0, 1.2)]).too_slow([_v(100.5, "liveness")], started=90.0)
 
 
-def test_a_violation_before_the_stall_or_long_after_it_stands():
-    assert _meter([(100.0, 1.2)]).too_slow([{"since": 98.0}], started=90.0) is None
-    assert _meter([(100.0, 1.2)]).too_slow([{"since": 110.0}], started=90.0) is None
-    assert _meter([]).too_slow([{"since": 101.0}], started=90.0) is None
+def test_a_violation_before_the_stall_long_after_it_or_of_state_stands():
+    assert _meter([(100.0, 1.2)]).too_slow([_v(98.0)], started=90.0) is None
+    assert _meter([(100.0, 1.2)]).too_slow([_v(110.0)], started=90.0) is None
+    assert _meter([]).too_slow([_v(101.0)], started=90.0) is None
     assert _meter([(100.0, 1.2)]).too_slow([], started=90.0) is None
+    # Who holds an address does not depend on the kit keeping time.
+    for kind in ("ip-not-owned", "shared-ip"):
+        assert _meter([(100.0, 1.2)]).too_slow([_v(101.0), _v(101.0, kind)], 90.0) is None

@@ -53,6 +53,10 @@ class Checker:
     kind = ""
     severity = VIOLATION
     order = 100
+    # Whether a machine that stops running the kit for a while can fake this violation (a
+    # late probe, a late timestamp): then a run judges it only if the machine kept the run's
+    # time (cnikit.check.stall). A violation of state (who holds an address) is never timed.
+    timed = False
 
     def __init_subclass__(cls, **kw) -> None:
         super().__init_subclass__(**kw)

@@ -17,6 +17,7 @@ class EarlyReuse(Checker):
     traffic without a reuse reaches nobody. Off when the cooldown is 0."""
 
     kind = "early-reuse"
+    timed = True  # a probe or a timestamp made late by a stalled machine
     order = 50
 
     def __init__(self, options: dict | None = None) -> None:

@@ -8,6 +8,7 @@ class Reachability(Checker):
     that explain them all (greedy cover), so one lost pod does not blame its peers."""
 
     kind = "unreachable"
+    timed = True  # a probe or a timestamp made late by a stalled machine
     order = 10
 
     def __init__(self, options: dict | None = None) -> None:
