@@ -25,6 +25,9 @@ pytestmark = [pytest.mark.root, needs_root]
 EXCLUSIVE = pytest.mark.exclusive
 CNIKIT = str(Path(sys.executable).with_name("cnikit"))
 ROOT = str(Path(__file__).resolve().parents[2])
+# Hang bounds, not speed goals: quiet, a teardown takes a second or two and a refused
+# command well under one; a machine as busy as `make test-under-load`'s is many times slower.
+HANG_S = 120.0
 
 
 def start_hold(*args: str, **kw) -> tuple[subprocess.Popen, dict]:
@@ -67,10 +70,10 @@ def test_cleanup_command_spares_live_runs_and_foreign_namespaces(make_fabric):
         os.close(netns.create(name))
     try:
         dry = subprocess.run([CNIKIT, "cleanup", "--dry-run"], capture_output=True, text=True,
-                             timeout=60)
+                             timeout=HANG_S)
         assert dry.returncode == 0 and f"namespace ck-{dead}-vpc" in dry.stdout, dry.stderr
         assert live.rid not in dry.stdout and netns.names(f"ck-{dead}-")  # nothing removed
-        out = subprocess.run([CNIKIT, "cleanup"], capture_output=True, text=True, timeout=60,
+        out = subprocess.run([CNIKIT, "cleanup"], capture_output=True, text=True, timeout=HANG_S,
                              env={**os.environ, "PATH": "/nonexistent"})  # needs no `ip`
         assert out.returncode == 0, out.stderr
         assert dead in out.stdout and netns.names(f"ck-{dead}-") == []
@@ -103,12 +106,12 @@ def test_cleanup_lists_each_process_once_and_removes_dead_state_dirs(make_fabric
         (d / "ipam.json").write_text("{}")
     try:
         dry = subprocess.run([CNIKIT, "cleanup", "--dry-run"], capture_output=True, text=True,
-                             timeout=60)
+                             timeout=HANG_S)
         assert dry.returncode == 0, dry.stderr
         assert dry.stdout.splitlines().count(f"process {daemon.pid}") == 1, dry.stdout
         assert f"directory {runtime.shm_dir(dead)}\n" in dry.stdout, dry.stdout
         assert runtime.shm_dir(dead).exists() and daemon.poll() is None  # a dry run
-        out = subprocess.run([CNIKIT, "cleanup"], capture_output=True, text=True, timeout=60)
+        out = subprocess.run([CNIKIT, "cleanup"], capture_output=True, text=True, timeout=HANG_S)
         assert out.returncode == 0 and dead in out.stdout, out.stdout
         assert daemon.wait(5) is not None
         assert not runtime.shm_dir(dead).exists() and all(d.exists() for d in kept)
@@ -130,7 +133,7 @@ def test_sigterm_cleans_up_on_the_way_out():
     assert "Traceback" not in proc.stderr.read()
 
 
-def exit_code(proc: subprocess.Popen, timeout: float = 30) -> int:
+def exit_code(proc: subprocess.Popen, timeout: float = HANG_S) -> int:
     """proc's exit code; if it does not exit, what it said (a hanging teardown dumps its
     threads' stacks on stderr after cnikit.fabric.hold.TEARDOWN_REPORT_S)."""
     try:
@@ -161,7 +164,7 @@ def test_sigint_cleans_up_even_when_started_with_sigint_ignored():
 
 
 def one_line_exit_2(argv: list[str], **kw) -> str:
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=60, **kw)
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=HANG_S, **kw)
     assert out.returncode == 2, (out.returncode, out.stdout, out.stderr)
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in out.stderr, out.stderr
@@ -181,7 +184,7 @@ def test_not_root_is_one_line_and_exit_2():
                                            cwd="/", env={**os.environ, "PYTHONPATH": ROOT})
     # Still not root: it cannot write where only root can.
     probe = NOBODY + [sys.executable, "-c", "open('/run/cnikit-nobody-probe', 'w')"]
-    assert subprocess.run(probe, capture_output=True, timeout=60).returncode != 0
+    assert subprocess.run(probe, capture_output=True, timeout=HANG_S).returncode != 0
     assert not os.path.exists("/run/cnikit-nobody-probe")
 
 
