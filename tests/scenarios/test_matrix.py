@@ -82,6 +82,8 @@ def test_matrix(cell, target_files, tmp_path, pytestconfig):
                 c.during(ctx, seen)
 
     r = scenarios.run(name, target, seed=seed, report_dir=tmp_path / "report", on_step=on_step)
+    if r.too_slow:  # a busy machine's honest answer (docs/scenarios.md), never a false one
+        pytest.skip(f"{name} [{build}]: {r.too_slow}")
     assert r.verdict == expected(name), _explain(r)
     for c in checks:
         print(f"check {c.name}")
