@@ -11,8 +11,10 @@ the `early-reuse` violation (cnikit.check.checkers.early_reuse), evidence includ
 
 from __future__ import annotations
 
+import time
+
 from cnikit.scenarios.common import settled
-from cnikit.scenarios.engine import Ctx, scenario
+from cnikit.scenarios.engine import Ctx, Precondition, scenario
 
 NODE = 0
 CYCLES = 12
@@ -32,15 +34,18 @@ CYCLES = 12
 def run(ctx: Ctx) -> None:
     pods, _, focus = settled(ctx, NODE, 3)
     ctx.step("a tight pool", **focus)
-    reused = 0
+    reused = in_window = 0
     for _ in range(CYCLES):
         old = ctx.rng.choice(pods)
         pods.remove(old)
         ctx.delete_pod(old)
+        deleted = time.monotonic()
         new = ctx.add_pod(NODE, retry_for=ctx.t(30) + 5)
         if new is not None:
             pods.append(new)
             reused += new.ip == old.ip
+            # The scenario tests anything only when a pod can come inside the cooldown.
+            in_window += time.monotonic() - deleted < ctx.ip_cooldown
         if old.cni is not None:
             try:
                 old.cni.delete()  # the runtime's retried DEL of the old sandbox
@@ -50,3 +55,9 @@ def run(ctx: Ctx) -> None:
     ctx.step(f"{CYCLES} delete/add cycles ({reused} reused an IP)", **focus)
     ctx.wait_reconciles(NODE, 1)
     ctx.step("reconcile", **focus)
+    if not in_window:
+        # No ADD came back within the cooldown of its DEL: a build with no cooldown at all
+        # would have passed too. A violation found meanwhile still stands (it outranks this).
+        raise Precondition(f"the machine was too slow for the time scale: no pod came "
+                           f"within the IP cooldown ({ctx.ip_cooldown:.2f}s) of a delete, in "
+                           f"{CYCLES} cycles")
