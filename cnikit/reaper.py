@@ -8,8 +8,8 @@ session (a signal to the owner's process group does not reach it) that holds the
 of a pipe whose write end only the owner holds. The kernel closes that end when the owner
 exits, by any means; the reaper then waits for the owner to be gone and removes the runs it
 owned (`cnikit cleanup --run ID...`: their namespaces, processes, state and containers);
-other runs' leftovers are left to the next run's cleanup, as before. An owner that exits cleanly has
-removed its runs already: its reaper finds nothing and exits.
+other runs' leftovers are left to the next run's cleanup, as before. An owner that exits
+cleanly has removed its runs already: its reaper finds nothing and exits.
 
 `python -m cnikit.reaper OWNER_PID OWNER_START` is the reaper; `ensure()` starts it.
 
@@ -23,7 +23,6 @@ marked with its owner by runtime.write_owner) goes with the owner's reaper.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import subprocess
@@ -96,7 +95,7 @@ def containers_of(run_dir: Path) -> str | None:
 def _owner_gone(pid: int, start: str, deadline_s: float = 30.0) -> bool:
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
-        if runtime.process_start_time(pid) != start or runtime.is_zombie(pid):
+        if not runtime.still_running(pid, start):
             return True
         time.sleep(0.05)
     return False
@@ -104,11 +103,7 @@ def _owner_gone(pid: int, start: str, deadline_s: float = 30.0) -> bool:
 
 def _owned_by(d: Path, pid: int, start: str) -> bool:
     """d carries the owner mark (runtime.write_owner) of that process."""
-    try:
-        owner = json.loads((d / "owner.json").read_text())
-        return (int(owner["pid"]), owner.get("start")) == (pid, start)
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
+    return runtime.owner_of(d) == (pid, start)
 
 
 def reap(pid: int, start: str) -> None:

@@ -107,18 +107,30 @@ def write_owner(path: Path) -> None:
     (path / "owner.json").write_text(json.dumps(owner))
 
 
+def owner_of(path: Path) -> tuple[int, str | None] | None:
+    """(pid, start time) of the process that marked path (write_owner), or None."""
+    try:
+        owner = json.loads((path / "owner.json").read_text())
+        return int(owner["pid"]), owner.get("start")
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def still_running(pid: int, start: str | None) -> bool:
+    """pid is still the process that started at `start`, and has not exited."""
+    return process_start_time(pid) == start and not is_zombie(pid)
+
+
 def run_is_alive(run_dir: Path) -> bool:
     """True while the process that claimed run_dir is still the same running process."""
-    try:
-        owner = json.loads((run_dir / "owner.json").read_text())
-    except (OSError, ValueError):
+    owner = owner_of(run_dir)
+    if owner is None:
         # A directory being created right now has no owner file yet: give it time.
         try:
             return time.time() - run_dir.stat().st_mtime < 10
         except OSError:
             return False
-    pid = int(owner["pid"])
-    return process_start_time(pid) == owner.get("start") and not is_zombie(pid)
+    return still_running(*owner)
 
 
 def live_run_ids() -> set[str]:

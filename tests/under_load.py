@@ -32,7 +32,6 @@ def main() -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         ap.error("give the command to run after --")
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from cnikit.reaper import tied
 
     hogs = [subprocess.Popen(tied([sys.executable, "-c", HOG.format(limit=args.limit)]))

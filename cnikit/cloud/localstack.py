@@ -54,7 +54,7 @@ def _remove_orphaned_dirs() -> None:
     """The temp dirs of LocalStacks whose starter died without stopping them (the process
     itself died with it: `reaper.tied`)."""
     for d in Path(tempfile.gettempdir()).glob(DIR_PREFIX + "*"):
-        if d.is_dir() and (d / "owner.json").exists() and not runtime.run_is_alive(d):
+        if (owner := runtime.owner_of(d)) is not None and not runtime.still_running(*owner):
             shutil.rmtree(d, ignore_errors=True)
 
 
@@ -84,7 +84,7 @@ class LocalStackProcess:
         self.log_path = Path(self._dir.name) / "localstack.log"
         with open(self.log_path, "wb") as logf:
             # Tied to this process: a test session that crashes must not leave a LocalStack
-            # (640 MB) running; its temp dir goes with the next `stop()` or the machine.
+            # (640 MB) running; its temp dir goes with this process's reaper.
             self._proc = subprocess.Popen(
                 reaper.tied([str(py), "-m", "localstack.runtime.main"]), env=env,
                 cwd=self._dir.name,

@@ -104,15 +104,6 @@ def shm_dirs() -> dict[str, Path]:
     return out
 
 
-def _all_run_ids() -> set[str]:
-    """Every run id the machine shows a trace of: run dirs, namespaces, state dirs."""
-    ids = set(shm_dirs())
-    with contextlib.suppress(OSError):
-        ids |= {d.name for d in runtime.RUN_ROOT.iterdir()}
-    return ids | {rid for n in netns.names(f"{runtime.NAME_PREFIX}-")
-                  if (rid := names.run_id_of(n)) is not None}
-
-
 @dataclass
 class Report:
     runs: list[str] = field(default_factory=list)
@@ -133,22 +124,23 @@ def remove_dead_runs(dry_run: bool = False, only: set[str] | None = None) -> Rep
     """Remove every leftover of every dead run; never a live run's. dry_run: only report.
     only: of these run ids alone (a reaper's: its owner's runs)."""
     live = runtime.live_run_ids()
-    if only is not None:  # everything else counts as alive: left alone
-        live |= {rid for rid in _all_run_ids() if rid not in only}
+
+    def dead(rid: str | None) -> bool:
+        return rid is not None and rid not in live and (only is None or rid in only)
+
     report = Report()
     dead_dirs = []
     if runtime.RUN_ROOT.is_dir():
         for d in runtime.RUN_ROOT.iterdir():
-            if d.is_dir() and d.name not in live and not runtime.run_is_alive(d):
+            if d.is_dir() and dead(d.name) and not runtime.run_is_alive(d):
                 dead_dirs.append(d)
-    dead_ns = [n for n in netns.names(f"{runtime.NAME_PREFIX}-")
-               if (rid := names.run_id_of(n)) is not None and rid not in live]
-    dead_shm = {rid: d for rid, d in shm_dirs().items() if rid not in live}
+    dead_ns = [n for n in netns.names(f"{runtime.NAME_PREFIX}-") if dead(names.run_id_of(n))]
+    dead_shm = {rid: d for rid, d in shm_dirs().items() if dead(rid)}
     # Re-check right before acting: a run that claimed its id since `live` was read is alive.
-    live = runtime.live_run_ids() | (live if only is not None else set())
-    dead_ns = [n for n in dead_ns if names.run_id_of(n) not in live]
-    dead_dirs = [d for d in dead_dirs if d.name not in live]
-    dead_shm = {rid: d for rid, d in dead_shm.items() if rid not in live}
+    live = runtime.live_run_ids()
+    dead_ns = [n for n in dead_ns if dead(names.run_id_of(n))]
+    dead_dirs = [d for d in dead_dirs if dead(d.name)]
+    dead_shm = {rid: d for rid, d in dead_shm.items() if dead(rid)}
     if dry_run:
         report.namespaces = dead_ns
         recorded = [pid for d in dead_dirs for pid, start in _recorded(d)
