@@ -274,6 +274,10 @@ def pytest_runtest_call(item):
     kit = getattr(item, "_cnikit_kit", None)
     if kit is not None and kit.invariants is not None:
         verdict = _finish(item, kit)
+        if verdict.too_slow:  # a busy machine's honest answer, never a false verdict
+            # Reported at the test's own location, as a skip mark's reason is.
+            raise pytest.skip.Exception(verdict.statement.splitlines()[0],
+                                        _use_item_location=True)
         if not verdict.ok:
             pytest.fail(verdict.statement, pytrace=False)
     return result

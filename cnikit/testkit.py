@@ -121,6 +121,9 @@ class Verdict:
     statement: str
     violations: list[dict] = field(default_factory=list)
     reports: list[dict] = field(default_factory=list)
+    # Why the machine was too slow for the time scale to judge the test (cnikit.check.stall),
+    # or None: the pytest plugin then skips the test with it instead of passing or failing.
+    too_slow: str | None = None
 
 
 class Invariants:
@@ -132,12 +135,16 @@ class Invariants:
         self.watches: dict[int, object] = {}  # id(cluster) -> Watch
         self.started = time.time()
         self.finished: Verdict | None = None
+        self.stalls = None  # a StallMeter at the first cluster's time scale
 
     def attach(self, cluster: Cluster) -> None:
+        from cnikit.check.stall import StallMeter
         from cnikit.check.watch import Watch, required_ip_cooldown
 
         if id(cluster) in self.watches:
             return
+        if self.stalls is None:
+            self.stalls = StallMeter(cluster.scale).start()
         w = Watch(cluster.fabric, cluster.history, leak_grace=self.leak_grace,
                   ip_cooldown=required_ip_cooldown(cluster.env, cluster.scale),
                   daemon_view=cluster.daemon_ips)
@@ -200,10 +207,13 @@ class Invariants:
         """Stop watching, judge, write the report(s) (always, or when broken), and say what broke."""
         if self.finished is not None:
             return self.finished
+        from cnikit.check.stall import run_too_slow
         from cnikit.report import build, summary, write_report
 
         for w in self.watches.values():
             self._stop(w)
+        if self.stalls is not None:
+            self.stalls.stop()
         lines, heads, all_v, reports = [], [], [], []
         watches = list(self.watches.values())
         for k, w in enumerate(watches):
@@ -227,7 +237,11 @@ class Invariants:
                 statement += "\n  report: " + "; ".join(str(r["html"]) for r in reports)
         else:
             statement = "every invariant held"
-        self.finished = Verdict(not all_v, statement, all_v, reports)
+        unjudged = [why for w in watches for why in w.invariants.unjudged()]
+        slow = run_too_slow(self.stalls, all_v, self.started, unjudged)
+        if slow:
+            statement = f"cnikit: {slow}" + (f"\n(what the checkers saw)\n{statement}" if lines else "")
+        self.finished = Verdict(not all_v, statement, all_v, reports, too_slow=slow)
         return self.finished
 
     def result(self, watch, name: str) -> dict:

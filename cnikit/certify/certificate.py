@@ -57,6 +57,7 @@ SCHEMA = {
                            "seconds": {"type": "number"},
                            "report": {"type": ["string", "null"]},
                            "precondition": {"type": ["string", "null"]},
+                           "too_slow": {"type": ["string", "null"]},
                            "label": {"enum": ["exposed", "not exposed", *VERDICTS[1:]]},
                            "exposure": {"type": "object"},
                            "evidence": {"type": "array", "items": {"type": "string"}}}}},
@@ -130,7 +131,8 @@ def summary(cert) -> dict:
            "exercised": sum(1 for r in cert.runs if r.get("exercised")),
            "exposed": cert.exposed,
            "not_exposed": sum(1 for r in cert.runs
-                              if label(r["verdict"], r.get("exposure")) == "not exposed")}
+                              if label(r["verdict"], r.get("exposure")) == "not exposed"),
+           "too_slow": len(cert.too_slow)}
     for v in VERDICTS:
         out[v] = cert.count(v)
     return out

@@ -115,7 +115,12 @@ def certify_cmd(target, seeds, report_dir, junitxml, only, jobs, shard, init_fil
         click.echo(f"  {r['scenario']} seed {r['seed']}: {shown}" + (f": {why}" if why else ""))
     click.echo(f"certificate: {cert.paths['certificate']}")
     click.echo(f"report: {cert.paths['html']}")
-    if cert.verdict == "insufficient":
+    if cert.verdict == "insufficient" and cert.too_slow:
+        click.echo(f"insufficient: this machine was too slow for the time scale in "
+                   f"{len(cert.too_slow)} run(s) ("
+                   + ", ".join(f"{r['scenario']} seed {r['seed']}" for r in cert.too_slow)
+                   + "); certify on a quieter machine (fewer --jobs, nothing else running)")
+    elif cert.verdict == "insufficient":
         click.echo(f"insufficient: {s['exercised']} of {s['runs']} runs exercised the build "
                    f"(at least {EXERCISED_BAR:.0%} must) and {s['exposed']} exposed it to their "
                    f"faults (at least one must)")

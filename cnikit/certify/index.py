@@ -10,7 +10,8 @@ COLOURS = {"holds": "#1a7f37", "violation": "#cf222e", "inconclusive": "#9a6700"
 HEADLINE = {"certified": "certified: every run held",
             "failed": "failed: an invariant was violated",
             "incomplete": "incomplete: a run could not be completed",
-            "insufficient": "insufficient: too few runs exercised the build to certify it"}
+            "insufficient": ("insufficient: too few runs exercised the build to certify it, "
+                             "or the machine was too slow for one")}
 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:1.5rem auto;max-width:68rem;padding:0 1rem;color:#1f2328}

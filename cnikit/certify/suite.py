@@ -71,15 +71,22 @@ class Certification:
         return sum(1 for r in self.runs if r["verdict"] in ("holds", "violation"))
 
     @property
+    def too_slow(self) -> list[dict]:
+        """Runs the machine was too slow to judge at their time scale: the quiet machine
+        may have failed the build there, so none of them may pass it."""
+        return [r for r in self.runs if r.get("too_slow") and r["verdict"] != "violation"]
+
+    @property
     def verdict(self) -> str:
         """failed (a violation) | incomplete (a run the kit could not finish) | insufficient
-        (too few runs exercised the build: under EXERCISED_BAR of them, or none exposed
-        to its faults) | certified."""
+        (too few runs exercised the build: under EXERCISED_BAR of them, none exposed to its
+        faults, or one the machine was too slow for) | certified."""
         if self.count("violation"):
             return "failed"
         if self.count("error"):
             return "incomplete"
-        if not self.runs or self.exercised < EXERCISED_BAR * len(self.runs) or not self.exposed:
+        if (not self.runs or self.exercised < EXERCISED_BAR * len(self.runs)
+                or not self.exposed or self.too_slow):
             return "insufficient"
         return "certified"
 

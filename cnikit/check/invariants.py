@@ -96,6 +96,12 @@ class Invariants:
     def warnings(self, kind: str | None = None) -> list[Violation]:
         return self._collect(WARNING, kind, False)
 
+    def unjudged(self) -> list[str]:
+        """Every checker's cases it could not judge on this machine (Checker.unjudged)."""
+        with self._lock:
+            return [why for kind, c in self.checkers.items() if kind not in self._broken
+                    for why in c.unjudged()]
+
     def failing_pods(self) -> set[str]:
         with self._lock:
             return set(self.checkers["unreachable"].open)

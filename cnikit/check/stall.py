@@ -9,6 +9,10 @@ can fake (`Checker.timed`: unreachable, early-reuse; liveness) and came within a
 interval after the kit was held off the CPU longer than BOUND_UPSTREAM_S x the time scale
 is not judged: it is reported as too slow for its time scale (`too_slow`), never as a violation,
 and never judged on a looser bound. A violation that began before any such stall stands.
+
+The other way round, a run without violations that a checker could not judge (a freed
+address reused inside its cooldown that the prober never got to probe: Checker.unjudged) is
+too slow as well, never `holds`: a busy machine must not pass a build the quiet one fails.
 """
 
 from __future__ import annotations
@@ -85,3 +89,15 @@ class StallMeter:
                 f"off the CPU {s:.2f}s at +{t - started:.2f}s, {first - t:+.2f}s before the "
                 f"first violation (bound {self.bound:.2f}s, {BOUND_UPSTREAM_S:g} s of "
                 f"upstream's time)")
+
+
+def run_too_slow(meter: StallMeter | None, violations: list[dict], started: float,
+                 unjudged: list[str]) -> str | None:
+    """Why a run cannot be judged on this machine (its verdict is then inconclusive), or
+    None: a stall before its timed violations, or, with no violation, a case a checker
+    saw and could not judge."""
+    why = meter.too_slow(violations, started) if meter is not None else None
+    if why is None and not violations and unjudged:
+        more = f" (and {len(unjudged) - 1} more)" if len(unjudged) > 1 else ""
+        why = f"the machine was too slow for the time scale: {unjudged[0]}{more}"
+    return why

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cnikit.check.history import CLIENT, MONITOR, History
-from cnikit.check.stall import StallMeter
+from cnikit.check.stall import StallMeter, run_too_slow
 from cnikit.errors import UsageError
 
 SCENARIO = "scenario"  # history process of the scenario's own step markers
@@ -44,6 +44,15 @@ class Precondition(ScenarioFailed):
     """The scenario could not set up what its fault needs (free addresses in the subnet, room
     for a pod, a race a busy machine lost every time): the run is `inconclusive`, with `what`
     as RunResult.precondition. A design feature the build lacks is not one: see Ctx.design."""
+
+
+class TooSlow(Precondition):
+    """The machine was too slow for the time scale to set up the scenario's race (no pod
+    came back within the IP cooldown of a delete): the run is inconclusive and says so in
+    `too_slow`; a violation found meanwhile still stands."""
+
+    def __init__(self, what: str):
+        super().__init__(f"the machine was too slow for the time scale: {what}")
 
 
 class NotExposed(Exception):
@@ -123,8 +132,9 @@ class RunResult:
     started: float
     target: str = ""  # the target's name
     precondition: str | None = None  # the unmet precondition when inconclusive
-    # Set when the machine was too slow for the time scale to judge the run's violations
-    # (cnikit.check.stall): the run is inconclusive, its precondition says why.
+    # Set when the machine was too slow for the time scale to judge the run (a stall before
+    # its violations, a case a checker could not judge: cnikit.check.stall; a race the
+    # scenario lost: TooSlow): the run is inconclusive, its precondition says why.
     too_slow: str | None = None
     exercised: bool = True  # False when inconclusive/error before the build was exercised
     # What of the run's faults reached the build (cnikit.check.exposure.judge).
@@ -488,6 +498,7 @@ class Ctx:
                 time.sleep(poll)
                 continue
             pod.k8s_name = name
+            pod.added_at = time.monotonic()  # when its ADD came back (scenarios time races)
             self.pods[pod.name] = pod
             return pod
 
@@ -891,6 +902,8 @@ def run_scenario(sc: Scenario, target=None, seed: int = 1, ec2: str = "moto",
             history.info(SCENARIO, "liveness", {"subject": e.subject, "what": e.what})
         except Precondition as e:
             result.precondition = str(e)
+            if isinstance(e, TooSlow):
+                result.too_slow = str(e)
             history.info(SCENARIO, "precondition", {"what": str(e)})
         except TargetGone as e:  # the build freed what the fault was aimed at: set-up lost
             result.precondition = str(e)
@@ -938,7 +951,8 @@ def _judge(result: RunResult, watch, history: History, liveness: list[dict],
            stalls: StallMeter | None = None) -> None:
     """The verdict: an invariant or liveness violation -> "violation" (unless the machine
     was too slow for the time scale just before it: "inconclusive", cnikit.check.stall);
-    else an unmet precondition -> "inconclusive"; else a kit failure -> "error"; else
+    else a case a checker could not judge on this machine or an unmet precondition ->
+    "inconclusive"; else a kit failure -> "error"; else
     "holds"."""
     pods = {}
     entries = history.entries()
@@ -956,10 +970,13 @@ def _judge(result: RunResult, watch, history: History, liveness: list[dict],
     if stalls is not None:
         result.params["stall"] = {"worst_s": round(stalls.worst, 3),
                                   "bound_s": round(stalls.bound, 3), "over": len(stalls.stalls)}
-        result.too_slow = stalls.too_slow(result.violations, result.started)
-    if result.too_slow:
-        result.verdict, result.precondition = "inconclusive", result.too_slow
+    slow = run_too_slow(stalls, result.violations, result.started,
+                        inv.unjudged() if inv is not None else [])
+    if slow:
+        result.too_slow = slow
+        result.verdict, result.precondition = "inconclusive", slow
     elif result.violations:
+        result.too_slow = None  # a scenario's lost race (TooSlow) is outranked by a violation
         result.verdict = "violation"
     elif result.precondition:
         result.verdict = "inconclusive"

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import time
 
-from cnikit.scenarios.common import settled
-from cnikit.scenarios.engine import Ctx, Precondition, scenario
+from cnikit.scenarios.common import in_cooldown, settled
+from cnikit.scenarios.engine import Ctx, TooSlow, scenario
 
 NODE = 0
 CYCLES = 12
@@ -45,7 +45,7 @@ def run(ctx: Ctx) -> None:
             pods.append(new)
             reused += new.ip == old.ip
             # The scenario tests anything only when a pod can come inside the cooldown.
-            in_window += time.monotonic() - deleted < ctx.ip_cooldown
+            in_window += in_cooldown(ctx, deleted, new)
         if old.cni is not None:
             try:
                 old.cni.delete()  # the runtime's retried DEL of the old sandbox
@@ -58,6 +58,5 @@ def run(ctx: Ctx) -> None:
     if not in_window:
         # No ADD came back within the cooldown of its DEL: a build with no cooldown at all
         # would have passed too. A violation found meanwhile still stands (it outranks this).
-        raise Precondition(f"the machine was too slow for the time scale: no pod came "
-                           f"within the IP cooldown ({ctx.ip_cooldown:.2f}s) of a delete, in "
-                           f"{CYCLES} cycles")
+        raise TooSlow(f"no pod came within the IP cooldown ({ctx.ip_cooldown:.2f}s) of a "
+                      f"delete, in {CYCLES} cycles")

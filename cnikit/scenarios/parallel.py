@@ -39,6 +39,7 @@ def run_record(result, scenario: str, seed: int, report_root: Path) -> dict:
         "seconds": result.seconds,
         "report": report,
         "precondition": getattr(result, "precondition", None),
+        "too_slow": getattr(result, "too_slow", None),
         "exercised": getattr(result, "exercised", result.verdict in ("holds", "violation")),
         "exposure": getattr(result, "exposure", None) or {},
         "label": label(result.verdict, getattr(result, "exposure", None)),

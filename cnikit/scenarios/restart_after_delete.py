@@ -12,8 +12,8 @@ from __future__ import annotations
 import signal
 import time
 
-from cnikit.scenarios.common import pods_until_reuse, settled
-from cnikit.scenarios.engine import Ctx, scenario
+from cnikit.scenarios.common import in_cooldown, pods_until_reuse, settled
+from cnikit.scenarios.engine import Ctx, TooSlow, scenario
 
 NODE = 0
 CYCLES = 2
@@ -35,16 +35,19 @@ def run(ctx: Ctx) -> None:
     pods, _, focus = settled(ctx, NODE, 3)
     ctx.step("a tight pool", **focus)
     cooldown = ctx.ip_cooldown
+    in_window = 0
     for cycle in range(CYCLES):
         old = pods.pop(ctx.rng.randrange(len(pods)))
         ctx.delete_pod(old)
-        cooled = time.monotonic() + cooldown
+        deleted = time.monotonic()
+        cooled = deleted + cooldown
         ctx.kill_daemon(NODE, signal.SIGKILL)
         ctx.restart_daemon(NODE)
         ctx.step(f"{old.name} ({old.ip}) deleted, daemon killed and restarted", **focus)
         # New pods until one has the deleted pod's address, the cooldown is over or the
         # ENI's room is used: a build that forgot the cooldown reaches the address soon.
         new = pods_until_reuse(ctx, NODE, old.ip, cooled, ROOM)
+        in_window += bool(new) and in_cooldown(ctx, deleted, new[0], cooldown)
         ctx.step(f"cycle {cycle + 1}: {len(new)} new pods within the cooldown"
                  f"{', one on ' + old.ip if any(p.ip == old.ip for p in new) else ''}",
                  **focus)
@@ -57,3 +60,7 @@ def run(ctx: Ctx) -> None:
         ctx.wait_within_targets(NODE, timeout=cooldown + 15)
     ctx.wait_reconciles(NODE, 1)
     ctx.step("reconcile", **focus)
+    if not in_window:
+        # The restart took the whole cooldown: a build that forgets it would have passed.
+        raise TooSlow(f"no new pod came within the IP cooldown ({cooldown:.2f}s) of a "
+                      f"delete and the daemon's restart, in {CYCLES} cycles")

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.too_slow import skip_if_too_slow
+
 pytestmark = [pytest.mark.root,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)"),
               pytest.mark.skipif(not Path("/usr/lib/cni/ptp").exists(),
@@ -54,6 +56,7 @@ def test_default_certification_judges_what_the_build_does(target, tmp_path):
                        capture_output=True, text=True, timeout=1150)
     print(p.stdout)
     assert "Traceback" not in p.stderr, p.stderr
+    skip_if_too_slow(p)
     cert = json.loads((out / "certificate.json").read_text())
     runs, s = cert["runs"], cert["summary"]
     assert s["error"] == 0, [(r["scenario"], r["error"]) for r in runs if r["error"]]

@@ -88,6 +88,18 @@ def test_a_certificate_needs_runs_that_exercised_and_exposed_the_build(target):
     assert (doc["exposed"], doc["not_exposed"], doc["inconclusive"]) == (1, 8, 1)
 
 
+def test_a_run_too_slow_for_its_time_scale_keeps_a_certificate_from_certified(target):
+    """A busy machine may pass a build the quiet one fails (a race a scenario lost): one
+    such run makes the certificate INSUFFICIENT, however many others held."""
+    holds = _runs()[0]
+    slow = {**holds, "verdict": "inconclusive", "exercised": False,
+            "too_slow": "the machine was too slow for the time scale: no pod came ..."}
+    c = _cert(target, [holds] * 19 + [slow])
+    assert (c.verdict, c.exit_code) == ("insufficient", 3)
+    assert c.document["summary"]["too_slow"] == 1
+    assert _cert(target, [holds] * 19 + [{**slow, "verdict": "violation"}]).verdict == "failed"
+
+
 def test_certificate_schema_and_hashes(target, tmp_path):
     jsonschema = pytest.importorskip("jsonschema")
     c = _cert(target, _runs())
@@ -98,7 +110,7 @@ def test_certificate_schema_and_hashes(target, tmp_path):
     assert doc["target"]["name"] == "cnikit-reference"
     assert doc["summary"] == {"runs": 4, "exercised": 3, "exposed": 2, "not_exposed": 0,
                               "holds": 1, "violation": 1,
-                              "inconclusive": 1, "error": 1}
+                              "inconclusive": 1, "error": 1, "too_slow": 0}
     assert doc["files"], "the files under test are named"
     for f in doc["files"]:
         assert f["sha256"] == hashlib.sha256(Path(f["path"]).read_bytes()).hexdigest(), f

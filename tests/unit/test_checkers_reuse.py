@@ -105,3 +105,35 @@ def test_no_cooldown_required_judges_nothing():
     reuse(h, 0.1, 0.2)
     assert inv.violations() == []
     assert judge(h.entries()).violations() == []  # the default: not judged
+
+
+def test_a_reuse_in_the_cooldown_no_flow_reached_is_unjudged_not_held():
+    """The bug with its proof missing (the prober held off the CPU): too slow, never holds.
+    With too little of the cooldown left, or before the cooldown is over, it says nothing."""
+    from cnikit.check.checkers.early_reuse import MIN_LEFT_S
+    from cnikit.check.stall import run_too_slow
+
+    h, inv = live()
+    add(h, "peer", "10.0.1.4", T0 - 10)
+    add(h, "x", "10.0.1.7", T0 - 10)
+    delete(h, "x", "10.0.1.7", T0)
+    add(h, "y", "10.0.1.7", T0 + 0.4)
+    assert inv.unjudged() == []  # the cooldown is not over yet: a flow may still reach y
+    add(h, "later", "10.0.1.9", T0 + COOLDOWN + 0.1)
+    [why] = inv.unjudged()
+    assert why.startswith("y got deleted pod x's IP 0.40s after its delete (cooldown 1.50s)")
+    assert inv.violations() == []
+    assert run_too_slow(None, [], T0, inv.unjudged()).startswith(
+        "the machine was too slow for the time scale: y got deleted pod x's IP")
+
+    h, inv = live()  # the old flows did reach y: a violation, nothing unjudged
+    reuse(h, 0.4, 0.5)
+    add(h, "later", "10.0.1.9", T0 + COOLDOWN + 0.1)
+    assert inv.unjudged() == [] and inv.violations("early-reuse")
+
+    h, inv = live()  # reused with less than MIN_LEFT_S left: a quiet machine may miss it too
+    add(h, "x", "10.0.1.7", T0 - 10)
+    delete(h, "x", "10.0.1.7", T0)
+    add(h, "y", "10.0.1.7", T0 + COOLDOWN - MIN_LEFT_S / 2)
+    add(h, "later", "10.0.1.9", T0 + COOLDOWN + 0.1)
+    assert inv.unjudged() == []

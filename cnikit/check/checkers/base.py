@@ -87,6 +87,12 @@ class Checker:
     def all(self) -> list[Violation]:
         return self.closed + list(self.open.values())
 
+    def unjudged(self) -> list[str]:
+        """What this checker saw happen but could not judge because the machine was too
+        slow to observe it (each a sentence): a run without violations but with such a
+        case is inconclusive, not `holds` (cnikit.check.stall)."""
+        return []
+
 
 class PodState:
     """Live pods as the history tells them (shared by all checkers)."""

@@ -2,6 +2,11 @@ from __future__ import annotations
 
 from cnikit.check.checkers.base import Checker, Violation
 
+# A reuse with less of the cooldown left than this may go unseen on a quiet machine too (a
+# probe round is 0.1 s): only a reuse with more left and no stale answer says "too slow".
+# Scenarios that stage the race ask for this much left too (cnikit.scenarios.common).
+MIN_LEFT_S = 0.3
+
 
 class EarlyReuse(Checker):
     """Upstream 1091: an address given to a new pod within the required IP cooldown of its
@@ -14,7 +19,11 @@ class EarlyReuse(Checker):
       sending to X's old IP, addressed to X, for the cooldown after X's removal) is answered
       by Y (a `stale` event).
     Both halves are needed: a reuse after the cooldown is what the cooldown allows, and stale
-    traffic without a reuse reaches nobody. Off when the cooldown is 0."""
+    traffic without a reuse reaches nobody. Off when the cooldown is 0.
+
+    A reuse inside the cooldown whose old flows never reached the new pod, with time left
+    for them to (MIN_LEFT_S), is the bug with its proof missing: the prober was held off the
+    CPU. The run cannot say it holds: `unjudged` names it (cnikit.check.stall)."""
 
     kind = "early-reuse"
     timed = True  # a probe or a timestamp made late by a stalled machine
@@ -27,11 +36,13 @@ class EarlyReuse(Checker):
         self.freed: dict[str, list[tuple[str, float]]] = {}  # ip -> [(deleted pod, at)]
         self.early: dict[str, dict[str, tuple[float, float]]] = {}  # new -> {old: (del, add)}
         self.found: dict[tuple[str, str], Violation] = {}
+        self.last = 0.0  # the latest entry's time: how far the history has come
 
     def step(self, e: dict, state) -> None:
         if self.cooldown <= 0:
             return
         f, v, at = e["f"], e["value"] or {}, e["time"]
+        self.last = max(self.last, at)
         if e["process"] == "client" and e["type"] == "ok" and f == "pod-add":
             pod, ip = v["pod"], v["ip"]
             self.ips[pod] = ip
@@ -64,3 +75,19 @@ class EarlyReuse(Checker):
                        stale_answers=1, what=what)
             self.found[(old, new)] = self.open[new]
             self._close(new, at)  # an event, not a state: it stays in the run's violations
+
+    def unjudged(self) -> list[str]:
+        """Reuses inside the cooldown, with MIN_LEFT_S of it left and the cooldown over by
+        the history's end, that no flow of the old pod reached: the prober missed them."""
+        out = []
+        for new, olds in self.early.items():
+            for old, (deleted, added) in olds.items():
+                left = deleted + self.cooldown - added
+                if (old, new) in self.found or left < MIN_LEFT_S:
+                    continue
+                if self.last >= deleted + self.cooldown:
+                    out.append(f"{new} got deleted pod {old}'s IP {added - deleted:.2f}s after "
+                               f"its delete (cooldown {self.cooldown:.2f}s) and no flow of "
+                               f"{old}'s reached it in the {left:.2f}s left: the prober was "
+                               f"held off the CPU")
+        return out
