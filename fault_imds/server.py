@@ -11,6 +11,7 @@ own port.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import socket
 import threading
@@ -28,6 +29,8 @@ from fault_imds.faults import Answer, Drop
 from fault_imds.tokens import TokenStore, parse_ttl
 from fault_imds.tree import as_latest
 
+# How long add_listener waits for the server's loop (see there).
+ADD_LISTENER_S = 60.0
 log = logging.getLogger("fault_imds")
 
 TOKEN_PATH = "latest/api/token"
@@ -393,7 +396,14 @@ class ImdsServer:
         if self._loop is None:
             raise RuntimeError("start() the server before add_listener()")
         fut = asyncio.run_coroutine_threadsafe(self._add_site(sock), self._loop)
-        fut.result(timeout=10)
+        try:
+            # A busy machine can keep the server's loop from it for seconds: the bound is
+            # only there to turn a dead server thread into an error, never a verdict.
+            fut.result(timeout=ADD_LISTENER_S)
+        except concurrent.futures.TimeoutError:
+            fut.cancel()
+            raise RuntimeError(f"the fault IMDS server did not take a listener within "
+                               f"{ADD_LISTENER_S:g}s (its thread stuck or gone)") from None
 
     # -- in the server thread ----------------------------------------------------------------
 

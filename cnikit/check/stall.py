@@ -37,9 +37,14 @@ WINDOW_UPSTREAM_S = 60.0
 TIMED_BY_THE_ENGINE = ("liveness",)
 
 
-def _timed(kind: str) -> bool:
+def _timed(v: dict) -> bool:
+    """Whether a late machine can fake this violation: its checker's `timed`, or the
+    engine's own (liveness), unless the record says otherwise (a daemon's exit)."""
     from cnikit.check.checkers import CHECKERS
 
+    if (v.get("detail") or {}).get("timed") is False:
+        return False
+    kind = v["kind"]
     return kind in TIMED_BY_THE_ENGINE or getattr(CHECKERS.get(kind), "timed", False)
 
 
@@ -77,7 +82,7 @@ class StallMeter:
         within a reconcile interval before its first violation (or just after its start)."""
         if not self.stalls or not violations:
             return None
-        if not all(_timed(v["kind"]) for v in violations):
+        if not all(_timed(v) for v in violations):
             return None  # a violation of state stands, however slow the machine
         first = min(v.get("since") or 0 for v in violations)
         window = [(t, s) for t, s in self.stalls

@@ -171,6 +171,7 @@ def test_holds(cloud, invariants):
     assert len(list(Path(path).parent.parent.iterdir())) == 1
 
 
+@pytest.mark.timeout(500)  # holds the inner session's hang bound (a busy CI machine)
 def test_ec2_option_selects_localstack(pytester, request, monkeypatch):
     """--cnikit-ec2 localstack finds the LocalStack that AWS_ENDPOINT_URL names (the one
     this session's LocalStack tests share), as localstack-client's users expect."""
@@ -181,7 +182,7 @@ def test_ls(cloud):
     assert cloud.upstream_url == {url!r} and not cloud.cloud._owned
     assert cloud.ec2.describe_vpcs()["Vpcs"] is not None
 ''')
-    result = pytester.runpytest_subprocess("--cnikit-ec2", "localstack", "-rs", "-o", "timeout=120")
+    result = pytester.runpytest_subprocess("--cnikit-ec2", "localstack", "-rs", "-o", "timeout=400")
     result.assert_outcomes(passed=1)
 
 
@@ -195,6 +196,7 @@ def test_ptp_pods(cluster, invariants):
 
 @pytest.mark.skipif(not Path("/usr/lib/cni/ptp").exists(),
                     reason="Debian's containernetworking-plugins is not installed (make setup)")
+@pytest.mark.timeout(560)  # holds the inner session's hang bound (a busy CI machine)
 def test_target_option_drives_a_build_the_kit_did_not_write(tmp_path):
     """--cnikit-target with ptp + host-local: the fixtures run that plugin, and the invariants
     fail the test because host-local's addresses were never assigned by EC2."""
@@ -208,8 +210,8 @@ def test_target_option_drives_a_build_the_kit_did_not_write(tmp_path):
     (tmp_path / "test_user.py").write_text(PTP_USER_TEST)
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--cnikit-target",
-         str(target), "-o", "timeout=120", str(tmp_path / "test_user.py")],
-        cwd=tmp_path, capture_output=True, text=True, timeout=200)
+         str(target), "-o", "timeout=400", str(tmp_path / "test_user.py")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=500)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1 and "1 failed" in out, out[-3000:]
     assert "cnikit: ip-not-owned pod " in out and "EC2" in out, out[-3000:]
@@ -228,6 +230,7 @@ def test_junit_names_the_build_and_carries_run_id_and_report(outcome):
     assert len(props["cnikit_run_id"]) >= 4 and props["cnikit_report"].endswith("report.html")
 
 
+@pytest.mark.timeout(460)  # holds the inner session's hang bound (a busy CI machine)
 def test_the_documented_example_passes_under_xdist(tmp_path):
     """docs/pytest.md's example, pasted as it is, under pytest-xdist with two workers: each
     worker has its own EC2, IMDS and run ids, so nothing collides."""

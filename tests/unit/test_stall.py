@@ -64,3 +64,13 @@ def test_a_violation_before_the_stall_long_after_it_or_of_state_stands():
     # Who holds an address does not depend on the kit keeping time.
     for kind in ("ip-not-owned", "shared-ip"):
         assert _meter([(100.0, 1.2)]).too_slow([_v(101.0), _v(101.0, kind)], 90.0) is None
+
+
+def test_a_daemon_that_exited_by_itself_stands_however_slow_the_machine():
+    """A liveness violation of a bound not met is timed; a daemon's exit is a process fact."""
+    from cnikit.scenarios.engine import liveness_record
+
+    exited = liveness_record("n0", "the daemon exited by itself", at=101.0, timed=False)
+    assert _meter([(100.0, 1.2)]).too_slow([exited], started=90.0) is None
+    late = liveness_record("n0", "a pod got no IP within 10s", at=101.0)
+    assert _meter([(100.0, 1.2)]).too_slow([late], started=90.0)
