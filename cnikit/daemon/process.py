@@ -10,24 +10,20 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from cnikit.errors import DaemonNotReady
+from cnikit.unixcall import exchange
 
 SOCKET_NAME = "ipamd.sock"
 
 
 def ping(socket_path: str | os.PathLike, timeout: float = 1.0) -> bool:
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(timeout)
-            s.connect(str(socket_path))
-            s.sendall(b'{"cmd":"ping"}\n')
-            return json.loads(s.makefile().readline()).get("ok") is True
+        return json.loads(exchange(str(socket_path), b'{"cmd":"ping"}\n', timeout)).get("ok") is True
     except (OSError, ValueError):
         return False
 
