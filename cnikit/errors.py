@@ -17,5 +17,10 @@ class EnvironmentProblem(CnikitError):
 
 
 class DaemonNotReady(EnvironmentProblem):
-    """A daemon under test never became ready (or exited before it was): when the kit and
-    the machine work, the build's failure, which a scenario reports as a liveness violation."""
+    """A daemon under test never became ready (or exited before it was: `exited`): when the
+    kit and the machine work, the build's failure, which a scenario reports as a liveness
+    violation."""
+
+    def __init__(self, message: str, exited: bool = False):
+        super().__init__(message)
+        self.exited = exited

@@ -9,8 +9,8 @@
               namespace by path: the container starts with network `none` and its
               entrypoint enters the node namespace (setns) before it runs the daemon
 
-All three have one interface: start(wait), wait_ready(timeout), alive(), kill(sig),
-stop(), restart(wait), pid, socket_path, state_dir, on_start, tail(). The container shares
+All three are a cnikit.daemon.handle.DaemonHandle (start, wait until ready, kill, stop;
+ContainerDaemon is the container runtime's part of it). The container shares
 the state directory as a volume at the same path, so the plugin on the host finds the socket
 where the process runtime puts it, and ipam.json survives restarts like a DaemonSet's
 host-path volume. Containers run privileged (the daemon moves veths into pod namespaces)
@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,8 +29,9 @@ from pathlib import Path
 from cnikit import reaper
 from cnikit import runtime as kit_runtime
 from cnikit.containers.podman import LABEL_KIT, LABEL_RUN, Podman
-from cnikit.daemon.process import DaemonProcess, StateDir, ping
-from cnikit.errors import DaemonNotReady, EnvironmentProblem, UsageError
+from cnikit.daemon.handle import POLL, DaemonHandle
+from cnikit.daemon.process import DaemonProcess
+from cnikit.errors import EnvironmentProblem, UsageError
 
 RUNTIMES = ("process", "podman", "docker")
 DEFAULT_RUNTIME = "process"
@@ -362,7 +362,7 @@ class PodmanCli:
 _swept: set[str] = set()
 
 
-class ContainerDaemon(StateDir):
+class ContainerDaemon(DaemonHandle):
     """The node's daemon in a container. Each start is a fresh container on the same state
     directory, as kubelet restarts a DaemonSet pod's container."""
 
@@ -387,14 +387,13 @@ class ContainerDaemon(StateDir):
             raise UsageError(f"join must be ns or enter, not {self.join!r}")
         # What the engine is asked: Docker speaks the Engine API itself, podman its CLI.
         self._ops = engine if isinstance(engine, Docker) else PodmanCli(engine)
-        self.starts = 0
-        self.on_start = None
+        self.what = f"daemon container {self.name}"
         self._pid: int | None = None
         self._pid_start: str | None = None
         self._exists = False
         self.exit_code: int | None = None
 
-    # ---- the DaemonProcess interface ------------------------------------------------------
+    # ---- the container runtime's part of DaemonHandle ------------------------------------
 
     @property
     def pid(self) -> int | None:
@@ -449,13 +448,9 @@ class ContainerDaemon(StateDir):
         self.image = self._ops.ensure_image()
         return self.image
 
-    def start(self, wait: float = 30.0) -> ContainerDaemon:
-        if self.alive():
-            return self
+    def _spawn(self) -> int | None:
         self.engine.require()
         _sweep(self._ops)
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        (self.state_dir / "ready").unlink(missing_ok=True)
         self.image = self.image or self._ensure_image()
         self._remove()
         reaper.mark_containers(self.run_id, "podman" if isinstance(self.engine, Podman)
@@ -463,53 +458,27 @@ class ContainerDaemon(StateDir):
         _, self._pid = self._ops.run_container(self)
         self._exists = True
         self._pid_start = kit_runtime.process_start_time(self._pid) if self._pid else None
-        self.starts += 1
-        if self._pid and self.on_start is not None:
-            self.on_start(self._pid)
-        if wait:
-            self.wait_ready(wait)
-        return self
-
-    def wait_ready(self, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if (self.state_dir / "ready").exists() and ping(self.socket_path):
-                return
-            if not self.alive():
-                raise DaemonNotReady(f"daemon container {self.name} exited: {self.tail()}")
-            time.sleep(0.02)
-        raise DaemonNotReady(f"daemon container {self.name} not ready after {timeout:.0f}s: {self.tail()}")
+        return self._pid
 
     def tail(self, lines: int = 3) -> str:
         text = self._ops.logs(self, lines).strip()
         return " | ".join(text.splitlines()[-lines:]) if text else "(no log)"
 
-    def kill(self, sig: int = signal.SIGKILL, wait: float = 10.0) -> int | None:
-        """Send sig to the daemon in the container; for SIGKILL/SIGTERM/SIGINT wait for its exit."""
-        if not self.alive():
-            return None
+    def _signal(self, sig: int) -> None:
         self._ops.kill(self.name, sig)
-        if sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT):
-            deadline = time.monotonic() + wait
-            while self.alive() and time.monotonic() < deadline:
-                time.sleep(0.02)
-            if self.alive():
-                self._ops.kill(self.name, signal.SIGKILL)
-            self.exit_code = self._ops.exit_code(self.name)
-            return self.exit_code
-        return None
 
-    def stop(self) -> None:
-        self.kill(signal.SIGTERM)
+    def _wait_exit(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while self.alive() and time.monotonic() < deadline:
+            time.sleep(POLL)
+        return not self.alive()
+
+    def _exit_status(self) -> int | None:
+        self.exit_code = self._ops.exit_code(self.name)
+        return self.exit_code
+
+    def _stopped(self) -> None:
         self._remove()
-        (self.state_dir / "ready").unlink(missing_ok=True)
-
-    def restart(self, wait: float = 30.0) -> ContainerDaemon:
-        self.stop()
-        return self.start(wait)
-
-    def checkpoint(self) -> dict:
-        return DaemonProcess.checkpoint(self)
 
     def _remove(self) -> None:
         if self._exists or self.starts == 0:

@@ -12,6 +12,8 @@
     fakes.py       in-memory views for unit tests; clock.py: real and fake clocks
     server.py      the process: unix socket for the plugin, metrics, introspection
     podnet.py      the pod data plane for a request, over cnikit.fabric.wiring
+    handle.py      DaemonHandle: a node daemon's start, readiness, kill and stop, whatever
+                   runs it (the process and container runtimes fill in the spawning)
     process.py     DaemonProcess: run / kill / restart `cnikit daemon` in a namespace
 
 The cluster that runs a daemon on every node is above this package (cnikit.cluster).

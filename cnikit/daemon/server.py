@@ -25,6 +25,7 @@ from cnikit.daemon.apis import ApiError
 from cnikit.daemon.datastore import DatastoreError, IpamKey, NoAvailableIP
 from cnikit.daemon.ipamd import IpamD
 from cnikit.daemon.podnet import PodNet, PodNetError, veth_name
+from cnikit.unixcall import exchange
 
 log = logging.getLogger("cnikit.daemon.server")
 
@@ -354,15 +355,5 @@ def _wake(server) -> None:
 
 
 def request(socket_path: str | os.PathLike, req: dict, timeout: float = 30.0) -> dict:
-    """One call to a daemon's socket (for tests and tools; the plugin has its own copy)."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(timeout)
-        s.connect(str(socket_path))
-        s.sendall(json.dumps(req).encode() + b"\n")
-        buf = b""
-        while not buf.endswith(b"\n"):
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            buf += chunk
-    return json.loads(buf)
+    """One call to a daemon's socket, as the plugin makes it (for tests and tools)."""
+    return json.loads(exchange(str(socket_path), json.dumps(req).encode() + b"\n", timeout))

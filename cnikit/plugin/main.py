@@ -55,23 +55,11 @@ def _check_ifname(name):
 
 
 def _call(sock_path, req, timeout=60.0):
-    # _socket, not socket: the socket module imports enum (~4 ms per pod).
-    import _socket
+    # Here, not at the top: it loads _socket, which VERSION does not need.
+    from cnikit.unixcall import exchange
 
     try:
-        s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-        try:
-            s.settimeout(timeout)
-            s.connect(sock_path)
-            s.sendall(json.dumps(req).encode() + b"\n")
-            buf = b""
-            while not buf.endswith(b"\n"):
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                buf += chunk
-        finally:
-            s.close()
+        buf = exchange(sock_path, json.dumps(req).encode() + b"\n", timeout)
     except (FileNotFoundError, ConnectionRefusedError):
         raise CniError(E_TRY_AGAIN, "cnikit daemon is not running", sock_path) from None
     except OSError as e:

@@ -1,10 +1,10 @@
 """Running a target on one node: its plugin installed into the node's CNI directories, its
 daemon in the node's network namespace (a command, or an image in a container).
 
-Every daemon has the interface cnikit.fabric.topology.Node drives: start(wait),
-wait_ready(timeout), alive(), kill(sig), stop(), restart(wait), pid, state_dir, socket_path,
-on_start, starts, tail(). The state directory outlives restarts (like a DaemonSet's host
-path); a command runs in a process group of its own, so a kill reaches whatever it forked.
+Every daemon is a cnikit.daemon.handle.DaemonHandle (the process or the container runtime)
+ready by the target's own readiness (TargetReadiness). The state directory outlives
+restarts (like a DaemonSet's host path); a command runs in a process group of its own, so a
+kill reaches whatever it forked.
 """
 
 from __future__ import annotations
@@ -12,30 +12,16 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import socket
-import subprocess
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 from cnikit.containers.noderuntime import ContainerDaemon
-from cnikit.daemon.process import ChildProcess, DaemonProcess
-from cnikit.errors import DaemonNotReady as _KitDaemonNotReady
-from cnikit.errors import EnvironmentProblem, UsageError
+from cnikit.daemon.process import ChildProcess
+from cnikit.errors import UsageError
 from cnikit.targets.model import ReadySpec, Target, render
-
-READY_POLL = 0.02
-
-
-class DaemonNotReady(_KitDaemonNotReady):
-    """A target's daemon exited (exited=True) or did not become ready within its timeout."""
-
-    def __init__(self, message: str, exited: bool):
-        super().__init__(message)
-        self.exited = exited
 
 
 @dataclass(frozen=True)
@@ -115,25 +101,33 @@ def _socket_answers(path: str) -> bool:
         return True
 
 
-def wait_ready(daemon, ready: ReadySpec | None, netns: str | None, timeout: float, what: str) -> None:
-    """Until the daemon is ready; DaemonNotReady when it exits or the time is up. No
-    readiness declared: ready once started and still running."""
-    if ready is not None:
-        timeout = ready.timeout
-    deadline = time.monotonic() + timeout
-    while True:
-        if not daemon.alive():
-            raise DaemonNotReady(f"{what} exited: {daemon.tail()}", exited=True)
-        if ready is None or is_ready(ready, netns):
-            return
-        if time.monotonic() >= deadline:
-            raise DaemonNotReady(f"{what} not ready after {timeout:.0f}s "
-                                 f"({ready.socket or ready.url}): {daemon.tail()}", exited=False)
-        time.sleep(READY_POLL)
+class TargetReadiness:
+    """A daemon handle (cnikit.daemon.handle.DaemonHandle) ready by the target's [daemon]
+    ready: its socket accepts a connection or its URL answers, within the target's timeout.
+    No readiness declared: ready once started and still running. The kit's ready marker is
+    the reference daemon's own: a target's state directory is left as it is."""
+
+    ready: ReadySpec | None
+    netns: str
+
+    def ready_now(self) -> bool:
+        return self.ready is None or is_ready(self.ready, self.netns)
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        super().wait_ready(self.ready.timeout if self.ready is not None else timeout)
+
+    def _forget_ready(self) -> None:
+        pass
+
+    def _not_ready_message(self, timeout: float) -> str:
+        return (f"{self.what} not ready after {timeout:.0f}s "
+                f"({self.ready.socket or self.ready.url}): {self.tail()}")
 
 
-class TargetProcess(ChildProcess):
+class TargetProcess(TargetReadiness, ChildProcess):
     """A target's daemon command, entered into the node's network namespace."""
+
+    ready_timeout = 60.0
 
     def __init__(self, argv: list[str], state_dir: str | os.PathLike, env: dict[str, str],
                  netns: str, ready: ReadySpec | None = None):
@@ -142,80 +136,24 @@ class TargetProcess(ChildProcess):
         self.env = dict(env)
         self.netns = netns if "/" in netns else f"/run/netns/{netns}"
         self.ready = ready
+        self.what = f"daemon {Path(self.argv[0]).name}"
 
     def command(self) -> list[str]:
         from cnikit.runtime import require_tool
 
         return [require_tool("nsenter"), f"--net={self.netns}", "--", *self.argv]
 
-    def start(self, wait: float = 60.0) -> TargetProcess:
-        if self.alive():
-            return self
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, **self.env, "CNIKIT_STATE_DIR": str(self.state_dir)}
-        env.setdefault("PYTHONUNBUFFERED", "1")
-        with open(self.log_path, "ab") as log:
-            try:
-                # nsenter execs the command: the pid is the daemon's, and so is the group.
-                self.proc = subprocess.Popen(self.command(), env=env, stdin=subprocess.DEVNULL,
-                                             stdout=log, stderr=subprocess.STDOUT,
-                                             start_new_session=True)
-            except OSError as e:
-                raise EnvironmentProblem(f"cannot start {self.argv[0]}: {e.strerror}") from None
-        self.starts += 1
-        if self.on_start is not None:
-            self.on_start(self.proc.pid)
-        if wait:
-            self.wait_ready(wait)
-        return self
-
-    def wait_ready(self, timeout: float = 60.0) -> None:
-        wait_ready(self, self.ready, self.netns, timeout, f"daemon {Path(self.argv[0]).name}")
-
-    def tail(self, lines: int = 3) -> str:
-        return DaemonProcess.tail(self, lines)
-
-    def _signal_group(self, sig: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, sig)
-
-    def kill(self, sig: int = signal.SIGKILL, wait: float = 10.0) -> int | None:
-        """Send sig to the daemon's process group; for SIGKILL/SIGTERM/SIGINT wait for the
-        exit (and kill what it left in its group). The state dir stays as it is."""
-        if not self.alive():
-            return None
-        self._signal_group(sig)
-        if sig not in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT):
-            return None
-        try:
-            code = self.proc.wait(wait)
-        except subprocess.TimeoutExpired:
-            self._signal_group(signal.SIGKILL)
-            code = self.proc.wait(wait)
-        self._signal_group(signal.SIGKILL)  # children that outlived it
-        return code
-
-    def stop(self) -> None:
-        self.kill(signal.SIGTERM)
-
-    def restart(self, wait: float = 60.0) -> TargetProcess:
-        self.stop()
-        return self.start(wait)
-
-    def checkpoint(self) -> dict:
-        return DaemonProcess.checkpoint(self)
+    def program(self) -> str:
+        return self.argv[0]
 
 
-class TargetContainer(ContainerDaemon):
+class TargetContainer(TargetReadiness, ContainerDaemon):
     """A target's daemon as a container joined to the node's namespace, ready by the
     target's own readiness (the kit's image when the target is built in)."""
 
     def __init__(self, engine, state_dir, env, netns, ready: ReadySpec | None, **kw):
         super().__init__(engine, state_dir, env=env, netns=netns, **kw)
         self.ready = ready
-
-    def wait_ready(self, timeout: float = 60.0) -> None:
-        wait_ready(self, self.ready, self.netns, timeout, f"daemon container {self.name}")
 
 
 def check_runtime_for(target: Target, runtime: str) -> None:
