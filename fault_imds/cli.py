@@ -3,8 +3,8 @@
     fault-imds serve --ec2-endpoint URL [--listen HOST:PORT] [--control HOST:PORT]
                      [--instance-id ID] [--require-v2] [--seed N]
     fault-imds add KIND [--mac M | --eni-id E] [--instance-id I] [--path GLOB] [--ip IP ...]
-                   [--duration S] [--probability P] [--status N] [--ms N] [--jitter-ms N]
-                   [--seconds N] [--mode reject|expire]
+                   [--duration S] [--probability P] [one option per kind attribute: --status N,
+                   --ms N, --jitter-ms N, --seconds N, --mode reject|expire, ...]
     fault-imds list | remove ID | clear | events [--since N] | kinds
 
 The control URL comes from --control-url, else $FAULT_IMDS_CONTROL, else the default
@@ -43,6 +43,40 @@ def _client(control_url: str | None):
     from fault_imds.client import FaultClient
 
     return FaultClient(_control_url(control_url))
+
+
+class KindOptions(click.Command):
+    """A command with one option per attribute the fault kinds declare (their `params`),
+    read from the registry when the command runs: a kind's file adds its options."""
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        from fault_imds.faults import KINDS
+
+        params = super().get_params(ctx)
+        taken = {p.name for p in params}
+        extra = []
+        for name, declared in KINDS.params().items():
+            if name in taken:
+                continue  # a kind attribute named like a common option is set in the spec
+            types = {param.type for _, param in declared}
+            extra.append(click.Option(
+                [f"--{name.replace('_', '-')}", name],
+                type=types.pop() if len(types) == 1 else _number_or_text,
+                default=None,
+                help="; ".join(f"{kind}: {param.help or getattr(param.check, 'what', '')}"
+                               for kind, param in declared) + "."))
+        return params[:-1] + extra + params[-1:]  # before --help
+
+
+def _number_or_text(value: str):
+    """An option several kinds declare with different types: a number when it reads as one
+    (the kind's check has the last word)."""
+    for convert in (int, float):
+        try:
+            return convert(value)
+        except ValueError:
+            pass
+    return value
 
 
 control_option = click.option(
@@ -101,7 +135,7 @@ def serve(ec2_endpoint, listen, control, instance_id, require_v2, seed, ec2_wait
         server.stop()
 
 
-@cli.command()
+@cli.command(cls=KindOptions)
 @click.argument("kind")
 @click.option("--instance-id", default=None)
 @click.option("--mac", default=None)
@@ -110,14 +144,9 @@ def serve(ec2_endpoint, listen, control, instance_id, require_v2, seed, ec2_wait
 @click.option("--ip", "ips", multiple=True, help="An IP or prefix (repeatable).")
 @click.option("--duration", type=float, default=None, help="Seconds until it expires.")
 @click.option("--probability", type=float, default=None)
-@click.option("--status", type=int, default=None, help="error: HTTP status.")
-@click.option("--ms", type=float, default=None, help="latency: delay.")
-@click.option("--jitter-ms", type=float, default=None, help="latency: +- jitter.")
-@click.option("--seconds", type=float, default=None, help="lag: how far behind.")
-@click.option("--mode", default=None, help="token: reject or expire.")
 @control_option
 def add(kind, instance_id, mac, eni_id, path, ips, duration, control_url, **attrs) -> None:
-    """Add a fault; prints its id."""
+    """Add a fault; prints its id. Each kind's attributes are options (`fault-imds kinds`)."""
     target = {
         "instance_id": instance_id,
         "mac": mac,

@@ -8,7 +8,8 @@ a `lag` reference moves on), so answering a request is one dict lookup; request 
 evaluated only while any are active.
 
 Composition order (several faults compose): each kind's file declares its stage and its
-`order` (`fault-imds kinds` and GET /kinds list them); within a stage faults run by order,
+`order` (`fault-imds kinds` and GET /kinds list them); the stages registered at a hook point
+run in their order (fault_imds/faults/base.py), and within a stage faults run by order,
 then in creation order. Today:
   content stage, on the structured view:
     lag (10)      targeted entries taken from EC2 as it was `seconds` ago
@@ -41,7 +42,7 @@ from fault_imds.faults import (
     SpecError,
     parse_spec,
 )
-from fault_imds.faults.base import UnknownTarget
+from fault_imds.faults.base import REQUEST, VIEW, UnknownTarget
 from fault_imds.tree import Ec2State, InstanceMeta, build_models, render, serve_map, served_lists
 
 EVENTS_MAX = 200_000
@@ -70,17 +71,23 @@ class View:
 class RequestCtx:
     """What request faults see of a request."""
 
-    __slots__ = ("instance_id", "path", "token", "rng", "_expire")
+    __slots__ = ("instance_id", "path", "token", "rng", "_expire", "_served")
 
-    def __init__(self, instance_id, path, token, rng, expire: Callable[[], None]):
+    def __init__(self, instance_id, path, token, rng, expire: Callable[[], None],
+                 served: Callable[[], bytes | None] | None = None):
         self.instance_id = instance_id
         self.path = path
         self.token = token
         self.rng = rng
         self._expire = expire
+        self._served = served
 
     def expire_token(self) -> None:
         self._expire()
+
+    def served(self) -> bytes | None:
+        """The body this request would be served without request faults (None: 404)."""
+        return self._served() if self._served is not None else None
 
 
 class EventLog:
@@ -119,6 +126,8 @@ class Engine(Resolver):
         self.served_leaves: dict[str, dict[str, str]] = {}
         self.served: dict[str, dict[str, bytes]] = {}
         self.faults: dict[str, ImdsFault] = {}
+        self.by_stage: dict[str, list[ImdsFault]] = {}
+        # The faults of the stages at each hook point, in the order they run.
         self.content_faults: list[ImdsFault] = []
         self.request_faults: list[ImdsFault] = []
         self.events = EventLog()
@@ -241,7 +250,7 @@ class Engine(Resolver):
         self.faults[fid] = fault
         self._reindex()
         self.events.add("fault_added", fault=fault.to_json())
-        if fault.stage == "content":
+        if self._edits_view(fault):
             self.recompute()
         if self.on_fault_added is not None:
             self.on_fault_added()
@@ -254,7 +263,7 @@ class Engine(Resolver):
         self._refs.pop(fid, None)
         self._reindex()
         self.events.add(reason, fault=fault.to_json())
-        if fault.stage == "content":
+        if self._edits_view(fault):
             self.recompute()
         return True
 
@@ -267,10 +276,16 @@ class Engine(Resolver):
     def list(self) -> list[dict[str, Any]]:
         return [f.to_json() for f in self.faults.values()]
 
+    @staticmethod
+    def _edits_view(fault: ImdsFault) -> bool:
+        stage = KINDS.stages.get(fault.stage)
+        return stage is not None and stage.hook == VIEW
+
     def _reindex(self) -> None:
         ordered = sorted(self.faults.values(), key=KINDS.order_key)
-        self.content_faults = [f for f in ordered if f.stage == "content"]
-        self.request_faults = [f for f in ordered if f.stage == "request"]
+        self.by_stage = {name: [f for f in ordered if f.stage == name] for name in KINDS.stages}
+        self.content_faults = [f for s in KINDS.at(VIEW) for f in self.by_stage[s.name]]
+        self.request_faults = [f for s in KINDS.at(REQUEST) for f in self.by_stage[s.name]]
 
     def tick(self) -> None:
         """Expire faults whose time is up; recompute when a lag reference moved on."""
@@ -289,8 +304,9 @@ class Engine(Resolver):
     def recompute(self) -> None:
         now = self.clock()
         view = View(dict(self.true_models), now, self)
+        for stage in KINDS.at(VIEW):  # the one place the view's stages run
+            stage.run(self.by_stage.get(stage.name, ()), view)
         for f in self.content_faults:
-            f.apply(view)
             t = f.reference_time(now)
             if t is not None:
                 self._refs[f.id] = id(self._state_at(t))
@@ -349,12 +365,15 @@ class Engine(Resolver):
         self._served_lists = current
 
     async def request_stage(self, ctx: RequestCtx) -> Answer | Drop | None:
-        """Run the matching request faults; the first that answers wins."""
+        """The request hook point: run its stages in order, each on its firing faults
+        (rolled lazily, as the stage reaches them); the first stage that answers wins."""
         now = self.clock()
-        for f in self.request_faults:
-            if f.expired(now) or not f.fires(ctx, self.rng):
+        for stage in KINDS.at(REQUEST):
+            faults = self.by_stage.get(stage.name, ())
+            if not faults:
                 continue
-            out = await f.apply(ctx)
+            firing = (f for f in faults if not f.expired(now) and f.fires(ctx, self.rng))
+            out = await stage.run(firing, ctx)
             if out is not None:
                 return out
         return None

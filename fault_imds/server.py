@@ -271,12 +271,16 @@ class ImdsHandler:
         token = request.headers.get(TOKEN_HEADER)
         engine = self.engine
         if engine.request_faults:
-            ctx = RequestCtx(iid, path, token, engine.rng, lambda: self.tokens.expire(token))
+            ctx = RequestCtx(iid, path, token, engine.rng, lambda: self.tokens.expire(token),
+                             lambda: self._served(iid, path))
             out = await engine.request_stage(ctx)
             if isinstance(out, Drop):
                 return self._drop(request)
             if isinstance(out, Answer):
-                return error_response(out.status, out.headers)
+                if out.body is None:
+                    return error_response(out.status, out.headers)
+                return web.Response(status=out.status, body=out.body, content_type="text/plain",
+                                    headers={**BASE_HEADERS, **(out.headers or {})})
         method = request.method
         if path == TOKEN_PATH:
             return self._issue_token(request, iid)
@@ -287,11 +291,14 @@ class ImdsHandler:
                 return error_response(401)
         elif self.require_v2:
             return error_response(401)
-        tree = engine.served.get(iid) if iid is not None else None
-        body = tree.get(path) if tree is not None else None
+        body = self._served(iid, path)
         if body is None:
             return error_response(404)
         return web.Response(body=body, content_type="text/plain", headers=BASE_HEADERS)
+
+    def _served(self, iid: str | None, path: str) -> bytes | None:
+        tree = self.engine.served.get(iid) if iid is not None else None
+        return tree.get(path) if tree is not None else None
 
     def _issue_token(self, request: web.BaseRequest, iid: str | None) -> web.Response:
         if request.method != "PUT":

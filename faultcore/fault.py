@@ -3,7 +3,10 @@
 A fault kind is one small class in its own file. Defining the class registers it: its
 family base (`ImdsFault`, `Ec2Fault`) names the family's `Kinds`, and each subclass that
 sets `kind` joins it, with where it applies (`stage`) and in which order (`order`, lower
-first) declared beside its behaviour. There is no second list to update.
+first) declared beside its behaviour. There is no second list to update: the control APIs (validation, GET .../kinds), the
+CLIs' options (from `params`), random chaos's draw (`chaos`) and the report's labels all
+read the registry. Stages are registered things too (faultcore.stage): a family's `Kinds`
+holds its stages, and a server runs the stages of one hook point from one place.
 
 The common model:
 - `duration` (seconds, optional): the fault expires by itself (`expires`, `expired`);
@@ -21,21 +24,70 @@ import importlib
 import math
 import pkgutil
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from faultcore.errors import SpecError
+from faultcore.stage import Stage
 
 REQUIRED = object()
 
 
 @dataclass(frozen=True)
 class Param:
-    """A kind-specific attribute: `check` converts and validates, raising SpecError."""
+    """A kind-specific attribute: `check` converts and validates, raising SpecError; `help`
+    says what it means (CLI help, GET .../kinds)."""
 
     check: Callable[[str, Any], Any]
     default: Any = REQUIRED
+    help: str = ""
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+    @property
+    def type(self) -> type:
+        """The Python type a command line converts the value to (the check's, else str)."""
+        return getattr(self.check, "type", str)
+
+    def describe(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"required": self.required}
+        if not self.required:
+            out["default"] = self.default
+        what = getattr(self.check, "what", "")
+        if what:
+            out["check"] = what
+        if self.help:
+            out["help"] = self.help
+        return out
+
+
+def _no_attrs(rng: random.Random) -> dict[str, Any]:
+    return {}
+
+
+@dataclass(frozen=True)
+class Chaos:
+    """Whether and how random chaos may draw a kind (a kind without one is never drawn).
+
+    `rank` places it in the draw: random chaos picks uniformly among the drawable kinds of
+    a family taken in (rank, name) order, so a seed's schedule depends on that order (a new
+    drawable kind changes the schedules of existing seeds; give it the next rank). `draw`
+    takes the seeded generator and returns the kind's attributes (and `probability`) for
+    one fault, drawing in a fixed order. `aim` says what it is aimed at, for families
+    whose target random chaos picks (the IMDS: "instance" or "interface")."""
+
+    rank: float
+    draw: Callable[[random.Random], dict[str, Any]] = _no_attrs
+    aim: str = "instance"
+
+
+def _checked(check: Callable[[str, Any], Any], what: str, type_: type):
+    check.what = what  # a human description of what the check accepts
+    check.type = type_
+    return check
 
 
 def number(lo: float | None = None, hi: float | None = None, lo_open: bool = False):
@@ -48,12 +100,16 @@ def number(lo: float | None = None, hi: float | None = None, lo_open: bool = Fal
             raise SpecError(f"{name} must be <= {hi:g}, got {v!r}")
         return float(v)
 
-    return check
+    bounds = ([f"{'>' if lo_open else '>='} {lo:g}"] if lo is not None else []) + (
+        [f"<= {hi:g}"] if hi is not None else [])
+    return _checked(check, " ".join(["a number", " and ".join(bounds)]).strip(), float)
 
 
 def optional(check: Callable[[str, Any], Any]):
     """`check`, or None when the value is null."""
-    return lambda name, v: None if v is None else check(name, v)
+    what = getattr(check, "what", "")
+    return _checked(lambda name, v: None if v is None else check(name, v),
+                    f"{what}, or null" if what else "", getattr(check, "type", str))
 
 
 def integer(lo: int, hi: int):
@@ -62,7 +118,7 @@ def integer(lo: int, hi: int):
             raise SpecError(f"{name} must be an integer in {lo}..{hi}, got {v!r}")
         return v
 
-    return check
+    return _checked(check, f"an integer in {lo}..{hi}", int)
 
 
 def choice(*options: str):
@@ -71,7 +127,7 @@ def choice(*options: str):
             raise SpecError(f"{name} must be one of {', '.join(options)}, got {v!r}")
         return v
 
-    return check
+    return _checked(check, f"one of {', '.join(options)}", str)
 
 
 def jittered_delay(ms: float, jitter_ms: float, rng: random.Random) -> float:
@@ -82,16 +138,40 @@ def jittered_delay(ms: float, jitter_ms: float, rng: random.Random) -> float:
 
 
 class Kinds:
-    """The fault kinds of one family, by name. A kind joins by defining its class."""
+    """The fault kinds of one family, by name, and its stages. A kind joins by defining its
+    class; a stage by `add_stage` (before the kinds that name it are defined)."""
 
-    def __init__(self, noun: str, stages: tuple[str, ...]):
+    def __init__(self, noun: str, stages: Iterable[str | Stage] = ()):
         self.noun = noun  # "fault kind", "EC2 fault kind": how errors name a kind
-        self.stages = stages
+        self.stages: dict[str, Stage] = {}
         self.by_name: dict[str, type[Fault]] = {}
+        for stage in stages:
+            self.add_stage(stage if isinstance(stage, Stage) else Stage(stage))
+
+    # -- stages ---------------------------------------------------------------------------
+
+    def add_stage(self, stage: Stage) -> Stage:
+        """Register a stage; it. A name registered twice by different stages is an error."""
+        old = self.stages.get(stage.name)
+        if old is not None and type(old) is not type(stage):
+            raise TypeError(f"stage {stage.name!r} of the {self.noun}s is defined twice")
+        self.stages[stage.name] = stage
+        return stage
+
+    def remove_stage(self, name: str) -> None:
+        """Forget a stage (a test's throwaway stage)."""
+        self.stages.pop(name, None)
+
+    def at(self, hook: str) -> list[Stage]:
+        """The stages a server runs at `hook`, in order."""
+        return sorted((s for s in self.stages.values() if s.hook == hook),
+                      key=lambda s: (s.order, s.name))
+
+    # -- kinds ----------------------------------------------------------------------------
 
     def add(self, cls: type[Fault]) -> None:
         if cls.stage not in self.stages:
-            raise TypeError(f"{cls.__qualname__}: stage must be one of {self.stages}, "
+            raise TypeError(f"{cls.__qualname__}: stage must be one of {tuple(self.stages)}, "
                             f"got {cls.stage!r}")
         if isinstance(cls.order, bool) or not isinstance(cls.order, (int, float)):
             raise TypeError(f"{cls.__qualname__}: order must be a number")
@@ -133,6 +213,22 @@ class Kinds:
         """Each kind's description, stage, order and attributes (GET /kinds, help)."""
         return {name: cls.describe_kind() for name, cls in sorted(self.by_name.items())}
 
+    def drawable(self) -> list[type[Fault]]:
+        """The kinds random chaos may draw, in the order it draws from (see Chaos)."""
+        return sorted((c for c in self.by_name.values() if c.chaos is not None),
+                      key=lambda c: (c.chaos.rank, c.kind))
+
+    def params(self) -> dict[str, list[tuple[str, Param]]]:
+        """Every kind-specific attribute name -> the (kind, Param) pairs declaring it, kinds
+        by stage (as registered) and order: what a command line offers options for."""
+        stage_rank = {name: i for i, name in enumerate(self.stages)}
+        out: dict[str, list[tuple[str, Param]]] = {}
+        for cls in sorted(self.by_name.values(),
+                          key=lambda c: (stage_rank.get(c.stage, 0), c.order, c.kind)):
+            for name, param in cls.params.items():
+                out.setdefault(name, []).append((cls.kind, param))
+        return out
+
 
 class Fault:
     """One live fault. Family bases set `family` and the target hooks; kinds set the rest."""
@@ -145,6 +241,7 @@ class Fault:
     uses_probability: ClassVar[bool] = True
     description: ClassVar[str] = ""
     target_fields: ClassVar[tuple[str, ...]] = ()  # the spec's fields the family reads
+    chaos: ClassVar[Chaos | None] = None  # whether and how random chaos draws it
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
@@ -216,6 +313,8 @@ class Fault:
             "stage": cls.stage,
             "order": cls.order,
             "attributes": sorted(cls.params) + (["probability"] if cls.uses_probability else []),
+            "params": {name: p.describe() for name, p in cls.params.items()},
+            "chaos": cls.chaos is not None,
         }
 
     # -- at run time ------------------------------------------------------------------------

@@ -9,6 +9,9 @@
                                               "region": R}, "duration": s, "probability": p,
                                               ...attributes} -> 201 {"id", "fault"}
     DELETE /_cnikit/faults[/ID]               remove one, or all -> {"removed": [ids]}
+    GET    /_cnikit/kinds                     {kind: {"description", "stage", "order",
+                                              "attributes", "params", "chaos"}}: the EC2
+                                              fault kinds, as the fault IMDS's GET /kinds
 
 The faults endpoints take the fault IMDS's body and answer in its shape (faultcore/wire.py),
 so one client drives both. Bad input answers 4xx with {"error": "<one line>"}. The owners JSON is encoded
@@ -22,6 +25,7 @@ import json
 
 from aiohttp import web
 
+from cnikit.cloud.faults import KINDS
 from cnikit.errors import CnikitError
 from faultcore import wire as fault_api
 
@@ -49,6 +53,8 @@ class ControlApi:
                 return web.json_response(self.gate.audit.to_json())
             if path == "faults" and method == "GET":
                 return fault_api.listed(faults.list())
+            if path == "kinds" and method == "GET":
+                return web.json_response(KINDS.describe())
             if path == "faults" and method == "DELETE":
                 return fault_api.removed(faults.clear())
             if path == "faults" and method == "POST":

@@ -416,11 +416,7 @@ class Gate:
             region = R.signed_region(request.headers, params) or self.region
             self._validate(action, params)
             if not _spared(request.headers):
-                delay, fault = self.faults.on_request(action, region)
-                if delay:
-                    await asyncio.sleep(delay)
-                if fault is not None:
-                    raise fault
+                await self.faults.before_call(action, region, params)
             r = self._regions.get(region) or await self._region(region)
             handler = self._handlers.get(action)
             if R.bool_param(params, "DryRun"):

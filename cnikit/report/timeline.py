@@ -14,6 +14,8 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass, field
 
+from fault_imds.faults import KINDS as IMDS_FAULTS
+
 ABSENT = None  # a view that is not there: the MAC not served, the daemon not answering
 GONE = "gone"  # the ENI does not exist (yet, or any more): nothing is drawn
 
@@ -378,11 +380,27 @@ def nemesis_fields(value: dict) -> dict:
     return fields
 
 
+# The fields every fault's JSON has (faultcore.fault.Fault.to_json); the rest are its kind's.
+COMMON_FIELDS = ("id", "kind", "target", "duration", "created", "expires", "probability")
+
+
+def _label_attributes(fault: dict) -> list[str]:
+    """The attributes a fault's label shows, read from the kinds registry: each one its kind
+    declares, except one left at a default that says nothing (0, null), then probability.
+    A kind this kit does not know (another version's run): every field of its own."""
+    cls = IMDS_FAULTS.by_name.get(fault.get("kind"))
+    if cls is None:
+        names = [k for k in fault if k not in COMMON_FIELDS]
+    else:
+        names = [k for k, p in cls.params.items()
+                 if p.required or p.default or fault.get(k) != p.default]
+    return [*names, "probability"]
+
+
 def _fault_label(fault: dict) -> str:
     target = fault.get("target") or {}
     what = ", ".join(f"{k}={fmt(v)}" for k, v in target.items())
-    extra = "".join(f" {k}={fault[k]}" for k in ("seconds", "status", "ms", "probability")
-                    if k in fault)
+    extra = "".join(f" {k}={fault[k]}" for k in _label_attributes(fault) if k in fault)
     return f"IMDS {fault.get('kind')}{extra}" + (f" ({what})" if what else "")
 
 

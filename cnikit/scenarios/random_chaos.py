@@ -1,6 +1,7 @@
-"""A seeded nemesis: IMDS faults (stale, missing, lag, error, latency, drop), EC2 faults
-(throttle, error, latency, describe_lag), daemon SIGKILLs and restarts, and pod churn, for
---duration seconds, plus compound faults: two or three of IMDS, EC2 (a lagging Describe most
+"""A seeded nemesis: IMDS faults and EC2 faults (every kind whose file declares a `chaos`
+draw: today stale, missing, lag, error, latency, drop; throttle, error, latency,
+describe_lag), daemon SIGKILLs and restarts, and pod churn, for --duration seconds, plus
+compound faults: two or three of IMDS, EC2 (a lagging Describe most
 often, or an address taken from a pod until given back) and process faults (a daemon
 restart) begun together so that they overlap. The whole schedule is drawn from the seed
 before the run starts, so a failing seed replays the same schedule (`cnikit run random-chaos
@@ -14,14 +15,16 @@ import random
 import signal
 import time
 
+from cnikit.cloud.faults import KINDS as EC2_FAULTS
 from cnikit.cluster.nemesis import TargetGone
 from cnikit.report.coverage import coverage
 from cnikit.scenarios.common import peers
 from cnikit.scenarios.engine import SCENARIO, Ctx, Liveness, scenario
+from fault_imds.faults import KINDS as IMDS_FAULTS
 
 NODES = 2
-IMDS_KINDS = ("stale", "missing", "lag", "error", "latency", "drop")
-EC2_KINDS = ("throttle", "error", "latency", "describe_lag")
+# The single IMDS and EC2 faults are drawn from the kinds registries: each kind's `chaos`
+# says whether and how (faultcore.fault.Chaos). The compounds' kinds below are chosen.
 ACTIONS = (("add", 5), ("delete", 4), ("imds", 3), ("ec2", 2), ("kill", 1))
 # A compound: parts from two or three of these families, begun at once. The kinds are the
 # ones whose overlap found bugs: a Describe lagging past the reconcile cooldown with a stale
@@ -84,24 +87,11 @@ def _singles(rng: random.Random, duration: float, nodes: int) -> list[dict]:
             return out
         op = {"at": round(t, 3), "op": rng.choices(names, weights)[0],
               "node": rng.randrange(nodes), "pick": rng.random()}
-        if op["op"] == "imds":
-            op["kind"] = rng.choice(IMDS_KINDS)
+        if op["op"] in ("imds", "ec2"):
+            kind = rng.choice((IMDS_FAULTS if op["op"] == "imds" else EC2_FAULTS).drawable())
+            op["kind"] = kind.kind
             op["duration"] = round(rng.uniform(1.0, 6.0), 2)
-            if op["kind"] == "lag":
-                op["seconds"] = round(rng.uniform(0.5, 4.0), 2)
-            elif op["kind"] in ("error", "drop"):
-                op["probability"] = round(rng.uniform(0.2, 1.0), 2)
-            elif op["kind"] == "latency":
-                op["ms"] = rng.choice((20, 100, 400))
-        elif op["op"] == "ec2":
-            op["kind"] = rng.choice(EC2_KINDS)
-            op["duration"] = round(rng.uniform(1.0, 6.0), 2)
-            if op["kind"] == "describe_lag":
-                op["seconds"] = round(rng.uniform(0.5, 4.0), 2)
-            else:
-                op["probability"] = round(rng.uniform(0.2, 0.8), 2)
-            if op["kind"] == "latency":
-                op["ms"] = rng.choice((20, 100, 300))
+            op.update(kind.chaos.draw(rng))
         elif op["op"] == "kill":
             op["down"] = round(rng.uniform(0.0, 2.0), 2)
         out.append(op)
@@ -136,18 +126,17 @@ def _apply(ctx: Ctx, op: dict) -> str:
         ctx.delete_pod(pod)
         return f"deleted {pod.name}"
     if op["op"] == "imds":
-        iid = ctx.fabric.nodes[node].instance_id
-        if op["kind"] in ("stale", "missing", "lag"):
+        kind = IMDS_FAULTS.get(op["kind"])
+        if kind.chaos is not None and kind.chaos.aim == "interface":
             enis = ctx.node_enis(node)
             eni = enis[int(op["pick"] * len(enis))]
             target = {"mac": eni.mac}
         else:
-            target = {"instance_id": iid}
-        attrs = {k: op[k] for k in ("seconds", "probability", "ms") if k in op}
-        return imds_fault(ctx, op["kind"], target, op["duration"], **attrs)
+            target = {"instance_id": ctx.fabric.nodes[node].instance_id}
+        return imds_fault(ctx, op["kind"], target, op["duration"], **_attrs(kind, op))
     if op["op"] == "ec2":
-        attrs = {k: op[k] for k in ("probability", "ms", "seconds") if k in op}
-        fid = ctx.ec2_fault(op["kind"], duration=op["duration"], **attrs)
+        kind = EC2_FAULTS.get(op["kind"])
+        fid = ctx.ec2_fault(op["kind"], duration=op["duration"], **_attrs(kind, op))
         return f"ec2 {op['kind']} for {op['duration']}s ({fid})"
     if op["op"] == "kill":
         ctx.kill_daemon(node, signal.SIGKILL)
@@ -155,6 +144,11 @@ def _apply(ctx: Ctx, op: dict) -> str:
         restart(ctx, node)
         return f"killed node {node}'s daemon, restarted after {op['down']}s"
     raise AssertionError(op)
+
+
+def _attrs(kind, op: dict) -> dict:
+    """The kind's attributes (its params, and probability) among an operation's fields."""
+    return {k: op[k] for k in (*kind.params, "probability") if k in op}
 
 
 def _compound(ctx: Ctx, op: dict) -> str:

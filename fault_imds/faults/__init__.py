@@ -1,6 +1,6 @@
-"""IMDS fault kinds: one small class per file in this package, each declaring its stage and
-order (see base.py). Every module here is imported below, so adding a kind is adding its
-file."""
+"""IMDS fault kinds: one small class per file in this package, each declaring its stage,
+order, params and chaos draw (see base.py). Every module here is imported below, so adding
+a kind, or a stage (`KINDS.add_stage`), is adding its file."""
 
 from __future__ import annotations
 

@@ -1,13 +1,25 @@
-"""The IMDS fault family: its targets and what its two stages hand a kind.
+"""The IMDS fault family: its targets, its stages, and what each stage hands a kind.
 
 The model itself (duration, the one probability roll, jitter, validation, the registry) is
 faultcore's, shared with the EC2 gate's faults. A kind is one class in its own file in this
-package (discovered by `fault_imds.faults`), declaring its `stage` and `order`:
-- "content" kinds (stale, missing, lag) change WHAT is served. They edit the view built
-  from EC2 each time it is recomputed (`apply(view)`); deterministic (no probability).
-- "request" kinds (drop, token, latency, error) change HOW a request is answered
-  (`async apply(req) -> Answer | Drop | None`); each matching fault fires with its
-  probability, rolled in `faultcore.fault.Fault.fires`.
+package (discovered by `fault_imds.faults`), declaring its `stage` and `order`, its
+`params` (each with its check, default and help: the control API, GET /kinds and
+`fault-imds add`'s options read them) and, when random chaos may draw it, its `chaos`.
+
+Stages are registered here (`KINDS.add_stage`); a new one is one more registration, in this
+file or in a module of its own in this package. The server calls two hook points, each from
+one place, and runs every stage registered at it:
+- hook "view" (fault_imds/engine.py, `Engine.recompute`): what is served is recomputed from
+  EC2; each stage's `run(faults, view)` edits the view. The "content" stage: kinds (stale,
+  missing, lag) change WHAT is served (`apply(view)`); deterministic (no probability).
+- hook "request" (fault_imds/server.py, through `Engine.request_stage`): a request is
+  about to be answered; each stage's `async run(faults, req)` returns an Answer, DROP or
+  None (go on), the first stage that answers wins. The "request" stage: kinds (drop,
+  token, latency, error) change HOW a request is answered (`async apply(req) -> Answer |
+  Drop | None`, the first that answers wins); an Answer may carry a body (`req.served()`
+  is what would be served otherwise). Each matching fault fires with its probability,
+  rolled in `faultcore.fault.Fault.fires`, lazily: after a fault answered, the later ones
+  are not rolled.
 Within a stage, faults run by their kind's `order` (lower first), then in creation order.
 """
 
@@ -21,11 +33,13 @@ from typing import Any, ClassVar
 
 from fault_imds.tree import MACS, mac_of_path
 from faultcore.errors import SpecError
-from faultcore.fault import REQUIRED, Fault, Kinds, Param, choice, integer, number
+from faultcore.fault import REQUIRED, Chaos, Fault, Kinds, Param, choice, integer, number
+from faultcore.stage import Stage
 
 __all__ = [
-    "DROP", "KINDS", "REQUIRED", "Answer", "Drop", "ImdsFault", "Param", "Resolver",
-    "SpecError", "Target", "UnknownTarget", "choice", "integer", "number", "parse_target",
+    "DROP", "KINDS", "REQUEST", "REQUIRED", "VIEW", "Answer", "Chaos", "Drop", "ImdsFault",
+    "Param", "Resolver", "SpecError", "Stage", "Target", "UnknownTarget", "choice",
+    "integer", "number", "parse_target",
 ]
 
 TARGET_KEYS = ("instance_id", "mac", "eni_id", "path", "ips")
@@ -157,10 +171,12 @@ class Resolver:
 
 @dataclass
 class Answer:
-    """A canned HTTP answer a request fault gives instead of the real one."""
+    """A canned HTTP answer a request fault gives instead of the real one: `status` with
+    IMDS's error page, or with `body` (text/plain) when one is given."""
 
     status: int
     headers: dict[str, str] | None = None
+    body: bytes | None = None
 
 
 class Drop:
@@ -170,7 +186,34 @@ class Drop:
 DROP = Drop()
 
 
-KINDS = Kinds("fault kind", ("content", "request"))
+# The server's hook points (see the module docstring).
+VIEW, REQUEST = "view", "request"
+
+
+class ContentStage(Stage):
+    """Every content fault edits the view, in order."""
+
+    def run(self, faults, view) -> None:
+        for f in faults:
+            f.apply(view)
+
+
+class RequestStage(Stage):
+    """The firing request faults act in order; the first that answers (or drops) wins."""
+
+    async def run(self, faults, req) -> Answer | Drop | None:
+        for f in faults:
+            out = await f.apply(req)
+            if out is not None:
+                return out
+        return None
+
+
+KINDS = Kinds("fault kind")
+KINDS.add_stage(ContentStage("content", hook=VIEW,
+                             description="what is served: edits of the view built from EC2"))
+KINDS.add_stage(RequestStage("request", hook=REQUEST,
+                             description="how a request is answered: drop, status, delay, body"))
 
 
 class ImdsFault(Fault):

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from fault_imds.faults.base import DROP, Drop, ImdsFault
+from fault_imds.faults.base import DROP, Chaos, Drop, ImdsFault
 
 
 class DropConnection(ImdsFault):
@@ -12,6 +12,7 @@ class DropConnection(ImdsFault):
     uses_probability = True
     targets = ("instance_id", "mac", "eni_id", "path")
     description = "close the connection without answering"
+    chaos = Chaos(rank=6, draw=lambda rng: {"probability": round(rng.uniform(0.2, 1.0), 2)})
 
     async def apply(self, req) -> Drop:
         return DROP

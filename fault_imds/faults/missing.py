@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fault_imds.faults.base import ImdsFault
+from fault_imds.faults.base import Chaos, ImdsFault
 
 
 class Missing(ImdsFault):
@@ -13,6 +13,7 @@ class Missing(ImdsFault):
     stage = "content"
     order = 30  # last: an entry left out stays out whatever a hold would show
     description = "leave out the targeted IPs, prefixes, MAC, paths or instance"
+    chaos = Chaos(rank=2, aim="interface")
 
     def apply(self, view) -> None:
         t = self.target

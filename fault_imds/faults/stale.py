@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from fault_imds.faults.base import ImdsFault
+from fault_imds.faults.base import Chaos, ImdsFault
 from fault_imds.faults.holding import hold
 
 
@@ -11,6 +11,7 @@ class Stale(ImdsFault):
     stage = "content"
     order = 20
     description = "hold the targeted entries at the values served when the fault began"
+    chaos = Chaos(rank=1, aim="interface")
 
     def start(self, engine) -> None:
         self.frozen_models = dict(engine.served_models)

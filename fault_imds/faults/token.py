@@ -16,7 +16,7 @@ class Token(ImdsFault):
     order = 20
     uses_probability = True
     targets = ("instance_id", "mac", "eni_id", "path")
-    params = {"mode": Param(choice("reject", "expire"), "reject")}
+    params = {"mode": Param(choice("reject", "expire"), "reject", help="reject or expire")}
     description = "answer 401 to IMDSv2 tokens (`mode` reject, or expire them for good)"
 
     def applies(self, req) -> bool:

@@ -5,8 +5,9 @@ fault IMDS's kinds share it, and the spec's shape): an optional `target` naming 
 (unset: all actions) and a `region` (unset: every region; else only calls signed for it),
 a `probability` (0..1, default 1, rolled in `Fault.fires`) and an optional `duration`
 after which the fault expires by itself. Every module here is imported below, so adding a
-kind is adding its file. Kinds today: `throttle`, `error`, `latency` (request stage), `lost_response`
-(response stage), `describe_lag` (describe stage); see base.py for the stages.
+kind, or a stage (`KINDS.add_stage`), is adding its file. Kinds today: `throttle`, `error`,
+`latency` (request stage), `lost_response` (response stage), `describe_lag` (describe
+stage); see base.py for the stages and the gate's hook points that run them.
 
 None of them applies to the fault IMDS's own calls (faultcore.caller, read by gate.py):
 IMDS staleness is modelled by the IMDS's fault kinds, not by the EC2 API's.
@@ -14,13 +15,14 @@ IMDS staleness is modelled by the IMDS's fault kinds, not by the EC2 API's.
 
 from __future__ import annotations
 
+import asyncio
 import random
 import threading
 import time
 from collections import deque
 
 from cnikit.cloud.errors import Ec2Error
-from cnikit.cloud.faults.base import KINDS, MAX_LAG_S, Call, Ec2Fault
+from cnikit.cloud.faults.base import AFTER, BEFORE, DESCRIBE, KINDS, MAX_LAG_S, Call, Ec2Fault
 from cnikit.errors import UsageError
 from faultcore.errors import SpecError
 
@@ -130,38 +132,55 @@ class FaultSet:
     def _firing(self, stage: str, call: Call) -> list[Ec2Fault]:
         """The stage's faults that act on this call, in order (lock held)."""
         self._expire(call.now)
-        for f in self._ordered[stage]:
+        faults = self._ordered.get(stage, ())
+        for f in faults:
             if f.target_matches(call):
                 self._reached[f.id] = self._reached.get(f.id, 0) + 1
-        return [f for f in self._ordered[stage] if f.fires(call, self.rng)]
+        return [f for f in faults if f.fires(call, self.rng)]
+
+    def run_hook(self, hook: str, action: str, region: str | None = None,
+                 params: dict[str, str] | None = None) -> Call:
+        """The one place a hook point's stages run: each stage registered at `hook`, in
+        order, on its firing faults; the Call carries what they decided."""
+        call = Call(action, time.monotonic(), self.rng, region, params)
+        if not self._faults:
+            return call
+        with self._lock:
+            for stage in KINDS.at(hook):
+                stage.run(self._firing(stage.name, call), call)
+        return call
+
+    async def before_call(self, action: str, region: str | None = None,
+                          params: dict[str, str] | None = None) -> None:
+        """The gate's hook point before a call is served: wait the stages' delay, then raise
+        their error (an Ec2Error) if any."""
+        if not self._faults:
+            return
+        call = self.run_hook(BEFORE, action, region, params)
+        if call.delay:
+            await asyncio.sleep(call.delay)
+        if call.error is not None:
+            raise call.error
 
     def on_request(self, action: str, region: str | None = None
                    ) -> tuple[float, Ec2Error | None]:
-        """(delay in seconds, error to answer or None) for one call signed for `region`."""
+        """(delay in seconds, error to answer or None) for one call signed for `region`:
+        the "before" hook point without the waiting."""
         if not self._faults:
             return 0.0, None
-        call = Call(action, time.monotonic(), self.rng, region)
-        error = None
-        with self._lock:
-            for f in self._firing("request", call):
-                out = f.apply(call)
-                if error is None:
-                    error = out
-        return call.delay, error
+        call = self.run_hook(BEFORE, action, region)
+        return call.delay, call.error
 
     def on_response(self, action: str, region: str | None = None) -> Ec2Error | None:
-        """The error to answer instead of a call's success (which stands), or None."""
+        """The gate's hook point after a call that changed EC2 succeeded: the error to
+        answer instead of its success (which stands), or None."""
         if not self._faults:
             return None
-        call = Call(action, time.monotonic(), self.rng, region)
-        with self._lock:
-            return next((e for f in self._firing("response", call)
-                         if (e := f.apply(call)) is not None), None)
+        return self.run_hook(AFTER, action, region).error
 
     def describe_lag(self, region: str | None = None) -> float:
-        """Seconds of lag for this DescribeNetworkInterfaces call (0: the current state)."""
+        """The gate's describe hook point: seconds of lag for this DescribeNetworkInterfaces
+        call (0: the current state)."""
         if not self._faults:
             return 0.0
-        call = Call("DescribeNetworkInterfaces", time.monotonic(), self.rng, region)
-        with self._lock:
-            return max((f.age() for f in self._firing("describe", call)), default=0.0)
+        return self.run_hook(DESCRIBE, "DescribeNetworkInterfaces", region).lag

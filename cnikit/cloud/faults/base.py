@@ -1,15 +1,27 @@
-"""The EC2 fault family: its target (an API action, a region) and what its two stages hand a kind.
+"""The EC2 fault family: its target (an API action, a region), its stages, and what each
+stage hands a kind.
 
 The model itself (duration, the one probability roll, jitter, validation, the registry) is
 faultcore's, shared with the fault IMDS. A kind is one class in its own file in this package
-(discovered by `cnikit.cloud.faults`), declaring its `stage` and `order`:
-- "request" kinds act before a call is served: `apply(call)` returns an Ec2Error to
-  answer, or None; it may add to `call.delay` (seconds to wait first). Every matching fault
-  fires (delays add up); the first error by order answers.
-- "response" kinds act after a call that changed EC2 succeeded: `apply(call)` returns an
-  Ec2Error to answer instead of the success (the change stands), or None.
-- "describe" kinds change which state DescribeNetworkInterfaces answers from: `age()`, in
-  seconds (the gate keeps MAX_LAG_S of history; the largest age that fires wins).
+(discovered by `cnikit.cloud.faults`), declaring its `stage` and `order`, its `params`
+(check, default, help: the control API and GET /_cnikit/kinds read them) and, when random
+chaos may draw it, its `chaos`.
+
+Stages are registered here (`KINDS.add_stage`); a new one is one more registration, in this
+file or in a module of its own in this package. The gate calls three hook points, each
+from one place (`FaultSet.before_call`, `on_response`, `describe_lag`), and each runs every
+stage registered at it on one `Call`, which carries what the hook lets a stage change:
+- hook "before" (before a call is served): `call.delay` (seconds to wait first, they add
+  up), `call.error` (an Ec2Error to answer instead; the first set wins), `call.params`
+  (the call's parameters). The "request" stage: `apply(call)` returns an Ec2Error to answer,
+  or None; it may add to `call.delay`. Every matching fault fires; the first error by order
+  answers.
+- hook "after" (after a call that changed EC2 succeeded): `call.error`, answered instead of
+  the success (the change stands). The "response" stage: `apply(call)` returns an Ec2Error,
+  or None; the first one answers.
+- hook "describe" (which state DescribeNetworkInterfaces answers from): `call.lag`, in
+  seconds (the gate keeps MAX_LAG_S of history). The "describe" stage: kinds' `age()`, the
+  largest that fires wins.
 Every fault's `target` names one `action` and one `region` (the region a call is signed
 for); a field left out matches all of them. The spec has the fault IMDS's shape:
 `{"kind": K, "target": {"action": A, "region": R}, "duration": s, "probability": p, ...}`.
@@ -22,30 +34,84 @@ from typing import Any
 
 from cnikit.cloud.errors import Ec2Error
 from faultcore.errors import SpecError
-from faultcore.fault import Fault, Kinds, Param, choice, jittered_delay, number, optional
+from faultcore.fault import (
+    Chaos,
+    Fault,
+    Kinds,
+    Param,
+    choice,
+    integer,
+    jittered_delay,
+    number,
+    optional,
+)
+from faultcore.stage import Stage
 
 __all__ = [
-    "KINDS", "MAX_LAG_S", "TARGET_KEYS", "Call", "Ec2Error", "Ec2Fault", "Param", "choice",
-    "jittered_delay", "number", "optional",
+    "AFTER", "BEFORE", "DESCRIBE", "KINDS", "MAX_LAG_S", "TARGET_KEYS", "Call", "Chaos",
+    "Ec2Error", "Ec2Fault", "Param", "Stage", "choice", "integer", "jittered_delay", "number",
+    "optional",
 ]
 
-KINDS = Kinds("EC2 fault kind", ("request", "response", "describe"))
 TARGET_KEYS = ("action", "region")
 # The gate keeps this much history of its mirror for describe-stage kinds.
 MAX_LAG_S = 300.0
 
 
 class Call:
-    """What EC2 fault kinds see of one API call."""
+    """What EC2 fault kinds see of one API call, and what the stages of its hook point
+    decide (see the module docstring)."""
 
-    __slots__ = ("action", "region", "now", "rng", "delay")
+    __slots__ = ("action", "region", "now", "rng", "delay", "params", "error", "lag")
 
-    def __init__(self, action: str, now: float, rng: random.Random, region: str | None = None):
+    def __init__(self, action: str, now: float, rng: random.Random, region: str | None = None,
+                 params: dict[str, str] | None = None):
         self.action = action
         self.region = region
         self.now = now
         self.rng = rng
+        self.params = params
         self.delay = 0.0
+        self.error: Ec2Error | None = None
+        self.lag = 0.0
+
+
+# The gate's hook points (see the module docstring).
+BEFORE, AFTER, DESCRIBE = "before", "after", "describe"
+
+
+class RequestStage(Stage):
+    """Every firing fault acts (delays add up); the first error by order answers."""
+
+    def run(self, faults, call: Call) -> None:
+        for f in faults:
+            out = f.apply(call)
+            if call.error is None:
+                call.error = out
+
+
+class ResponseStage(Stage):
+    """The first firing fault that answers an error replaces the success."""
+
+    def run(self, faults, call: Call) -> None:
+        if call.error is None:
+            call.error = next((e for f in faults if (e := f.apply(call)) is not None), None)
+
+
+class DescribeStage(Stage):
+    """DescribeNetworkInterfaces answers from the largest age that fires."""
+
+    def run(self, faults, call: Call) -> None:
+        call.lag = max([call.lag, *(f.age() for f in faults)])
+
+
+KINDS = Kinds("EC2 fault kind")
+KINDS.add_stage(RequestStage("request", hook=BEFORE,
+                             description="before a call is served: an error or a delay"))
+KINDS.add_stage(ResponseStage("response", hook=AFTER,
+                              description="after a change took effect: an error answered"))
+KINDS.add_stage(DescribeStage("describe", hook=DESCRIBE,
+                              description="the age of the state DescribeNetworkInterfaces shows"))
 
 
 class Ec2Fault(Fault):

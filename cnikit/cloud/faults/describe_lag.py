@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from cnikit.cloud.faults.base import MAX_LAG_S, Ec2Fault, Param, number
+from cnikit.cloud.faults.base import MAX_LAG_S, Chaos, Ec2Fault, Param, number
 
 
 class DescribeLag(Ec2Fault):
@@ -9,8 +9,9 @@ class DescribeLag(Ec2Fault):
 
     kind = "describe_lag"
     stage = "describe"
-    params = {"seconds": Param(number(0, MAX_LAG_S), 5.0)}
+    params = {"seconds": Param(number(0, MAX_LAG_S), 5.0, help="how far behind")}
     description = "DescribeNetworkInterfaces shows the state of `seconds` ago"
+    chaos = Chaos(rank=4, draw=lambda rng: {"seconds": round(rng.uniform(0.5, 4.0), 2)})
 
     def age(self) -> float:
         return self.seconds

@@ -12,3 +12,4 @@ class LostResponse(Error):
     stage = "response"
     order = 10
     description = "the call takes effect, then `code` is answered (a lost response)"
+    chaos = None  # random chaos does not draw it (Error's draw is not inherited)

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from cnikit.cloud.faults.base import Call, Ec2Error, Ec2Fault, Param, number, optional
+from cnikit.cloud.faults.base import Call, Chaos, Ec2Error, Ec2Fault, Param, number, optional
 
 
 class Throttle(Ec2Fault):
@@ -12,10 +12,12 @@ class Throttle(Ec2Fault):
     stage = "request"
     order = 10  # first: a throttled call is refused before it could fail otherwise
     params = {
-        "rate": Param(optional(number(0, None, lo_open=True)), None),
-        "burst": Param(optional(number(0, None, lo_open=True)), None),
+        "rate": Param(optional(number(0, None, lo_open=True)), None, help="calls per second"),
+        "burst": Param(optional(number(0, None, lo_open=True)), None,
+                       help="bucket size (default: the rate)"),
     }
     description = "RequestLimitExceeded (503), beyond `rate` calls/s (`burst`) when given"
+    chaos = Chaos(rank=1, draw=lambda rng: {"probability": round(rng.uniform(0.2, 0.8), 2)})
 
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)

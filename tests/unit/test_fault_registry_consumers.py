@@ -1,0 +1,267 @@
+"""Every consumer of the fault kinds registries sees a kind, or a stage, defined in a module
+(here, in a fixture of this one) with nothing else edited: `fault-imds add`'s options, both
+servers' GET .../kinds, random chaos's draw, the report's fault labels, and the servers'
+hook points, which run a newly registered stage. The throwaway kinds and stages are removed
+after each test (Kinds.remove, Kinds.remove_stage).
+
+The one-file story end to end, with the packages copied and run as a user runs them, is
+tests/unit/test_fault_kinds.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import urllib.request
+
+import pytest
+from click.testing import CliRunner
+
+from cnikit.cloud.faults import KINDS as EC2_FAULTS
+from cnikit.cloud.faults.base import BEFORE, Call, Chaos, Ec2Fault, Param, Stage
+from fault_imds.cli import cli as fault_imds_cli
+from fault_imds.client import FaultClient
+from fault_imds.faults import KINDS as IMDS_FAULTS
+from fault_imds.faults.base import REQUEST, Answer, ImdsFault
+from fault_imds.server import ImdsServer
+from faultcore.fault import integer
+from tests.unit.imds_support import Imds
+
+SEED = 20261130
+
+
+# -- throwaway kinds and stages -----------------------------------------------------------------
+
+
+@pytest.fixture
+def truncate():
+    """An IMDS request-stage kind with a new attribute (`bytes`) that changes the body."""
+
+    class Truncate(ImdsFault):
+        """Serve only the first `bytes` bytes of the entry."""
+
+        kind = "truncate"
+        stage = "request"
+        order = 35
+        uses_probability = True
+        targets = ("instance_id", "mac", "eni_id", "path")
+        params = {"bytes": Param(integer(0, 1 << 20), help="bytes kept")}
+        description = "serve only the first `bytes` bytes"
+        chaos = Chaos(rank=7, draw=lambda rng: {"bytes": rng.randint(0, 16)})
+
+        async def apply(self, req):
+            body = req.served()
+            return None if body is None else Answer(200, body=body[:self.bytes])
+
+    yield Truncate
+    IMDS_FAULTS.remove("truncate")
+
+
+class ParamsStage(Stage):
+    """A stage at the gate's "before" hook point that lets its faults rewrite a call's
+    parameters (`apply(call)` edits `call.params`)."""
+
+    def run(self, faults, call: Call) -> None:
+        for f in faults:
+            f.apply(call)
+
+
+@pytest.fixture
+def partial():
+    """An EC2 kind on a new stage ("params", registered here): an Assign gets at most `keep`
+    of the addresses it asks for."""
+    EC2_FAULTS.add_stage(ParamsStage("params", hook=BEFORE, order=5,
+                                     description="the call's parameters, rewritten"))
+
+    class Partial(Ec2Fault):
+        kind = "partial"
+        stage = "params"
+        params = {"keep": Param(integer(1, 10), 1, help="addresses assigned at most")}
+        description = "an Assign gets at most `keep` of the addresses it asks for"
+        chaos = Chaos(rank=5, draw=lambda rng: {"keep": rng.randint(1, 3)})
+
+        def apply(self, call: Call) -> None:
+            count = "SecondaryPrivateIpAddressCount"
+            if call.params is not None and count in call.params:
+                call.params[count] = str(min(int(call.params[count]), self.keep))
+
+    yield Partial
+    EC2_FAULTS.remove("partial")
+    EC2_FAULTS.remove_stage("params")
+
+
+@pytest.fixture
+def early():
+    """An IMDS stage at the request hook point that runs before the request stage."""
+
+    class EarlyStage(Stage):
+        async def run(self, faults, req):
+            for f in faults:
+                return await f.apply(req)
+            return None
+
+    IMDS_FAULTS.add_stage(EarlyStage("early", hook=REQUEST, order=-1))
+
+    class Teapot(ImdsFault):
+        kind = "early_teapot"
+        stage = "early"
+        uses_probability = True
+        targets = ("instance_id", "path")
+        description = "answer 418 before any request-stage fault"
+
+        async def apply(self, req):
+            return Answer(418, body=b"short and stout")
+
+    yield Teapot
+    IMDS_FAULTS.remove("early_teapot")
+    IMDS_FAULTS.remove_stage("early")
+
+
+# -- servers --------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def instance(gate_cloud):
+    return gate_cloud.bootstrap(nodes=1, vpc_cidr="10.77.0.0/16",
+                                subnet_cidr="10.77.1.0/24").instances[0]
+
+
+@pytest.fixture(scope="module")
+def server(gate_cloud, instance):
+    s = ImdsServer(ec2_endpoint=gate_cloud.endpoint, instance_id=instance.instance_id,
+                   seed=SEED).start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def fc(server):
+    client = FaultClient(server.control_url)
+    client.clear()
+    yield client
+    client.clear()
+
+
+def get_json(url: str):
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return json.loads(r.read())
+
+
+# -- the consumers ----------------------------------------------------------------------------
+
+
+def test_fault_imds_add_offers_a_new_kinds_attribute(truncate, server, fc, instance):
+    runner = CliRunner()
+    helped = runner.invoke(fault_imds_cli, ["add", "--help"])
+    assert "--bytes INTEGER" in helped.output and "truncate: bytes kept." in helped.output
+    added = runner.invoke(fault_imds_cli, ["add", "truncate", "--bytes", "4", "--path",
+                                           "*/instance-id", "--control-url", server.control_url])
+    assert added.exit_code == 0, added.output
+    fid = added.output.strip()
+    assert [(f["id"], f["kind"], f["bytes"]) for f in fc.list()] == [(fid, "truncate", 4)]
+    bad = runner.invoke(fault_imds_cli, ["add", "truncate", "--bytes", "many"])
+    assert bad.exit_code == 2 and "'many' is not a valid integer" in bad.output
+    # The old options are generated too, with their types and help.
+    assert "--status INTEGER" in helped.output and "error: HTTP status." in helped.output
+    IMDS_FAULTS.remove("truncate")
+    assert "--bytes" not in runner.invoke(fault_imds_cli, ["add", "--help"]).output
+
+
+def test_a_request_stage_fault_may_change_the_body(truncate, server, fc, instance):
+    imds = Imds(server.url, instance.instance_id)
+    path = "/latest/meta-data/instance-id"
+    assert imds.text(path) == instance.instance_id
+    fc.add("truncate", target={"path": "*/instance-id"}, bytes=4)
+    status, body, ctype = imds.get(path)
+    assert (status, body) == (200, instance.instance_id[:4]) and ctype.startswith("text/plain")
+    assert imds.text("/latest/meta-data/local-ipv4") == instance.primary_ip  # untargeted
+    fc.add("truncate", target={"path": "*/no-such-entry"}, bytes=4)
+    assert imds.get("/latest/meta-data/no-such-entry")[0] == 404  # nothing to cut: 404 stands
+
+
+def test_both_kinds_endpoints_list_new_kinds_and_their_params(truncate, partial, server,
+                                                               gate_cloud):
+    imds = get_json(server.control_url + "/kinds")
+    assert imds["truncate"]["stage"] == "request" and imds["truncate"]["order"] == 35
+    assert imds["truncate"]["params"] == {"bytes": {
+        "required": True, "check": "an integer in 0..1048576", "help": "bytes kept"}}
+    assert imds["truncate"]["chaos"] is True
+    assert imds["error"]["params"]["status"] == {
+        "required": False, "default": 500, "check": "an integer in 400..599",
+        "help": "HTTP status"}
+    ec2 = get_json(gate_cloud.endpoint + "/_cnikit/kinds")
+    assert ec2["partial"]["stage"] == "params"
+    assert ec2["partial"]["params"]["keep"]["default"] == 1
+    assert set(ec2) == set(EC2_FAULTS) and ec2["lost_response"]["chaos"] is False
+    assert ec2["describe_lag"]["params"]["seconds"]["check"] == "a number >= 0 and <= 300"
+
+
+def test_random_chaos_draws_new_kinds_with_their_attributes(truncate, partial):
+    from cnikit.scenarios.random_chaos import make_schedule
+
+    ops = [op for seed in range(1, 6) for op in make_schedule(seed, 60)]
+    cut = [op for op in ops if op["op"] == "imds" and op["kind"] == "truncate"]
+    part = [op for op in ops if op["op"] == "ec2" and op["kind"] == "partial"]
+    assert cut and all(0 <= op["bytes"] <= 16 for op in cut)
+    assert part and all(1 <= op["keep"] <= 3 for op in part)
+
+
+# What random chaos drew for seeds 1..5 over 60 s when the kinds began to declare their draws
+# (the draw of IMDS_KINDS and EC2_KINDS, the lists the scenario had). A seed's schedule is
+# what its verdicts are tested on: a new drawable kind changes every seed's schedule, so
+# making a kind drawable updates this digest on purpose, and says so.
+DRAWN = {"imds": ["stale", "missing", "lag", "error", "latency", "drop"],
+         "ec2": ["throttle", "error", "latency", "describe_lag"]}
+DIGEST = "bc5daf54063c177dd7deb4a7b45c8f182053a2cdd9a471e54cdfb41f83bc36f3"
+
+
+def test_existing_seeds_draw_the_schedules_they_drew():
+    from cnikit.scenarios.random_chaos import make_schedule
+
+    drawn = {"imds": [k.kind for k in IMDS_FAULTS.drawable()],
+             "ec2": [k.kind for k in EC2_FAULTS.drawable()]}
+    assert drawn == DRAWN, "the drawable kinds changed: every seed's schedule did too"
+    schedules = json.dumps([make_schedule(seed, 60.0) for seed in range(1, 6)])
+    assert hashlib.sha256(schedules.encode()).hexdigest() == DIGEST
+
+
+def test_the_reports_fault_label_shows_a_new_kinds_attributes(truncate):
+    from cnikit.report.timeline import _fault_label
+
+    fault = {"id": "f1", "kind": "truncate", "target": {"path": "*/mac"}, "duration": None,
+             "probability": 0.5, "bytes": 4}
+    assert _fault_label(fault) == "IMDS truncate bytes=4 probability=0.5 (path=*/mac)"
+    # The built-in kinds' labels: attributes at a default that says nothing are left out.
+    assert _fault_label({"kind": "latency", "ms": 100.0, "jitter_ms": 0.0,
+                         "probability": 1.0}) == "IMDS latency ms=100.0 probability=1.0"
+    assert _fault_label({"kind": "error", "status": 500, "probability": 0.5}) == \
+        "IMDS error status=500 probability=0.5"
+
+
+# -- the hook points run registered stages ----------------------------------------------------
+
+
+def test_the_gate_runs_a_stage_registered_from_a_module(partial, gate_cloud, instance):
+    ec2 = gate_cloud.client()
+    eni = instance.primary_eni_id
+    fid = gate_cloud.gate.faults.add("partial", target={"action": "AssignPrivateIpAddresses"},
+                                     keep=1)
+    try:
+        got = ec2.assign_private_ip_addresses(NetworkInterfaceId=eni,
+                                              SecondaryPrivateIpAddressCount=3)
+        assert len(got["AssignedPrivateIpAddresses"]) == 1
+        assert gate_cloud.gate.faults.reached()[fid] == 1
+    finally:
+        gate_cloud.gate.faults.clear()
+    got = ec2.assign_private_ip_addresses(NetworkInterfaceId=eni, SecondaryPrivateIpAddressCount=2)
+    assert len(got["AssignedPrivateIpAddresses"]) == 2
+
+
+def test_the_imds_runs_a_stage_registered_from_a_module(early, server, fc, instance):
+    imds = Imds(server.url, instance.instance_id)
+    fc.add("error", target={"instance_id": instance.instance_id}, status=503)
+    assert imds.get("/latest/meta-data/ami-id")[0] == 503
+    fc.add("early_teapot", target={"path": "*/ami-id"})
+    status, body, _ = imds.get("/latest/meta-data/ami-id")
+    assert (status, body) == (418, "short and stout")  # the early stage answers first
+    assert imds.get("/latest/meta-data/instance-id")[0] == 503
