@@ -20,7 +20,7 @@ from cnikit.scenarios.engine.waits import Waits
 
 class Ctx(Waits, Pods, Nemesis, Observe):
     """Clients, nemesis and waits for one run. Times given to a scenario in upstream seconds
-    go through `ctx.t()` (the run's time scale)."""
+    go through `ctx.run_seconds()` (the run's time scale)."""
 
     def __init__(self, cluster, watch, seed: int, profile: str, scale: float,
                  duration: float | None, on_step: Callable | None = None,

@@ -79,7 +79,7 @@ class Observe:
             self.adapt(f"node {node} made no reconcile read of its ENI list from IMDS "
                        f"since the run began: no pass to wait for")
             return time.time()
-        timeout = timeout or max(10.0, self.t(60) * (n + 2))
+        timeout = timeout or max(10.0, self.run_seconds(60) * (n + 2))
         read = "request(s) for" if attempts else "full read(s) of"
         self.precondition(lambda: reads() >= n, timeout,
                           f"{n} {read} node {node}'s ENI list from IMDS (reconcile passes)")
@@ -92,7 +92,7 @@ class Observe:
         if key in self._reconciling:
             return True
         ever = self.reconcile_reads(node, 0, attempts)
-        window = max(3.0, self.t(120))
+        window = max(3.0, self.run_seconds(120))
         try:
             self.wait_until(lambda: ever() >= 1, max(0.0, window - self.elapsed()), "")
         except Liveness:
@@ -154,7 +154,7 @@ class Observe:
         wait until EC2 shows the node's ENIs and addresses unchanged for a decrease interval
         and a pool pass. No target is asked for: a build whose own view went wrong may sit
         short of it. Never steady: Precondition."""
-        settle = max(0.8, self.t(35))
+        settle = max(0.8, self.run_seconds(35))
         seen = {"key": None, "since": 0.0}
 
         def steady():
@@ -177,7 +177,7 @@ class Observe:
         returns False. EC2 never steady within `timeout`: Precondition."""
         from cnikit.scenarios.blackbox import warm_target_met
 
-        quiet, settle = max(0.4, self.t(10)), max(0.8, self.t(35))
+        quiet, settle = max(0.4, self.run_seconds(10)), max(0.8, self.run_seconds(35))
         seen = {"key": None, "since": 0.0, "view": None, "short": False}
 
         def steady():

@@ -19,7 +19,9 @@ class Waits:
 
     # -- time ------------------------------------------------------------------------------
 
-    def t(self, upstream_seconds: float) -> float:
+    def run_seconds(self, upstream_seconds: float) -> float:
+        """Upstream seconds (an interval as upstream's daemon has it: 60 s reconcile, 30 s
+        IP cooldown) in this run's seconds: times the run's time scale (`scale`)."""
         return upstream_seconds * self.scale
 
     @property
