@@ -17,6 +17,7 @@ import html
 import math
 import textwrap
 
+from cnikit.check.checkers import CHECKERS, in_order
 from cnikit.report import cause
 from cnikit.report.rootcause import chain_groups
 from cnikit.report.summary import rel
@@ -34,7 +35,10 @@ CHAR_W = 7.2  # the widest average glyph of the 12px font: labels are packed by 
 
 # One colour per meaning: no two legend entries share one (tests/unit check it).
 C_EC2, C_IMDS, C_DAEMON, C_DIFF = "#4e79a7", "#59a14f", "#8c6bb1", "#f28e2b"
-C_POD, C_LOST, C_NOTOWNED, C_SHARED = "#c9d6c2", "#3d3d3d", "#ff9da7", "#bcbd22"
+C_POD = "#c9d6c2"
+# A violation on a pod's lane is drawn in its checker's colour (Checker.colour); one whose
+# checker declares none is drawn dark, as a lost pod is.
+C_VIOLATION_DEFAULT = "#3d3d3d"
 C_FAULT, C_VIOL = "#edc948", "#d62728"
 C_HOLDER, C_FAILED = "#a0cbe8", "#999999"
 C_ADD, C_TAKE = "#17becf", "#8c564b"
@@ -400,7 +404,7 @@ def render_svg(tl: Timeline, violations: list[dict]) -> str:
                 by_pod.setdefault(p, []).append(v)
         else:
             by_pod.setdefault(pod, []).append(v)
-    colors = {"unreachable": C_LOST, "ip-not-owned": C_NOTOWNED, "shared-ip": C_SHARED}
+    colors = {kind: c.colour for kind, c in CHECKERS.items() if c.colour}
     for p in tl.pods:
         svg.label(f"{p.name}  {p.ip}", svg.y, indent=14,
                   title=f"{p.name} on {p.instance_id} (node {p.node}), IP {p.ip}")
@@ -413,7 +417,7 @@ def render_svg(tl: Timeline, violations: list[dict]) -> str:
             # Lost connectivity fills the lane; the other kinds are a strip along its bottom.
             h = LANE_H if kind == "unreachable" else 5
             y = svg.y if kind == "unreachable" else svg.y + LANE_H - 5
-            svg.rect(v["since"], until, y, colors.get(kind, C_LOST),
+            svg.rect(v["since"], until, y, colors.get(kind, C_VIOLATION_DEFAULT),
                      f"{kind} {rel(tl, v['since'])} .. {rel(tl, v.get('until'))}",
                      "lost" if kind == "unreachable" else "", h=h, cls="viol")
         svg.y += LANE_H + LANE_GAP
@@ -498,6 +502,14 @@ dl.terms dt{font-weight:600} dl.terms dd{margin:0}
 """.replace("%(min)s", str(WIDTH)).replace("%(max)s", str(round(WIDTH * MAX_ZOOM))).replace(
     "%(narrow)s", str(WIDTH + 2 * 20 + 60))
 
+def legend_rows() -> list[tuple[str, str]]:
+    """(colour, words) of the chart's legend: the kit's own (LEGEND), each checker that
+    declares a colour (Checker.colour, Checker.legend) in the order runs step them, and the
+    violation marker."""
+    checkers = [(c.colour, c.legend or kind) for kind, c in in_order() if c.colour]
+    return LEGEND + checkers + [(C_VIOL, "violation (numbered)")]
+
+
 LEGEND = [
     (C_EC2, "EC2 (DescribeNetworkInterfaces: the truth)"),
     (C_IMDS, "IMDS served, same IPs as EC2"),
@@ -510,10 +522,6 @@ LEGEND = [
     (C_FAILED, "EC2 call refused or failed"),
     (C_HOLDER, "pod using the IP"),
     (C_POD, "pod connected"),
-    (C_LOST, "pod unreachable (went dark)"),
-    (C_NOTOWNED, "pod IP not held by its node in EC2"),
-    (C_SHARED, "IP shared by two pods"),
-    (C_VIOL, "violation (numbered)"),
 ]
 
 
@@ -533,7 +541,7 @@ def render(doc: dict, tl: Timeline) -> str:
         + (f' <a href="#cause-{letter[n + 1]}">(root cause: chain {letter[n + 1]})</a>'
            if n + 1 in letter else "") + "</li>"
         for n, line in enumerate(doc.get("summary") or []))
-    legend = "".join(f'<span><i style="background:{c}"></i>{esc(t)}</span>' for c, t in LEGEND)
+    legend = "".join(f'<span><i style="background:{c}"></i>{esc(t)}</span>' for c, t in legend_rows())
     vrows = "".join(
         f"<tr><td>{n}</td><td>{esc(v.get('kind'))}</td><td>{esc(v.get('subject'))}</td>"
         f"<td>{esc(rel(tl, v.get('since')))}</td><td>{esc(rel(tl, v.get('until')))}</td>"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 SCENARIO = "scenario"  # history process of the scenario's own step markers
+LIVENESS = "liveness"  # the engine's own violation kind (no checker: the run finds it)
 
 
 class ScenarioFailed(Exception):
@@ -50,7 +51,7 @@ class Liveness(ScenarioFailed):
 def liveness_record(subject: str, what: str, evidence: dict | None = None,
                     at: float | None = None) -> dict:
     """A violation record of kind "liveness", shaped like the checkers' (cnikit.check)."""
-    return {"kind": "liveness", "subject": subject, "since": time.time() if at is None else at,
+    return {"kind": LIVENESS, "subject": subject, "since": time.time() if at is None else at,
             "until": None, "severity": "violation",
             "detail": {"what": what, "evidence": dict(evidence or {})}}
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
+
+from cnikit.check.checkers import checker_of
+from cnikit.scenarios.engine.outcomes import LIVENESS
 
 
 @dataclass
@@ -62,36 +64,22 @@ class RunResult:
         kept = set(list(firsts.values())[:limit])
         kept |= set([i for i in by_time if i not in kept][:limit - len(kept)])
         for v in [self.violations[i] for i in by_time if i in kept]:
-            until = "" if v.get("until") is None else f" until +{v['until'] - self.started:.2f}s"
-            if v["kind"] == "liveness":
+            if v["kind"] == LIVENESS:
                 out.append(f"+{v['since'] - self.started:.2f}s liveness: {v['subject']} ({v['what']})")
                 continue
-            out.append(f"+{v['since'] - self.started:.2f}s{until} {v['kind']}: pod {v['pod'] or '-'} "
-                       f"ip {v['ip'] or '-'} ({v['what']})")
+            out.append(checker_of(v["kind"]).evidence_line(v, self.started))
         if len(self.violations) > limit:
             out.append(f"... and {len(self.violations) - limit} more")
         return out
 
 
 def _describe(v: dict, pods: dict[str, dict]) -> dict:
+    """The violation with its pod, IP and what happened (its checker's Checker.describe; a
+    liveness violation is the engine's own)."""
+    if v["kind"] != LIVENESS:
+        return {**v, **checker_of(v["kind"]).describe(v, pods)}
     d = v.get("detail") or {}
-    if v["kind"] == "shared-ip":
-        ip, pod = v["subject"], ",".join(d.get("pods", []))
-        what = f"IP held by pods {', '.join(d.get('pods', []))} ({d.get('evidence')})"
-    elif v["kind"] == "ip-not-owned":
-        pod, ip = v["subject"], d.get("ip")
-        what = f"EC2 assigns it to {d.get('held_by') or 'nobody'}, not the pod's node {d.get('node')}"
-    elif v["kind"] == "unreachable":
-        pod = v["subject"]
-        ip = pods.get(pod, {}).get("ip")
-        what = f"no answer from {d.get('failing_pairs')} peers"
-    elif v["kind"] == "liveness":
-        pod, ip = v["subject"], None
-        ev = d.get("evidence") or {}
-        what = d.get("what", "") + (f" [{'; '.join(f'{k}: {x}' for k, x in ev.items())}]"
-                                    if ev else "")
-    else:  # a checker that words its own evidence says `what`; else its detail as it is
-        pod, ip = v["subject"], d.get("ip")
-        what = d.get("what") or json.dumps(d, default=str)
-    return {**v, "pod": pod, "ip": ip, "what": what}
-
+    ev = d.get("evidence") or {}
+    what = d.get("what", "") + (f" [{'; '.join(f'{k}: {x}' for k, x in ev.items())}]"
+                                if ev else "")
+    return {**v, "pod": v["subject"], "ip": None, "what": what}
