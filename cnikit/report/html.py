@@ -502,6 +502,7 @@ dl.terms dt{font-weight:600} dl.terms dd{margin:0}
 """.replace("%(min)s", str(WIDTH)).replace("%(max)s", str(round(WIDTH * MAX_ZOOM))).replace(
     "%(narrow)s", str(WIDTH + 2 * 20 + 60))
 
+
 def legend_rows() -> list[tuple[str, str]]:
     """(colour, words) of the chart's legend: the kit's own (LEGEND), each checker that
     declares a colour (Checker.colour, Checker.legend) in the order runs step them, and the
@@ -541,7 +542,8 @@ def render(doc: dict, tl: Timeline) -> str:
         + (f' <a href="#cause-{letter[n + 1]}">(root cause: chain {letter[n + 1]})</a>'
            if n + 1 in letter else "") + "</li>"
         for n, line in enumerate(doc.get("summary") or []))
-    legend = "".join(f'<span><i style="background:{c}"></i>{esc(t)}</span>' for c, t in legend_rows())
+    legend = "".join(f'<span><i style="background:{c}"></i>{esc(t)}</span>'
+                     for c, t in legend_rows())
     vrows = "".join(
         f"<tr><td>{n}</td><td>{esc(v.get('kind'))}</td><td>{esc(v.get('subject'))}</td>"
         f"<td>{esc(rel(tl, v.get('since')))}</td><td>{esc(rel(tl, v.get('until')))}</td>"

@@ -119,9 +119,9 @@ class Checker:
         """The report's sentence for the violation (cnikit.report.summary), or None for the
         report's own: "<kind> on <subject> at +t until +t". `say` reads the run for it
         (cnikit.report.summary.Say): `say.span` ("at +t until +t"), `say.at(t)` ("+t"),
-        `say.pod(name)` (with
-        `ip` and `start`, or None), `say.cause(ip, at, since)` (the EC2 change that took ip
-        away, in words, or None) and `say.root` ("; root cause: ..." or "")."""
+        `say.pod(name)` (with `ip` and `start`, or None), `say.cause(ip, at, since)` (the EC2
+        change that took ip away, in words, or None) and `say.root` ("; root cause: ..." or
+        "")."""
         return None
 
     def _open(self, subject: str, at: float, **detail) -> None:
