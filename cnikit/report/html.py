@@ -17,7 +17,7 @@ import html
 import math
 import textwrap
 
-from cnikit.check.checkers import CHECKERS, in_order
+from cnikit.check.checkers import CHECKERS, checker_of, in_order
 from cnikit.report import cause
 from cnikit.report.rootcause import chain_groups
 from cnikit.report.summary import rel
@@ -198,8 +198,9 @@ def _violation_ips(tl: Timeline, violations: list[dict]) -> dict[str, list[int]]
     ips: dict[str, list[int]] = {}
     pod_ip = {p.name: p.ip for p in tl.pods}
     for n, v in enumerate(violations, 1):
-        kind, d = v.get("kind"), v.get("detail") or {}
-        ip = v.get("subject") if kind == "shared-ip" else d.get("ip") or pod_ip.get(v.get("subject"))
+        d = v.get("detail") or {}
+        ip = v.get("subject") if checker_of(v.get("kind") or "").subject_names == "ip" \
+            else d.get("ip") or pod_ip.get(v.get("subject"))
         if ip:
             ips.setdefault(ip, []).append(n)
     return dict(list(ips.items())[:8])
@@ -399,7 +400,7 @@ def render_svg(tl: Timeline, violations: list[dict]) -> str:
     by_pod: dict[str, list[dict]] = {}
     for v in violations:
         pod = v.get("subject")
-        if v.get("kind") == "shared-ip":
+        if checker_of(v.get("kind") or "").subject_names == "ip":
             for p in (v.get("detail") or {}).get("pods") or []:
                 by_pod.setdefault(p, []).append(v)
         else:
@@ -411,15 +412,18 @@ def render_svg(tl: Timeline, violations: list[dict]) -> str:
         svg.lane()
         svg.rect(p.start, p.end, svg.y, C_POD, f"{p.name} {p.ip} alive {rel(tl, p.start)} .. "
                  + (rel(tl, p.end) if p.deleted else "end"), "connected")
-        for v in sorted(by_pod.get(p.name, []), key=lambda v: v.get("kind") != "unreachable"):
+        # A violation whose checker has a lane word (a pod lost) fills the lane, drawn first;
+        # the others are a strip along its bottom.
+        for v in sorted(by_pod.get(p.name, []),
+                        key=lambda v: checker_of(v.get("kind") or "").lane_word is None):
             until = v.get("until") or tl.t1
             kind = v.get("kind", "")
-            # Lost connectivity fills the lane; the other kinds are a strip along its bottom.
-            h = LANE_H if kind == "unreachable" else 5
-            y = svg.y if kind == "unreachable" else svg.y + LANE_H - 5
+            word = checker_of(kind).lane_word
+            h = LANE_H if word is not None else 5
+            y = svg.y if word is not None else svg.y + LANE_H - 5
             svg.rect(v["since"], until, y, colors.get(kind, C_VIOLATION_DEFAULT),
                      f"{kind} {rel(tl, v['since'])} .. {rel(tl, v.get('until'))}",
-                     "lost" if kind == "unreachable" else "", h=h, cls="viol")
+                     word or "", h=h, cls="viol")
         svg.y += LANE_H + LANE_GAP
     _ip_stories(svg, violations)
     bottom = svg.y + 4

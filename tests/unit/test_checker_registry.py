@@ -143,6 +143,7 @@ def wrong_mtu():
         kind = "wrong-mtu"
         excusable = True
         colour, legend = "#123456", "pod with the wrong MTU"
+        lane_word, outcome_predicate = "mtu", "had the wrong MTU"
 
         def step(self, e, run):
             v = e["value"] or {}
@@ -157,6 +158,10 @@ def wrong_mtu():
         @classmethod
         def sentence(cls, v, say):
             return f"pod {v['subject']} got MTU {v['detail']['mtu']} {say.span}"
+
+        @classmethod
+        def symptom(cls, v, ip):
+            return f"pod {v['subject']} ({ip}) has MTU {v['detail']['mtu']}"
 
     yield WrongMtu
     CHECKERS.pop("wrong-mtu", None)
@@ -190,6 +195,15 @@ def _report(tmp_path, h: History) -> tuple[dict, str]:
     return json.loads(paths["json"].read_text()), paths["html"].read_text()
 
 
+def _symptom_and_outcome(doc: dict) -> tuple[str, str]:
+    """The violation's symptom (the last link of its root-cause chain) and the outcome line
+    the report makes of it."""
+    from cnikit.report.rootcause import outcome
+
+    chain = doc["violations"][0]["chain"]
+    return chain[-1]["text"], outcome([x for x in chain if x["step"] == "symptom"])
+
+
 def _excused(kind: str) -> bool:
     """Whether a violation of `kind` on a pod whose address the nemesis took is excused."""
     from cnikit.check.checkers import Violation
@@ -206,21 +220,24 @@ def _excused(kind: str) -> bool:
 
 
 def test_a_checker_says_how_its_violation_reads(wrong_mtu, tmp_path):
-    """Its evidence line, its report sentence, its colour on the pod's lane and in the
-    legend, and its excuse under the nemesis's own damage: all from the one class."""
+    """Its evidence line, its report sentence, symptom and outcome, its colour and word on
+    the pod's lane and in the legend, and its excuse under the nemesis's own damage: all
+    from the one class."""
     h = _one_pod("victim", "10.0.1.8")
     assert _evidence(h) == ["+2.00s wrong-mtu: pod victim ip 10.0.1.8 (MTU 1500, not the "
                             "VPC's 9001)"]
     doc, html = _report(tmp_path, h)
     assert doc["summary"] == ["pod victim got MTU 1500 at t=+0.00s (still at the end)"]
     assert 'background:#123456"></i>pod with the wrong MTU' in html
-    assert 'fill="#123456"' in html
+    assert 'fill="#123456"' in html and "mtu</text>" in html
+    assert _symptom_and_outcome(doc) == ("pod victim (10.0.1.8) has MTU 1500",
+                                         "pod victim had the wrong MTU")
     assert _excused("wrong-mtu")
 
 
 def test_a_checker_that_declares_nothing_reads_by_the_defaults(throwaway, tmp_path):
     """The evidence line says its detail as it is, the report says its kind, subject and
-    when, its lane is drawn in the default colour with no legend row, and the nemesis's
+    when, its lane is a strip in the default colour with no legend row, and the nemesis's
     damage never excuses it."""
     from cnikit.report.html import C_VIOLATION_DEFAULT, legend_rows
 
@@ -228,6 +245,7 @@ def test_a_checker_that_declares_nothing_reads_by_the_defaults(throwaway, tmp_pa
     assert _evidence(h) == ['+2.00s odd-octet: pod b ip 10.0.1.7 ({"ip": "10.0.1.7"})']
     doc, html = _report(tmp_path, h)
     assert doc["summary"] == ["odd-octet on b at t=+0.00s (still at the end)"]
-    assert f'fill="{C_VIOLATION_DEFAULT}"' in html
+    assert f'height="5" fill="{C_VIOLATION_DEFAULT}"' in html
     assert all(words != "odd-octet" for _, words in legend_rows())
+    assert _symptom_and_outcome(doc) == ("odd-octet: on b", "odd-octet: on b")
     assert not _excused("odd-octet")

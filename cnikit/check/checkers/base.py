@@ -73,6 +73,17 @@ class Checker:
     # a colour and the legend's words for it. None: the report's default colour, no legend.
     colour: str | None = None
     legend = ""
+    # Drawn over the whole lane with this word on it (a pod lost), not as a strip along the
+    # lane's bottom (None).
+    lane_word: str | None = None
+    # The report's outcome line (cnikit.report.rootcause) names the pods of this checker's
+    # violations together with this predicate ("pods p7, p8 went dark"), each pod by the
+    # first checker in run order that names it; None: each violation by itself (outcome).
+    outcome_predicate: str | None = None
+    # What a violation's subject names: "pod" (its IP is the detail's `ip`, else the pod's)
+    # or "ip" (the pods holding it are the detail's `pods`). The report reads it to place
+    # the violation on the pods' lanes and the IP's story.
+    subject_names = "pod"
 
     def __init_subclass__(cls, **kw) -> None:
         super().__init_subclass__(**kw)
@@ -106,6 +117,18 @@ class Checker:
         until = "" if v.get("until") is None else f" until +{v['until'] - started:.2f}s"
         return (f"+{v['since'] - started:.2f}s{until} {v['kind']}: pod {v['pod'] or '-'} "
                 f"ip {v['ip'] or '-'} ({v['what']})")
+
+    @classmethod
+    def symptom(cls, v: dict, ip: str | None) -> str | None:
+        """The last link of the report's root-cause chain, the symptom, in a few words ("pod
+        p1 (10.0.1.12) went dark"), or None: the detail's own `what` (cnikit.report.cause)."""
+        return None
+
+    @classmethod
+    def outcome(cls, ip: str | None, pods: list[str], symptom: str) -> str:
+        """One violation's part of the report's outcome line when the checker names no pods
+        together (outcome_predicate): its symptom's words by default."""
+        return symptom
 
     @classmethod
     def momentary(cls, v: dict) -> bool:

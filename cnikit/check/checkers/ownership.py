@@ -12,6 +12,7 @@ class Ownership(Checker):
     order = 30
     excusable = True  # an address the nemesis took is not the node's by its act
     colour, legend = "#ff9da7", "pod IP not held by its node in EC2"
+    outcome_predicate = "kept an address EC2 no longer gave the node"
 
     def __init__(self, options: dict | None = None) -> None:
         super().__init__(options)
@@ -35,6 +36,10 @@ class Ownership(Checker):
         return {"pod": v["subject"], "ip": d.get("ip"),
                 "what": f"EC2 assigns it to {d.get('held_by') or 'nobody'}, not the pod's node "
                         f"{d.get('node')}"}
+
+    @classmethod
+    def symptom(cls, v: dict, ip: str | None) -> str:
+        return f"pod {v.get('subject')}'s IP {ip} no longer held by its node in EC2"
 
     @classmethod
     def sentence(cls, v: dict, say) -> str:

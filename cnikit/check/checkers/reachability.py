@@ -12,6 +12,7 @@ class Reachability(Checker):
     order = 10
     excusable = True  # a pod whose address the nemesis took is dark by its act
     colour, legend = "#3d3d3d", "pod unreachable (went dark)"
+    lane_word, outcome_predicate = "lost", "went dark"
     # Blame shorter than one probe round: attribute() blames one side of the first failing
     # pair until the next pair shows which pod is lost.
     MOMENT = 0.1
@@ -50,6 +51,10 @@ class Reachability(Checker):
         d = v.get("detail") or {}
         return {"pod": v["subject"], "ip": pods.get(v["subject"], {}).get("ip"),
                 "what": f"no answer from {d.get('failing_pairs')} peers"}
+
+    @classmethod
+    def symptom(cls, v: dict, ip: str | None) -> str:
+        return f"pod {v.get('subject')} ({ip}) went dark"
 
     @classmethod
     def sentence(cls, v: dict, say) -> str:

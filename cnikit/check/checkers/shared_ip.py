@@ -10,6 +10,7 @@ class SharedIp(Checker):
     kind = "shared-ip"
     order = 20
     colour, legend = "#bcbd22", "IP shared by two pods"
+    subject_names = "ip"
 
     def __init__(self, options: dict | None = None) -> None:
         super().__init__(options)
@@ -55,6 +56,15 @@ class SharedIp(Checker):
         d = v.get("detail") or {}
         return {"pod": ",".join(d.get("pods", [])), "ip": v["subject"],
                 "what": f"IP held by pods {', '.join(d.get('pods', []))} ({d.get('evidence')})"}
+
+    @classmethod
+    def symptom(cls, v: dict, ip: str | None) -> str:
+        return f"IP {ip} held by more than one pod"
+
+    @classmethod
+    def outcome(cls, ip: str | None, pods: list[str], symptom: str) -> str:
+        return (f"{ip} was held by {len(pods) or 'more than one'} pods at once"
+                + (f" ({', '.join(pods)})" if pods else ""))
 
     @classmethod
     def sentence(cls, v: dict, say) -> str:
