@@ -263,9 +263,11 @@ class Invariants:
 
 def _what_broke(v: dict, history: list[dict]) -> str:
     """kind, pod and IP of a violation, in a few words."""
+    from cnikit.check.checkers import checker_of
+
     d = v.get("detail") or {}
-    if v["kind"] == "shared-ip":
-        return f"shared-ip {v['subject']} (pods {', '.join(d.get('pods') or []) or '?'})"
+    if checker_of(v["kind"]).subject_names == "ip":
+        return f"{v['kind']} {v['subject']} (pods {', '.join(d.get('pods') or []) or '?'})"
     ip = d.get("ip")
     if ip is None:
         ip = next((e["value"].get("ip") for e in reversed(history)

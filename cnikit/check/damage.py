@@ -4,8 +4,9 @@ When the nemesis moves an address a pod holds to another interface (`ec2-take-he
 operation with a start and an end), that pod is dark and its address is not its node's by
 the nemesis's own act: no build can prevent it. The window runs from the operation's start
 (recorded before the act) to its end (the address given back) plus `grace`, the time the
-fabric and the prober need to see it back. Within it, `unreachable` and `ip-not-owned` of
-the pods that held the address when the window opened (the victims) are excused; what the
+fabric and the prober need to see it back. Within it, the violations of the pods that held
+the address when the window opened (the victims) are excused when their checker says the
+nemesis's act can cause them (`Checker.excusable`: `unreachable`, `ip-not-owned`); what the
 build does with the address is not: a second pod given it, or a victim still dark after the
 window, stays a violation.
 
@@ -19,9 +20,15 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from cnikit.check.checkers.base import CHECKERS, checker_of
+
 TAKE_HELD = "ec2-take-held"  # the nemesis operation (cnikit.cluster.nemesis.Nemesis.take_held)
-EXCUSABLE = ("unreachable", "ip-not-owned")
 EXCUSED = "nemesis-damage"  # the kind an excused violation is reported under (a warning)
+
+
+def excusable() -> list[str]:
+    """The kinds whose checker says the nemesis's own act can cause them (Checker.excusable)."""
+    return sorted(kind for kind, c in CHECKERS.items() if c.excusable)
 
 
 @dataclasses.dataclass
@@ -86,13 +93,14 @@ class NemesisDamage:
 
     @staticmethod
     def _hits(w: Window, v, victims: set[str]) -> bool:
-        """v is of a kind the nemesis's act itself causes (EXCUSABLE) and about a pod the
-        window hit, or an `unreachable` whose failing peers are all pods the windows in
-        effect hit (the other side of their first failing pair, blamed for a moment). What
-        the build does with the address (a second pod on it, an early reuse) never is."""
-        if v.kind not in EXCUSABLE:
+        """v is of a kind the nemesis's act itself causes (Checker.excusable) and about a
+        pod the window hit, or one whose failing peers (an `unreachable`'s detail) are all pods
+        the windows in effect hit (the other side of their first failing pair, blamed for a
+        moment). What the build does with the address (a second pod on it, an early reuse)
+        never is."""
+        if not checker_of(v.kind).excusable:
             return False
         if v.subject in w.pods:
             return True
         peers = set(v.detail.get("peers") or ())
-        return v.kind == "unreachable" and bool(peers & w.pods) and peers <= victims
+        return bool(peers & w.pods) and peers <= victims

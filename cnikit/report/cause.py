@@ -19,6 +19,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, replace
 
+from cnikit.check.checkers import checker_of
 from cnikit.report.timeline import Span, Timeline, nemesis_fields, sorted_ips
 
 # An EC2 change this long after the symptom's first sight still counts as its cause: the
@@ -289,8 +290,8 @@ def to_json(tl: Timeline, links: list[dict]) -> list[dict]:
 
 
 def _subject(tl: Timeline, v: dict):
-    kind, d = v.get("kind"), v.get("detail") or {}
-    if kind == "shared-ip":
+    d = v.get("detail") or {}
+    if checker_of(v.get("kind") or "").subject_names == "ip":
         return v.get("subject"), None
     pod = next((p for p in tl.pods if p.name == v.get("subject")), None)
     ip = d.get("ip") or (pod.ip if pod else None)
@@ -299,14 +300,13 @@ def _subject(tl: Timeline, v: dict):
 
 def _symptom(tl: Timeline, v: dict, ip: str, pod) -> dict:
     kind, subject = v.get("kind"), v.get("subject")
-    text = {"unreachable": f"pod {subject} ({ip}) went dark",
-            "ip-not-owned": f"pod {subject}'s IP {ip} no longer held by its node in EC2",
-            "shared-ip": f"IP {ip} held by more than one pod"}.get(kind)
-    # A checker that words its own evidence (early-reuse names the previous holder, when it
-    # was deleted and the cooldown the reuse fell inside) says it better than its kind.
-    text = text or f"{kind}: {(v.get('detail') or {}).get('what') or f'on {subject}'}"
-    pods = list((v.get("detail") or {}).get("pods") or []) if kind == "shared-ip" else \
-        [pod.name] if pod else []
+    checker = checker_of(kind or "")
+    # Else a checker that words its own evidence (early-reuse names the previous holder, when
+    # it was deleted and the cooldown the reuse fell inside) says it better than its kind.
+    text = checker.symptom(v, ip) or \
+        f"{kind}: {(v.get('detail') or {}).get('what') or f'on {subject}'}"
+    pods = list((v.get("detail") or {}).get("pods") or []) if checker.subject_names == "ip" \
+        else [pod.name] if pod else []
     return {"step": "symptom", "time": v.get("since"), "text": text,
             "facts": {"kind": kind, "ip": ip, "pods": pods}}
 

@@ -17,6 +17,7 @@ import html
 import math
 import textwrap
 
+from cnikit.check.checkers import CHECKERS, checker_of, in_order
 from cnikit.report import cause
 from cnikit.report.rootcause import chain_groups
 from cnikit.report.summary import rel
@@ -34,7 +35,10 @@ CHAR_W = 7.2  # the widest average glyph of the 12px font: labels are packed by 
 
 # One colour per meaning: no two legend entries share one (tests/unit check it).
 C_EC2, C_IMDS, C_DAEMON, C_DIFF = "#4e79a7", "#59a14f", "#8c6bb1", "#f28e2b"
-C_POD, C_LOST, C_NOTOWNED, C_SHARED = "#c9d6c2", "#3d3d3d", "#ff9da7", "#bcbd22"
+C_POD = "#c9d6c2"
+# A violation on a pod's lane is drawn in its checker's colour (Checker.colour); one whose
+# checker declares none is drawn dark, as a lost pod is.
+C_VIOLATION_DEFAULT = "#3d3d3d"
 C_FAULT, C_VIOL = "#edc948", "#d62728"
 C_HOLDER, C_FAILED = "#a0cbe8", "#999999"
 C_ADD, C_TAKE = "#17becf", "#8c564b"
@@ -194,8 +198,9 @@ def _violation_ips(tl: Timeline, violations: list[dict]) -> dict[str, list[int]]
     ips: dict[str, list[int]] = {}
     pod_ip = {p.name: p.ip for p in tl.pods}
     for n, v in enumerate(violations, 1):
-        kind, d = v.get("kind"), v.get("detail") or {}
-        ip = v.get("subject") if kind == "shared-ip" else d.get("ip") or pod_ip.get(v.get("subject"))
+        d = v.get("detail") or {}
+        ip = v.get("subject") if checker_of(v.get("kind") or "").subject_names == "ip" \
+            else d.get("ip") or pod_ip.get(v.get("subject"))
         if ip:
             ips.setdefault(ip, []).append(n)
     return dict(list(ips.items())[:8])
@@ -395,27 +400,30 @@ def render_svg(tl: Timeline, violations: list[dict]) -> str:
     by_pod: dict[str, list[dict]] = {}
     for v in violations:
         pod = v.get("subject")
-        if v.get("kind") == "shared-ip":
+        if checker_of(v.get("kind") or "").subject_names == "ip":
             for p in (v.get("detail") or {}).get("pods") or []:
                 by_pod.setdefault(p, []).append(v)
         else:
             by_pod.setdefault(pod, []).append(v)
-    colors = {"unreachable": C_LOST, "ip-not-owned": C_NOTOWNED, "shared-ip": C_SHARED}
+    colors = {kind: c.colour for kind, c in CHECKERS.items() if c.colour}
     for p in tl.pods:
         svg.label(f"{p.name}  {p.ip}", svg.y, indent=14,
                   title=f"{p.name} on {p.instance_id} (node {p.node}), IP {p.ip}")
         svg.lane()
         svg.rect(p.start, p.end, svg.y, C_POD, f"{p.name} {p.ip} alive {rel(tl, p.start)} .. "
                  + (rel(tl, p.end) if p.deleted else "end"), "connected")
-        for v in sorted(by_pod.get(p.name, []), key=lambda v: v.get("kind") != "unreachable"):
+        # A violation whose checker has a lane word (a pod lost) fills the lane, drawn first;
+        # the others are a strip along its bottom.
+        for v in sorted(by_pod.get(p.name, []),
+                        key=lambda v: checker_of(v.get("kind") or "").lane_word is None):
             until = v.get("until") or tl.t1
             kind = v.get("kind", "")
-            # Lost connectivity fills the lane; the other kinds are a strip along its bottom.
-            h = LANE_H if kind == "unreachable" else 5
-            y = svg.y if kind == "unreachable" else svg.y + LANE_H - 5
-            svg.rect(v["since"], until, y, colors.get(kind, C_LOST),
+            word = checker_of(kind).lane_word
+            h = LANE_H if word is not None else 5
+            y = svg.y if word is not None else svg.y + LANE_H - 5
+            svg.rect(v["since"], until, y, colors.get(kind, C_VIOLATION_DEFAULT),
                      f"{kind} {rel(tl, v['since'])} .. {rel(tl, v.get('until'))}",
-                     "lost" if kind == "unreachable" else "", h=h, cls="viol")
+                     word or "", h=h, cls="viol")
         svg.y += LANE_H + LANE_GAP
     _ip_stories(svg, violations)
     bottom = svg.y + 4
@@ -498,6 +506,15 @@ dl.terms dt{font-weight:600} dl.terms dd{margin:0}
 """.replace("%(min)s", str(WIDTH)).replace("%(max)s", str(round(WIDTH * MAX_ZOOM))).replace(
     "%(narrow)s", str(WIDTH + 2 * 20 + 60))
 
+
+def legend_rows() -> list[tuple[str, str]]:
+    """(colour, words) of the chart's legend: the kit's own (LEGEND), each checker that
+    declares a colour (Checker.colour, Checker.legend) in the order runs step them, and the
+    violation marker."""
+    checkers = [(c.colour, c.legend or kind) for kind, c in in_order() if c.colour]
+    return LEGEND + checkers + [(C_VIOL, "violation (numbered)")]
+
+
 LEGEND = [
     (C_EC2, "EC2 (DescribeNetworkInterfaces: the truth)"),
     (C_IMDS, "IMDS served, same IPs as EC2"),
@@ -510,10 +527,6 @@ LEGEND = [
     (C_FAILED, "EC2 call refused or failed"),
     (C_HOLDER, "pod using the IP"),
     (C_POD, "pod connected"),
-    (C_LOST, "pod unreachable (went dark)"),
-    (C_NOTOWNED, "pod IP not held by its node in EC2"),
-    (C_SHARED, "IP shared by two pods"),
-    (C_VIOL, "violation (numbered)"),
 ]
 
 
@@ -533,7 +546,8 @@ def render(doc: dict, tl: Timeline) -> str:
         + (f' <a href="#cause-{letter[n + 1]}">(root cause: chain {letter[n + 1]})</a>'
            if n + 1 in letter else "") + "</li>"
         for n, line in enumerate(doc.get("summary") or []))
-    legend = "".join(f'<span><i style="background:{c}"></i>{esc(t)}</span>' for c, t in LEGEND)
+    legend = "".join(f'<span><i style="background:{c}"></i>{esc(t)}</span>'
+                     for c, t in legend_rows())
     vrows = "".join(
         f"<tr><td>{n}</td><td>{esc(v.get('kind'))}</td><td>{esc(v.get('subject'))}</td>"
         f"<td>{esc(rel(tl, v.get('since')))}</td><td>{esc(rel(tl, v.get('until')))}</td>"

@@ -12,6 +12,7 @@ has no root cause.
 
 from __future__ import annotations
 
+from cnikit.check.checkers import checker_of, in_order
 from cnikit.report.cause import RELEASES, rel, shorts
 from cnikit.report.timeline import Timeline
 
@@ -66,22 +67,23 @@ def _names(pods: list[str]) -> str:
 
 def outcome(symptoms: list[dict]) -> str:
     """What the violations were, by kind: "pods p7, p8 went dark; ..."."""
-    dark, unowned, parts = [], [], []
+    named: dict[str, list[str]] = {}  # kind -> its pods, for checkers that name them together
+    parts = []
     for x in symptoms:
         f = _facts(x)
-        kind, pods = f.get("kind"), f.get("pods") or []
-        if kind == "unreachable":
-            dark += [p for p in pods if p not in dark]
-        elif kind == "ip-not-owned":
-            unowned += [p for p in pods if p not in unowned]
-        elif kind == "shared-ip":
-            parts.append(f"{f.get('ip')} was held by {len(pods) or 'more than one'} pods at once"
-                         + (f" ({', '.join(pods)})" if pods else ""))
+        kind, pods = f.get("kind") or "", f.get("pods") or []
+        checker = checker_of(kind)
+        if checker.outcome_predicate:
+            group = named.setdefault(kind, [])
+            group += [p for p in pods if p not in group]
         else:
-            parts.append(x["text"])
-    unowned = [p for p in unowned if p not in dark]
-    head = [f"{_names(dark)} went dark"] if dark else []
-    head += [f"{_names(unowned)} kept an address EC2 no longer gave the node"] if unowned else []
+            parts.append(checker.outcome(f.get("ip"), pods, x["text"]))
+    head, said = [], set()
+    for kind, checker in in_order():
+        pods = [p for p in named.get(kind, []) if p not in said]
+        if pods:
+            head.append(f"{_names(pods)} {checker.outcome_predicate}")
+            said |= set(pods)
     return "; ".join(head + list(dict.fromkeys(parts)))
 
 

@@ -6,20 +6,18 @@ cnikit.report.cause)."""
 
 from __future__ import annotations
 
+from cnikit.check.checkers import checker_of
 from cnikit.report.cause import chain, ec2_change, ec2_text, one_line, rel
 from cnikit.report.timeline import Timeline
 
-__all__ = ["cause", "momentary", "rel", "root", "sentence", "summarize"]
-
-# Blame shorter than one probe round: the reachability checker blames one side of the first
-# failing pair until the next pair shows which pod is lost.
-MOMENT = 0.1
+__all__ = ["Say", "cause", "momentary", "rel", "root", "sentence", "summarize"]
 
 
 def momentary(v: dict) -> bool:
-    until, since = v.get("until"), v.get("since")
-    return (v.get("kind") == "unreachable" and until is not None and since is not None
-            and until - since < MOMENT)
+    """Blame that opened and closed at one instant (Checker.momentary: the reachability
+    checker blames one side of the first failing pair until the next pair shows which pod
+    is lost)."""
+    return checker_of(v.get("kind") or "").momentary(v)
 
 
 def _pod(tl: Timeline, name: str):
@@ -39,40 +37,35 @@ def root(tl: Timeline, v: dict) -> str:
     return "; root cause: " + one_line(tl, links) if links else ""
 
 
+class Say:
+    """What a checker's sentence reads of the run for one violation (Checker.sentence)."""
+
+    def __init__(self, tl: Timeline, v: dict) -> None:
+        self.tl, self.v = tl, v
+        since, until = v.get("since"), v.get("until")
+        self.span = (f"at {rel(tl, since)}"
+                     + (f" until {rel(tl, until)}" if until else " (still at the end)"))
+
+    def at(self, t: float | None) -> str:
+        return rel(self.tl, t)
+
+    def pod(self, name: str):
+        return _pod(self.tl, name)
+
+    def cause(self, ip: str, at: float, since: float | None = None) -> str | None:
+        return cause(self.tl, ip, at, since)
+
+    @property
+    def root(self) -> str:
+        return root(self.tl, self.v)
+
+
 def sentence(tl: Timeline, v: dict) -> str:
-    kind, subject, d = v.get("kind"), v.get("subject"), v.get("detail") or {}
-    since, until = v.get("since"), v.get("until")
-    span = f"at {rel(tl, since)}" + (f" until {rel(tl, until)}" if until else " (still at the end)")
-    if momentary(v):
-        return (f"pod {subject} was blamed for a moment at {rel(tl, since)} (one side of the "
-                "first failing pair, until the next pair showed which pod was lost)")
-    if kind == "unreachable":
-        pod = _pod(tl, subject)
-        ip = pod.ip if pod else "?"
-        s = f"pod {subject} ({ip}) lost connectivity {span}"
-        why = cause(tl, ip, since, pod.start) if pod else None
-        peers = d.get("failing_pairs")
-        if peers:
-            s += f", failing with {peers} peer(s)"
-            if not why and d.get("peers"):
-                names = d["peers"][:3]
-                s += f" ({', '.join(names)}{', ...' if peers > len(names) else ''})"
-        return s + (f" because {why}" if why else "") + root(tl, v)
-    if kind == "ip-not-owned":
-        ip = d.get("ip", "?")
-        held = d.get("held_by")
-        s = (f"pod {subject}'s IP {ip} was not held by its node {d.get('node')} in EC2 {span}"
-             + (f" (held by {held})" if held else " (held by no instance)"))
-        pod = _pod(tl, subject)
-        why = cause(tl, ip, since, pod.start if pod else None)
-        return s + (f" because {why}" if why else "") + root(tl, v)
-    if kind == "shared-ip":
-        pods = ", ".join(d.get("pods") or []) or "?"
-        s = f"IP {subject} was given to more than one pod ({pods}) {span}"
-        if d.get("answered_by"):
-            s += f"; probes answered by {', '.join(d['answered_by'])}"
-        return s + root(tl, v)
-    return f"{kind} on {subject} {span}"
+    """The violation in one sentence: its checker's (Checker.sentence), else its kind, its
+    subject and when."""
+    say = Say(tl, v)
+    said = checker_of(v.get("kind") or "").sentence(v, say)
+    return said if said is not None else f"{v.get('kind')} on {v.get('subject')} {say.span}"
 
 
 def summarize(tl: Timeline, verdict: str, violations: list[dict], warnings: list[dict]) -> list[str]:

@@ -40,7 +40,7 @@ def run(ctx: Ctx) -> None:
         ctx.delete_pod(pod)
     ctx.step(f"the {WAVE} newest pods deleted", **focus)
     # The second wave a moment before the first wave's cooldown (30 s upstream) ends.
-    ctx.run_for(ctx.t(20))
+    ctx.run_for(ctx.run_seconds(20))
     second = time.monotonic()
     for pod in oldest:
         ctx.delete_pod(pod)

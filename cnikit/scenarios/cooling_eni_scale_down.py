@@ -84,7 +84,7 @@ def _fill(ctx: Ctx) -> list:
     for _ in range(ENIS * SLOTS):
         if ctx.room(NODE) <= 0:  # the build's max_pods: it holds fewer than ENIS ENIs' worth
             break
-        pods.append(ctx.require_pod(NODE, retry_for=max(10.0, ctx.t(120))))
+        pods.append(ctx.require_pod(NODE, retry_for=max(10.0, ctx.run_seconds(120))))
         enis = ctx.node_enis(NODE)
         used = set(_enis_of(ctx, pods))
         if len(enis) == ENIS and all(e.eni_id in used for e in enis[1:]):

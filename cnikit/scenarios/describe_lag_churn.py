@@ -36,13 +36,13 @@ def run(ctx: Ctx) -> None:
     ctx.step("4 pods; EC2, IMDS and the pool agree", **focus)
 
     # Longer than the reconcile cooldown (60 s upstream) and two reconciles after it.
-    lag = max(6.0, ctx.t(160))
-    lasts = lag + max(2.0, ctx.t(80))
+    lag = max(6.0, ctx.run_seconds(160))
+    lasts = lag + max(2.0, ctx.run_seconds(80))
     age_past(ctx, lag)
     # No duration: healed after the churn, which runs in the faults whatever the releases
     # took (a build that keeps its addresses makes the release step wait its whole bound).
     ctx.ec2_fault("describe_lag", seconds=lag)
-    ctx.imds_fault("lag", target={"mac": eni.mac}, seconds=max(0.5, ctx.t(20)))
+    ctx.imds_fault("lag", target={"mac": eni.mac}, seconds=max(0.5, ctx.run_seconds(20)))
     # One pod stays throughout, its address left out of IMDS's list: the views disagree at
     # every reconcile pass, so each asks EC2 (a lag alone let them agree at a pass often,
     # measured: then a build's trust in Describe went untested).
@@ -56,7 +56,7 @@ def run(ctx: Ctx) -> None:
     for ip in release(ctx, eni, pods[:RELEASED], RELEASED):
         take(ctx, ip, taken)
     ctx.step("released addresses taken by another interface; Describe still shows them", **focus)
-    ends = max(ends, ctx.elapsed() + max(2.0, ctx.t(80)))
+    ends = max(ends, ctx.elapsed() + max(2.0, ctx.run_seconds(80)))
 
     # Pods keep coming and going until Describe catches up, past the releases' cooldown:
     # each new pod's address is one the node assigns now, missing from Describe, and a

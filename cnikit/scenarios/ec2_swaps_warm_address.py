@@ -49,7 +49,7 @@ def run(ctx: Ctx) -> None:
         # so a pod added right after the first read counted can come before its effect.
         ctx.wait_reconciles(NODE, 2)
         for _ in range(2):
-            ctx.add_pod(NODE, retry_for=max(5.0, ctx.t(60)))
+            ctx.add_pod(NODE, retry_for=max(5.0, ctx.run_seconds(60)))
         ctx.step(f"cycle {cycle + 1}: a reconcile pass, then 2 new pods (none may get "
                  f"{', '.join(warm)})", **focus)
 

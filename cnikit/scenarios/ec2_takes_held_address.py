@@ -63,7 +63,7 @@ def run(ctx: Ctx) -> None:
     taken = ctx.nemesis.take_held(holder.ip, elsewhere)
     ctx.wait_reconciles(NODE, 1)
     ctx.delete_pod(holder)
-    ctx.run_for(max(0.2, ctx.t(32)))  # past the IP cooldown (30 s upstream)
+    ctx.run_for(max(0.2, ctx.run_seconds(32)))  # past the IP cooldown (30 s upstream)
     for _ in range(2):
         ctx.add_pod(NODE, retry_for=8)
     ctx.step(f"{holder.name} deleted while EC2 had {holder.ip} elsewhere; new pods", **focus)

@@ -41,7 +41,7 @@ def run(ctx: Ctx) -> None:
     ctx.wait_reconciles(NODE, PASSES)
     ctx.step(f"{PASSES} reconcile passes", **focus)
     for _ in range(2):
-        ctx.add_pod(NODE, retry_for=max(5.0, ctx.t(60)))
+        ctx.add_pod(NODE, retry_for=max(5.0, ctx.run_seconds(60)))
     ctx.step("new pods (none may get the taken address)", **focus)
 
     ctx.end_imds_fault(stale)

@@ -40,7 +40,7 @@ def run(ctx: Ctx) -> None:
         pods.remove(old)
         ctx.delete_pod(old)
         deleted = time.monotonic()
-        new = ctx.add_pod(NODE, retry_for=ctx.t(30) + 5)
+        new = ctx.add_pod(NODE, retry_for=ctx.run_seconds(30) + 5)
         if new is not None:
             pods.append(new)
             reused += new.ip == old.ip

@@ -35,8 +35,8 @@ def run(ctx: Ctx) -> None:
     ctx.step(f"{CAPACITY - 1} pods: the first ENI is nearly full", **on_first)
 
     # Longer than a few reconciles, so that several run while the new ENI is unlisted.
-    lag = max(4.0, ctx.t(100))
-    lasts = lag + max(2.0, ctx.t(60))
+    lag = max(4.0, ctx.run_seconds(100))
+    lasts = lag + max(2.0, ctx.run_seconds(60))
     # Both lags serve EC2 as it was `lag` seconds ago. Begin once every address is older than
     # that, so that what lags is the new ENI alone: begun sooner, both sources also hide the
     # running pods' addresses, how many depending on how fast the machine filled the ENI
@@ -49,7 +49,7 @@ def run(ctx: Ctx) -> None:
     ctx.step(f"Describe and IMDS {lag:g}s behind", node=NODE)
 
     for _ in range(BURST):
-        ctx.add_pod(NODE, retry_for=max(5.0, ctx.t(60)))
+        ctx.add_pod(NODE, retry_for=max(5.0, ctx.run_seconds(60)))
     if not ctx.design(lambda: len(ctx.node_enis(NODE)) >= 2, 15, "a second ENI attached"):
         ctx.not_exposed("the build attached no second ENI for the burst")
     second = ctx.node_enis(NODE)[1]

@@ -56,9 +56,9 @@ def run(ctx: Ctx) -> None:
     gone, left_at = given
 
     # Past the cooldown: a build that swept the address takes it back as free now.
-    ctx.run_for(max(0.0, left_at + ctx.t(60) + 0.5 - time.monotonic()))
+    ctx.run_for(max(0.0, left_at + ctx.run_seconds(60) + 0.5 - time.monotonic()))
     ctx.wait_reconciles(NODE, 1)
-    reused = pods_until_reuse(ctx, NODE, gone, time.monotonic() + max(5.0, ctx.t(60)), room=3)
+    reused = pods_until_reuse(ctx, NODE, gone, time.monotonic() + max(5.0, ctx.run_seconds(60)), room=3)
     ctx.step(f"the cooldown is over; {len(reused)} new pod(s)", **focus)
     ctx.wait_reconciles(NODE, 1)
 
@@ -70,7 +70,7 @@ def _given_back(ctx: Ctx, eni, focus: dict) -> tuple[str, float] | None:
     # Right after a reconcile pass, so that the release and the address's return both fall
     # well inside the next pass's reconcile cooldown (60 s upstream, like the interval).
     ctx.wait_reconciles(NODE, 1)
-    released = release(ctx, eni, ctx.pods_on(NODE)[:1], 1, within=max(10.0, ctx.t(120)))
+    released = release(ctx, eni, ctx.pods_on(NODE)[:1], 1, within=max(10.0, ctx.run_seconds(120)))
     if not released:
         ctx.not_exposed(f"node {NODE} released no address to EC2 for it to give back")
     gone = released[0]
@@ -78,7 +78,7 @@ def _given_back(ctx: Ctx, eni, focus: dict) -> tuple[str, float] | None:
     freed_at = max(ec2_call_times(ctx, ("UnassignPrivateIpAddresses",), ip=gone, ok_only=True),
                    default=time.time())
     behind = ctx.imds_fault("missing", target={"mac": eni.mac, "ips": [gone]},
-                            duration=ctx.t(240))
+                            duration=ctx.run_seconds(240))
     ctx.step(f"the pool released {gone}; IMDS will not list it for a while", **focus)
 
     # The next pods use up the warm address; the node asks EC2 for one and gets `gone` back
@@ -86,7 +86,7 @@ def _given_back(ctx: Ctx, eni, focus: dict) -> tuple[str, float] | None:
     # lowest address, nor EC2 give it back: then the run cannot go on (Precondition).
     holder = None
     for _ in range(4):
-        pod = ctx.add_pod(NODE, retry_for=max(5.0, ctx.t(60)))
+        pod = ctx.add_pod(NODE, retry_for=max(5.0, ctx.run_seconds(60)))
         if pod is not None and pod.ip == gone:
             holder = pod
             break
@@ -97,7 +97,7 @@ def _given_back(ctx: Ctx, eni, focus: dict) -> tuple[str, float] | None:
 
     passed = ctx.wait_reconciles(NODE, 1)
     ctx.end_imds_fault(behind)
-    if passed + MARGIN_S >= freed_at + ctx.t(60):
+    if passed + MARGIN_S >= freed_at + ctx.run_seconds(60):
         return None
     ctx.step("a reconcile inside the cooldown; IMDS caught up", **focus)
     return gone, left_at

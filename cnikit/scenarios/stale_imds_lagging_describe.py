@@ -41,7 +41,7 @@ def run(ctx: Ctx) -> None:
     # Describe catching up with the release: the lag outlasts upstream's reconcile cooldown
     # (60 s) by a whole reconcile interval (60 s) and more, so every build reconciles in that
     # window (at 5 s, 2 s past a 3 s cooldown, 1.18.4 reconciled in it in some seeds only).
-    lag = ctx.t(60 + 60 + 40)
+    lag = ctx.run_seconds(60 + 60 + 40)
     age_past(ctx, lag)
     stale = ctx.imds_fault("stale", target={"mac": eni.mac})
     ctx.ec2_fault("describe_lag", seconds=lag, duration=3 * lag)
@@ -60,14 +60,14 @@ def run(ctx: Ctx) -> None:
     # Pods keep coming while both sources still show the released addresses: the node
     # fills up and a pod stays pending, so whatever address the build puts in its pool goes
     # to the next pod rather than back to EC2 as surplus.
-    added = pending(ctx, lambda: ctx.elapsed() >= released_at + lag + ctx.t(20))
+    added = pending(ctx, lambda: ctx.elapsed() >= released_at + lag + ctx.run_seconds(20))
     ctx.step(f"{added} new pods while Describe caught up with the release; the node full",
              **focus)
     ctx.end_imds_fault(stale)
     ctx.heal()
     reads = ctx.reconcile_reads(NODE, ctx.imds_mark())
     added = pending(ctx, lambda: reads() >= 2,
-                    timeout=max(10.0, ctx.t(60) * 4))
+                    timeout=max(10.0, ctx.run_seconds(60) * 4))
     ctx.step(f"both sources caught up; two reconciles; {added} more pods", **focus)
 
 

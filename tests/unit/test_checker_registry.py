@@ -127,3 +127,125 @@ def test_a_checker_that_raises_is_a_recorded_error_not_an_exception(raising):
     assert not inv.ok()
     # The other checkers went on: two pods with one IP.
     assert [v.subject for v in inv.violations("shared-ip")] == ["10.0.1.4"]
+
+
+# -- what a checker says about its violations: evidence, report, nemesis damage ------------
+
+T0 = 1_800_000_000.0
+
+
+@pytest.fixture
+def wrong_mtu():
+    class WrongMtu(Checker):
+        """Throwaway: the pod named `victim` has the wrong MTU. It declares how it reads
+        (evidence and sentence), its colour and that the nemesis's act may cause it."""
+
+        kind = "wrong-mtu"
+        excusable = True
+        colour, legend = "#123456", "pod with the wrong MTU"
+        lane_word, outcome_predicate = "mtu", "had the wrong MTU"
+
+        def step(self, e, run):
+            v = e["value"] or {}
+            if e["process"] == "client" and e["f"] == "pod-add" and v["pod"] == "victim":
+                self._open("victim", e["time"], ip=v["ip"], mtu=1500)
+
+        @classmethod
+        def describe(cls, v, pods):
+            return {"pod": v["subject"], "ip": v["detail"]["ip"],
+                    "what": f"MTU {v['detail']['mtu']}, not the VPC's 9001"}
+
+        @classmethod
+        def sentence(cls, v, say):
+            return f"pod {v['subject']} got MTU {v['detail']['mtu']} {say.span}"
+
+        @classmethod
+        def symptom(cls, v, ip):
+            return f"pod {v['subject']} ({ip}) has MTU {v['detail']['mtu']}"
+
+    yield WrongMtu
+    CHECKERS.pop("wrong-mtu", None)
+    assert "wrong-mtu" not in CHECKERS
+
+
+def _one_pod(name: str, ip: str) -> History:
+    h = History()
+    h.append("client", "ok", "pod-add", {"pod": name, "node": 0, "instance_id": "i-1", "ip": ip},
+             at=T0 + 2.0, mono=2.0)
+    h.append("prober", "info", "stats", {"stale": []}, at=T0 + 5.0, mono=5.0)
+    return h
+
+
+def _evidence(h: History) -> list[str]:
+    """What `cnikit run` prints for the history: the run's judging and its evidence lines."""
+    from types import SimpleNamespace
+
+    from cnikit.scenarios.engine import RunResult
+    from cnikit.scenarios.engine.run import _judge
+
+    r = RunResult("s", "d", "p", 1, "error", None, 0.0, T0)
+    _judge(r, SimpleNamespace(invariants=judge(h.entries())), h, [])
+    return r.evidence()
+
+
+def _report(tmp_path, h: History) -> tuple[dict, str]:
+    from cnikit.report import write_report
+
+    paths = write_report(tmp_path, {"scenario": "s", "profile": "p", "seed": 1, "history": h})
+    return json.loads(paths["json"].read_text()), paths["html"].read_text()
+
+
+def _symptom_and_outcome(doc: dict) -> tuple[str, str]:
+    """The violation's symptom (the last link of its root-cause chain) and the outcome line
+    the report makes of it."""
+    from cnikit.report.rootcause import outcome
+
+    chain = doc["violations"][0]["chain"]
+    return chain[-1]["text"], outcome([x for x in chain if x["step"] == "symptom"])
+
+
+def _excused(kind: str) -> bool:
+    """Whether a violation of `kind` on a pod whose address the nemesis took is excused."""
+    from cnikit.check.checkers import Violation
+    from cnikit.check.damage import NemesisDamage, excusable
+
+    d = NemesisDamage(grace=1.0)
+    state = type("State", (), {"by_ip": {"10.0.1.8": {"victim"}}})()
+    d.step({"process": "nemesis", "type": "start", "f": "ec2-take-held", "time": T0 + 1.0,
+            "value": {"op": "ec2-take-held", "id": "take-1",
+                      "target": {"eni": "eni-b", "ips": ["10.0.1.8"]}}}, state)
+    kept, excused = d.clip(Violation(kind, "victim", T0 + 2.0, T0 + 2.5))
+    assert (kept is None) == (excused is not None) == (kind in excusable())
+    return excused is not None
+
+
+def test_a_checker_says_how_its_violation_reads(wrong_mtu, tmp_path):
+    """Its evidence line, its report sentence, symptom and outcome, its colour and word on
+    the pod's lane and in the legend, and its excuse under the nemesis's own damage: all
+    from the one class."""
+    h = _one_pod("victim", "10.0.1.8")
+    assert _evidence(h) == ["+2.00s wrong-mtu: pod victim ip 10.0.1.8 (MTU 1500, not the "
+                            "VPC's 9001)"]
+    doc, html = _report(tmp_path, h)
+    assert doc["summary"] == ["pod victim got MTU 1500 at t=+0.00s (still at the end)"]
+    assert 'background:#123456"></i>pod with the wrong MTU' in html
+    assert 'fill="#123456"' in html and "mtu</text>" in html
+    assert _symptom_and_outcome(doc) == ("pod victim (10.0.1.8) has MTU 1500",
+                                         "pod victim had the wrong MTU")
+    assert _excused("wrong-mtu")
+
+
+def test_a_checker_that_declares_nothing_reads_by_the_defaults(throwaway, tmp_path):
+    """The evidence line says its detail as it is, the report says its kind, subject and
+    when, its lane is a strip in the default colour with no legend row, and the nemesis's
+    damage never excuses it."""
+    from cnikit.report.html import C_VIOLATION_DEFAULT, legend_rows
+
+    h = _one_pod("b", "10.0.1.7")
+    assert _evidence(h) == ['+2.00s odd-octet: pod b ip 10.0.1.7 ({"ip": "10.0.1.7"})']
+    doc, html = _report(tmp_path, h)
+    assert doc["summary"] == ["odd-octet on b at t=+0.00s (still at the end)"]
+    assert f'height="5" fill="{C_VIOLATION_DEFAULT}"' in html
+    assert all(words != "odd-octet" for _, words in legend_rows())
+    assert _symptom_and_outcome(doc) == ("odd-octet: on b", "odd-octet: on b")
+    assert not _excused("odd-octet")

@@ -134,7 +134,7 @@ def test_eni_headers_name_their_node(tmp_path):
 
 
 def test_the_cli_evidence_of_a_shared_ip_names_the_pods_without_a_list_repr():
-    from cnikit.scenarios.engine import _describe
+    from cnikit.scenarios.engine.result import _describe
 
     v = _describe({"kind": "shared-ip", "subject": "10.0.1.7",
                    "detail": {"pods": ["p4", "p5"], "evidence": "pod-add"}}, {})

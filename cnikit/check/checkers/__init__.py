@@ -17,11 +17,12 @@ from cnikit.check.checkers.base import (
     Checker,
     PodState,
     Violation,
+    checker_of,
     in_order,
 )
 
 __all__ = ["ANCHOR_PREFIX", "CHECKERS", "VIOLATION", "WARNING", "Checker", "PodState",
-           "Violation", "in_order"]
+           "Violation", "checker_of", "in_order"]
 
 for _info in pkgutil.iter_modules(__path__):
     importlib.import_module(f"{__name__}.{_info.name}")

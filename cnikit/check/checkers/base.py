@@ -16,6 +16,7 @@ keeps `open` (violations still holding) and `closed` ones. They read only the hi
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 
 VIOLATION, WARNING = "violation", "warning"
@@ -39,6 +40,12 @@ class Violation:
 CHECKERS: dict[str, type[Checker]] = {}
 
 
+def checker_of(kind: str) -> type[Checker]:
+    """The checker class of a violation's kind; the Checker base (its defaults) for a kind
+    no checker registered (a checker error, nemesis damage, the engine's liveness)."""
+    return CHECKERS.get(kind, Checker)
+
+
 def in_order() -> list[tuple[str, type[Checker]]]:
     """The registered checkers in the order a run steps them: by `order`, then by kind."""
     return sorted(CHECKERS.items(), key=lambda kv: (kv[1].order, kv[0]))
@@ -57,6 +64,26 @@ class Checker:
     # late probe, a late timestamp): then a run judges it only if the machine kept the run's
     # time (cnikit.check.stall). A violation of state (who holds an address) is never timed.
     timed = False
+    # Whether the nemesis's own act can cause this violation (an address it took from a pod
+    # darkens the pod and leaves it unowned in EC2): then, within the act's window and for
+    # the pods it hit, the violation is excused as a `nemesis-damage` warning
+    # (cnikit.check.damage). What the build does with an address never is.
+    excusable = False
+    # How the report draws this checker's violations on a pod's lane (cnikit.report.html):
+    # a colour and the legend's words for it. None: the report's default colour, no legend.
+    colour: str | None = None
+    legend = ""
+    # Drawn over the whole lane with this word on it (a pod lost), not as a strip along the
+    # lane's bottom (None).
+    lane_word: str | None = None
+    # The report's outcome line (cnikit.report.rootcause) names the pods of this checker's
+    # violations together with this predicate ("pods p7, p8 went dark"), each pod by the
+    # first checker in run order that names it; None: each violation by itself (outcome).
+    outcome_predicate: str | None = None
+    # What a violation's subject names: "pod" (its IP is the detail's `ip`, else the pod's)
+    # or "ip" (the pods holding it are the detail's `pods`). The report reads it to place
+    # the violation on the pods' lanes and the IP's story.
+    subject_names = "pod"
 
     def __init_subclass__(cls, **kw) -> None:
         super().__init_subclass__(**kw)
@@ -70,6 +97,55 @@ class Checker:
 
     def step(self, entry: dict, run) -> None:
         raise NotImplementedError
+
+    # -- how a violation reads (a run's evidence, the report) -----------------------------
+    # Violations reach these as JSON (Violation.to_json, or report.json read back).
+
+    @classmethod
+    def describe(cls, v: dict, pods: dict[str, dict]) -> dict:
+        """The violation's pod, IP and what happened, for its evidence line: {pod, ip, what}.
+        `pods`: pod -> its pod-add (node, instance_id, ip). By default the subject is the pod,
+        and `what` is the detail's own wording (`what`) or the detail as it is."""
+        d = v.get("detail") or {}
+        return {"pod": v["subject"], "ip": d.get("ip"),
+                "what": d.get("what") or json.dumps(d, default=str)}
+
+    @classmethod
+    def evidence_line(cls, v: dict, started: float) -> str:
+        """One line of evidence (`cnikit run` prints them): when (seconds into the run), the
+        kind, the pod and IP, what happened. `v` is described (describe)."""
+        until = "" if v.get("until") is None else f" until +{v['until'] - started:.2f}s"
+        return (f"+{v['since'] - started:.2f}s{until} {v['kind']}: pod {v['pod'] or '-'} "
+                f"ip {v['ip'] or '-'} ({v['what']})")
+
+    @classmethod
+    def symptom(cls, v: dict, ip: str | None) -> str | None:
+        """The last link of the report's root-cause chain, the symptom, in a few words ("pod
+        p1 (10.0.1.12) went dark"), or None: the detail's own `what` (cnikit.report.cause)."""
+        return None
+
+    @classmethod
+    def outcome(cls, ip: str | None, pods: list[str], symptom: str) -> str:
+        """One violation's part of the report's outcome line when the checker names no pods
+        together (outcome_predicate): its symptom's words by default."""
+        return symptom
+
+    @classmethod
+    def momentary(cls, v: dict) -> bool:
+        """Whether the violation is an instant of how this checker attributes blame, gone
+        before the next observation could confirm it: the report says so instead of stating
+        it as a fault (cnikit.report.summary, cnikit.testkit)."""
+        return False
+
+    @classmethod
+    def sentence(cls, v: dict, say) -> str | None:
+        """The report's sentence for the violation (cnikit.report.summary), or None for the
+        report's own: "<kind> on <subject> at +t until +t". `say` reads the run for it
+        (cnikit.report.summary.Say): `say.span` ("at +t until +t"), `say.at(t)` ("+t"),
+        `say.pod(name)` (with `ip` and `start`, or None), `say.cause(ip, at, since)` (the EC2
+        change that took ip away, in words, or None) and `say.root` ("; root cause: ..." or
+        "")."""
+        return None
 
     def _open(self, subject: str, at: float, **detail) -> None:
         v = self.open.get(subject)

@@ -10,6 +10,9 @@ class Ownership(Checker):
 
     kind = "ip-not-owned"
     order = 30
+    excusable = True  # an address the nemesis took is not the node's by its act
+    colour, legend = "#ff9da7", "pod IP not held by its node in EC2"
+    outcome_predicate = "kept an address EC2 no longer gave the node"
 
     def __init__(self, options: dict | None = None) -> None:
         super().__init__(options)
@@ -26,6 +29,28 @@ class Ownership(Checker):
             if addr in ipaddress.ip_network(cidr):
                 return p[0]
         return None
+
+    @classmethod
+    def describe(cls, v: dict, pods: dict[str, dict]) -> dict:
+        d = v.get("detail") or {}
+        return {"pod": v["subject"], "ip": d.get("ip"),
+                "what": f"EC2 assigns it to {d.get('held_by') or 'nobody'}, not the pod's node "
+                        f"{d.get('node')}"}
+
+    @classmethod
+    def symptom(cls, v: dict, ip: str | None) -> str:
+        return f"pod {v.get('subject')}'s IP {ip} no longer held by its node in EC2"
+
+    @classmethod
+    def sentence(cls, v: dict, say) -> str:
+        subject, d = v.get("subject"), v.get("detail") or {}
+        ip = d.get("ip", "?")
+        held = d.get("held_by")
+        s = (f"pod {subject}'s IP {ip} was not held by its node {d.get('node')} in EC2 "
+             f"{say.span}" + (f" (held by {held})" if held else " (held by no instance)"))
+        pod = say.pod(subject)
+        why = say.cause(ip, v.get("since"), pod.start if pod else None)
+        return s + (f" because {why}" if why else "") + say.root
 
     def step(self, e: dict, state) -> None:
         f, v, at = e["f"], e["value"] or {}, e["time"]

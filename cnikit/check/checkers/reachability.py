@@ -10,6 +10,12 @@ class Reachability(Checker):
     kind = "unreachable"
     timed = True  # a probe or a timestamp made late by a stalled machine
     order = 10
+    excusable = True  # a pod whose address the nemesis took is dark by its act
+    colour, legend = "#3d3d3d", "pod unreachable (went dark)"
+    lane_word, outcome_predicate = "lost", "went dark"
+    # Blame shorter than one probe round: attribute() blames one side of the first failing
+    # pair until the next pair shows which pod is lost.
+    MOMENT = 0.1
 
     def __init__(self, options: dict | None = None) -> None:
         super().__init__(options)
@@ -34,6 +40,40 @@ class Reachability(Checker):
                 self._close(pod, at)
         for pod, peers in blamed.items():
             self._open(pod, at, peers=sorted(peers)[:20], failing_pairs=len(peers))
+
+    @classmethod
+    def momentary(cls, v: dict) -> bool:
+        until, since = v.get("until"), v.get("since")
+        return until is not None and since is not None and until - since < cls.MOMENT
+
+    @classmethod
+    def describe(cls, v: dict, pods: dict[str, dict]) -> dict:
+        d = v.get("detail") or {}
+        return {"pod": v["subject"], "ip": pods.get(v["subject"], {}).get("ip"),
+                "what": f"no answer from {d.get('failing_pairs')} peers"}
+
+    @classmethod
+    def symptom(cls, v: dict, ip: str | None) -> str:
+        return f"pod {v.get('subject')} ({ip}) went dark"
+
+    @classmethod
+    def sentence(cls, v: dict, say) -> str:
+        subject, d = v.get("subject"), v.get("detail") or {}
+        if cls.momentary(v):
+            return (f"pod {subject} was blamed for a moment at {say.at(v.get('since'))} (one "
+                    "side of the first failing pair, until the next pair showed which pod "
+                    "was lost)")
+        pod = say.pod(subject)
+        ip = pod.ip if pod else "?"
+        s = f"pod {subject} ({ip}) lost connectivity {say.span}"
+        why = say.cause(ip, v.get("since"), pod.start) if pod else None
+        peers = d.get("failing_pairs")
+        if peers:
+            s += f", failing with {peers} peer(s)"
+            if not why and d.get("peers"):
+                names = d["peers"][:3]
+                s += f" ({', '.join(names)}{', ...' if peers > len(names) else ''})"
+        return s + (f" because {why}" if why else "") + say.root
 
     def attribute(self) -> dict[str, set[str]]:
         """pod -> peers it fails with, for the pods blamed for the failing pairs."""

@@ -9,6 +9,8 @@ class SharedIp(Checker):
 
     kind = "shared-ip"
     order = 20
+    colour, legend = "#bcbd22", "IP shared by two pods"
+    subject_names = "ip"
 
     def __init__(self, options: dict | None = None) -> None:
         super().__init__(options)
@@ -47,3 +49,28 @@ class SharedIp(Checker):
                            evidence="probe answered by another pod" if marks else "pod-add")
             else:
                 self._close(ip, at)
+
+    # The subject is the IP; the pods holding it are in the detail.
+    @classmethod
+    def describe(cls, v: dict, pods: dict[str, dict]) -> dict:
+        d = v.get("detail") or {}
+        return {"pod": ",".join(d.get("pods", [])), "ip": v["subject"],
+                "what": f"IP held by pods {', '.join(d.get('pods', []))} ({d.get('evidence')})"}
+
+    @classmethod
+    def symptom(cls, v: dict, ip: str | None) -> str:
+        return f"IP {ip} held by more than one pod"
+
+    @classmethod
+    def outcome(cls, ip: str | None, pods: list[str], symptom: str) -> str:
+        return (f"{ip} was held by {len(pods) or 'more than one'} pods at once"
+                + (f" ({', '.join(pods)})" if pods else ""))
+
+    @classmethod
+    def sentence(cls, v: dict, say) -> str:
+        d = v.get("detail") or {}
+        pods = ", ".join(d.get("pods") or []) or "?"
+        s = f"IP {v.get('subject')} was given to more than one pod ({pods}) {say.span}"
+        if d.get("answered_by"):
+            s += f"; probes answered by {', '.join(d['answered_by'])}"
+        return s + say.root

@@ -1,0 +1,83 @@
+"""Ctx's nemesis: faults, daemon kills and restarts, addresses taken (a mixin of Ctx)."""
+
+from __future__ import annotations
+
+import signal
+
+from cnikit.scenarios.engine.outcomes import (
+    Liveness,
+)
+
+
+class Nemesis:
+    """The nemesis, through the cluster's (cnikit.cluster.nemesis)."""
+
+    # -- nemesis (cnikit.cluster.nemesis: one operation, one history shape each) -------------
+
+    def imds_fault(self, kind: str, target: dict | None = None, duration: float | None = None,
+                   **attrs):
+        return self.nemesis.imds_fault(kind, target=target, duration=duration, **attrs)
+
+    def end_imds_fault(self, handle) -> None:
+        self.nemesis.end(handle)
+
+    def ec2_fault(self, kind: str, **kw) -> str:
+        return self.nemesis.ec2_fault(kind, **kw)
+
+    def end_ec2_fault(self, fid: str) -> None:
+        self.nemesis.end(fid)
+
+    def heal(self) -> None:
+        """Every IMDS and EC2 fault removed."""
+        self.nemesis.heal()
+
+    def kill_daemon(self, node: int, sig: int = signal.SIGKILL) -> None:
+        if self.sampler is not None:
+            self.sampler.kit_down.add(node)
+        self.nemesis.kill_daemon(node, sig)
+
+    def kill_in_write(self, node: int):
+        """Arm the nemesis's trap: the node's daemon is SIGKILLed the next time it opens a
+        file of its state for writing (cnikit.cluster.write_trap). Returns the trap."""
+        def down() -> None:
+            if self.sampler is not None:
+                self.sampler.kit_down.add(node)
+        return self.nemesis.kill_in_write(node, before=down)
+
+    def restart_daemon(self, node: int) -> None:
+        """Restart the node's daemon and wait until it is ready. Not ready in time: a
+        liveness violation (Liveness) of the build; the kit keeps it marked as down."""
+        from cnikit.errors import DaemonNotReady
+
+        if self.sampler is not None:
+            self.sampler.kit_down.add(node)
+        try:
+            self.nemesis.restart_daemon(node)
+        except DaemonNotReady as e:
+            raise Liveness(f"node {node}", "the daemon did not become ready after a restart",
+                           {"daemon": str(e)[:300]}) from None
+        if self.sampler is not None:
+            self.sampler.kit_down.discard(node)
+
+    def ec2_take(self, ips: list[str], node: int | None = None) -> None:
+        """Another tenant of the subnet takes these IPs: the spare interface, which no daemon
+        manages, so none gives them back to EC2 while the run lasts; or `node`'s primary ENI,
+        whose daemon may release them again as surplus (within a second, measured, and EC2
+        then handed them back to the node that had just released them)."""
+        if not ips:
+            return
+        eni = self.spare_interface() if node is None else \
+            self.fabric.topo.instances[node].primary_eni_id
+        self.nemesis.take_ips(eni, list(ips))
+
+    def spare_interface(self) -> str:
+        """Another interface of the subnet, attached to no node (an operator's, a load
+        balancer's): what it takes is no node's, so no daemon adopts it. Made at first use:
+        a scenario that takes released addresses makes it first (made at the take, its own
+        EC2 call gave the pool time to assign a released address again)."""
+        if self._spare is None:
+            self._spare = self.cloud.client().create_network_interface(
+                SubnetId=self.fabric.topo.subnet_id,
+                Description="another interface")["NetworkInterface"]["NetworkInterfaceId"]
+        return self._spare
+

@@ -1,0 +1,47 @@
+"""The scenario registry: `@scenario(...)` registers a function under its name
+(cnikit.scenarios lists and runs them)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cnikit.scenarios.engine.ctx import Ctx
+
+
+@dataclass
+class Scenario:
+    name: str
+    description: str
+    fn: Callable[[Ctx], None]
+    why: str = ""
+    nodes: int = 2
+    env: dict[str, str] = field(default_factory=dict)
+    duration: float | None = None  # default --duration (seconds of chaos), if it takes one
+    instance_type: str = "m5.large"  # every node's: its ENI and address limits
+
+    @property
+    def expected(self) -> dict[str, str | None]:
+        """Built-in target -> its expected verdict (the profiles declare them)."""
+        from cnikit.daemon import profiles
+
+        return {p.name: p.expected_verdict(self.name) for p in profiles.registry().values()}
+
+
+REGISTRY: dict[str, Scenario] = {}
+
+
+def scenario(name: str, description: str, why: str = "", nodes: int = 2,
+             env: dict[str, str] | None = None, duration: float | None = None,
+             instance_type: str = "m5.large"):
+    """Register fn(ctx) as a named scenario (one line of description; why each profile
+    reaches the verdict its profile module (cnikit.daemon.profiles) expects)."""
+
+    def deco(fn):
+        REGISTRY[name] = Scenario(name, description, fn, why, nodes, dict(env or {}), duration,
+                                  instance_type)
+        return fn
+
+    return deco
