@@ -49,9 +49,12 @@ class Liveness(ScenarioFailed):
 
 
 def liveness_record(subject: str, what: str, evidence: dict | None = None,
-                    at: float | None = None) -> dict:
-    """A violation record of kind "liveness", shaped like the checkers' (cnikit.check)."""
+                    at: float | None = None, timed: bool = True) -> dict:
+    """A violation record of kind "liveness", shaped like the checkers' (cnikit.check).
+    `timed`: whether a late machine can fake it (a bound not met; not a daemon's exit)."""
+    detail = {"what": what, "evidence": dict(evidence or {})}
+    if not timed:
+        detail["timed"] = False
     return {"kind": LIVENESS, "subject": subject, "since": time.time() if at is None else at,
-            "until": None, "severity": "violation",
-            "detail": {"what": what, "evidence": dict(evidence or {})}}
+            "until": None, "severity": "violation", "detail": detail}
 

@@ -88,7 +88,7 @@ class DaemonSampler:
                     "log": tail() if tail else None}
         rec = liveness_record(self.c.fabric.nodes[node].name,
                               "the daemon exited by itself (the kit neither stopped nor killed it)",
-                              evidence)
+                              evidence, timed=False)  # a process fact, however slow the machine
         self.liveness.append(rec)
         self.h.info(MONITOR, "daemon-exited", {"node": node, **evidence})
 
