@@ -1,8 +1,8 @@
 """The gate's mirror of EC2 state and the rules real EC2 enforces on it.
 
-No wire format here: `responses.py` parses and renders XML, `gate.py` moves bytes. The
-mirror is the gate's truth: it is loaded from the upstream at start (and after any
-mutating call the gate does not model), then changed only by the calls the gate
+No wire format here: `responses.py` parses and renders XML, the gate (cnikit/cloud/gate/)
+moves bytes. The mirror is the gate's truth: it is loaded from the upstream at start (and
+after any mutating call the gate does not model), then changed only by the calls the gate
 forwarded successfully. Records are frozen and replaced on change, so a snapshot of the
 mirror (for `describe_lag` and for ownership) is a shallow dict copy.
 
@@ -14,7 +14,8 @@ Rules (each `plan_*` raises Ec2Error and changes nothing; `apply_*` changes the 
   never chooses;
 - per-ENI IPv4 slots (each /28 prefix is one slot) and per-instance ENI limits come from
   the instance type; one ENI per device index;
-- /28 prefixes are aligned, inside the subnet, and never overlap an address in use.
+- /28 prefixes are aligned, inside the subnet, and never overlap an address in use;
+- RunInstances' counts are sane, and only a one-instance launch may name its address.
 
 A Mirror holds one region, as EC2 keeps regions apart (the same CIDRs and even the same
 addresses live in two regions without meeting). All regions' mirrors share one `Versions`,
@@ -442,6 +443,43 @@ class Mirror:
             checked += self.pick_prefixes(subnet, prefix_count, taken)
         return subnet, ips, checked
 
+    def plan_launch(self, subnet_id: str | None, az: str | None, asked: str | None,
+                    secondary: int, count: int,
+                    limits: InstanceLimits) -> tuple[Subnet, list[list[str]]]:
+        """Addresses for the primary ENIs of `count` new instances (RunInstances), each
+        primary first: in the subnet given, else the default one of `az`."""
+        if not subnet_id:
+            default = self.default_subnet(az)
+            if default is None:
+                raise Ec2Error("MissingInput", "No subnet given and no default subnet found")
+            subnet_id = default.subnet_id
+        subnet = self.subnet(subnet_id)
+        if asked and count > 1:
+            raise invalid_value("A private IP address can only be given for one instance")
+        if 1 + secondary > limits.ipv4_per_eni:
+            raise Ec2Error("PrivateIpAddressLimitExceeded",
+                           "Number of private addresses will exceed limit.")
+        plans = []
+        taken: set[int] = set()
+        for _ in range(count):
+            if asked:
+                _, ips, _ = self.plan_new_eni(subnet.subnet_id, asked, [], secondary, [], None)
+            else:  # one pick for all, so two instances of one call never share an address
+                ips = self.pick_ips(subnet, 1 + secondary, taken)
+            taken.update(int(ipaddress.IPv4Address(i)) for i in ips)
+            plans.append(ips)
+        return subnet, plans
+
+    def apply_launch(self, inst: InstanceState, enis: Iterable[Eni]) -> None:
+        self.put_instance(inst)
+        for eni in enis:
+            self.put_eni(eni)
+        self.changed()
+
+    def mark_terminated(self, instance_id: str) -> None:
+        """The instance stays known (as EC2 shows it for a while); its ENIs change apart."""
+        self.put_instance(replace(self.instances[instance_id], state="terminated"))
+
     def plan_attach(self, eni_id: str | None, instance_id: str | None,
                     device_index: int | None) -> tuple[Eni, InstanceState]:
         eni = self.eni(eni_id)
@@ -481,6 +519,14 @@ class Mirror:
             raise Ec2Error("InvalidNetworkInterface.InUse", f"Interface: [{eni.eni_id}] in use.")
         return eni
 
+    def apply_new_eni(self, eni: Eni) -> None:
+        self.put_eni(eni)
+        self.changed()
+
+    def apply_delete(self, eni_id: str) -> None:
+        self.drop_eni(eni_id)
+        self.changed()
+
     def set_attachment(self, eni_id: str, attachment: Attachment | None) -> None:
         self.put_eni(replace(self.enis[eni_id], attachment=attachment))
         self.changed()
@@ -497,6 +543,23 @@ class Mirror:
             snap = replace(snap, version=shared.value, regions=shared.regions)
         self._snapshot = snap
         return snap
+
+
+def check_launch_count(min_count: int, count: int) -> None:
+    """RunInstances' MinCount and MaxCount, as EC2 accepts them."""
+    if count < 1 or min_count < 1 or min_count > count:
+        raise invalid_value(f"Invalid MinCount {min_count} / MaxCount {count}")
+
+
+def select_enis(enis: dict[str, Eni], ids: list[str]) -> list[Eni]:
+    """The ENIs named (each once, in the order first named), or all of them when none is;
+    an unknown one refuses the whole call, as EC2's Describe does."""
+    if not ids:
+        return list(enis.values())
+    missing_ids = [i for i in ids if i not in enis]
+    if missing_ids:
+        raise eni_not_found(missing_ids[0])
+    return [enis[i] for i in dict.fromkeys(ids)]
 
 
 def build_snapshot(version: int, enis: dict[str, Eni], region: str = "us-east-1",
