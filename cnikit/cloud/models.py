@@ -1,4 +1,5 @@
-"""The gate's mirror of EC2 state and the rules real EC2 enforces on it.
+"""The gate's mirror of EC2 state (its records: records.py) and the rules real EC2
+enforces on it.
 
 No wire format here: `responses.py` parses and renders XML, the gate (cnikit/cloud/gate/)
 moves bytes. The mirror is the gate's truth: it is loaded from the upstream at start (and
@@ -36,90 +37,13 @@ from cnikit.cloud.errors import (
     subnet_not_found,
 )
 from cnikit.cloud.limits import UNATTACHED, InstanceLimits
-from cnikit.cloud.ownership import EniInfo, Owner, OwnershipSnapshot
+from cnikit.cloud.ownership import OwnershipSnapshot, build_snapshot
+from cnikit.cloud.records import Attachment, Eni, InstanceState, Subnet
 
 PREFIX_LEN = 28
 PREFIX_SIZE = 16
 # EC2 keeps the network address, the first three hosts and the broadcast address.
 RESERVED_PER_SUBNET = 5
-
-
-@dataclass(frozen=True)
-class Subnet:
-    subnet_id: str
-    vpc_id: str
-    cidr: ipaddress.IPv4Network
-    az: str
-    default_for_az: bool = False
-
-    @property
-    def first_usable(self) -> int:
-        return int(self.cidr.network_address) + 4
-
-    @property
-    def last_usable(self) -> int:
-        return int(self.cidr.broadcast_address) - 1
-
-    def check_address(self, ip: str) -> int:
-        """The address as an int, or InvalidParameterValue when EC2 would refuse it."""
-        try:
-            addr = ipaddress.IPv4Address(ip)
-        except ValueError:
-            raise invalid_value(f"Invalid value '{ip}' for IP address") from None
-        if addr not in self.cidr:
-            raise invalid_value(
-                f"Address {ip} does not fall within the subnet's address range"
-            )
-        value = int(addr)
-        if not self.first_usable <= value <= self.last_usable:
-            raise invalid_value(
-                f"Address {ip} is reserved by AWS in subnet {self.subnet_id} ({self.cidr})"
-            )
-        return value
-
-
-@dataclass(frozen=True)
-class Attachment:
-    attachment_id: str
-    instance_id: str
-    device_index: int
-    delete_on_termination: bool
-    status: str = "attached"
-    attach_time: str = ""
-
-
-@dataclass(frozen=True)
-class Eni:
-    eni_id: str
-    subnet_id: str
-    vpc_id: str
-    mac: str
-    ips: tuple[str, ...]  # primary first
-    prefixes: tuple[str, ...] = ()
-    attachment: Attachment | None = None
-    # The upstream's own XML <item> for this ENI: everything the gate does not model
-    # (tags, groups, description) is rendered from it unchanged.
-    template: bytes = b""
-
-    @property
-    def primary_ip(self) -> str:
-        return self.ips[0]
-
-    @property
-    def slots(self) -> int:
-        return len(self.ips) + len(self.prefixes)
-
-
-@dataclass(frozen=True)
-class InstanceState:
-    """An instance as the gate's mirror holds it (cnikit.cloud.Instance is what the kit
-    launched, with its primary ENI)."""
-
-    instance_id: str
-    instance_type: str
-    subnet_id: str
-    az: str
-    state: str = "running"
 
 
 @dataclass
@@ -560,21 +484,3 @@ def select_enis(enis: dict[str, Eni], ids: list[str]) -> list[Eni]:
     if missing_ids:
         raise eni_not_found(missing_ids[0])
     return [enis[i] for i in dict.fromkeys(ids)]
-
-
-def build_snapshot(version: int, enis: dict[str, Eni], region: str = "us-east-1",
-                   regions: tuple[str, ...] = ()) -> OwnershipSnapshot:
-    ips: dict[str, Owner] = {}
-    prefixes: dict[str, Owner] = {}
-    infos: dict[str, EniInfo] = {}
-    for eni in enis.values():
-        att = eni.attachment
-        inst = att.instance_id if att else None
-        dev = att.device_index if att else None
-        for n, ip in enumerate(eni.ips):
-            ips[ip] = Owner(eni.eni_id, inst, dev, primary=(n == 0))
-        for p in eni.prefixes:
-            prefixes[p] = Owner(eni.eni_id, inst, dev, primary=False)
-        infos[eni.eni_id] = EniInfo(eni.eni_id, inst, dev, eni.mac, eni.primary_ip,
-                                    eni.subnet_id, list(eni.ips), list(eni.prefixes))
-    return OwnershipSnapshot(version, ips, prefixes, infos, region, regions or (region,))

@@ -23,7 +23,7 @@ from xml.sax.saxutils import escape
 
 from cnikit.cloud.errors import Ec2Error, invalid_value
 from cnikit.cloud.limits import InstanceLimits
-from cnikit.cloud.models import Attachment, Eni, InstanceState, Subnet
+from cnikit.cloud.records import Attachment, Eni, InstanceState, Subnet
 
 NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
 XML_DECL = b'<?xml version="1.0" encoding="UTF-8"?>\n'

@@ -28,7 +28,8 @@ from cnikit.cloud.audit import AuditLog
 from cnikit.cloud.errors import Ec2Error, internal_error
 from cnikit.cloud.faults import MAX_LAG_S, FaultSet
 from cnikit.cloud.limits import FALLBACK, InstanceLimits
-from cnikit.cloud.models import Eni, Mirror, Versions
+from cnikit.cloud.models import Mirror, Versions
+from cnikit.cloud.records import Eni
 from cnikit.cloud.regions import check_region, known_regions
 from cnikit.cloud.upstream import UpstreamClient
 from cnikit.errors import CnikitError

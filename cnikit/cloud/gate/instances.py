@@ -14,7 +14,8 @@ from cnikit.cloud import responses as R
 from cnikit.cloud.errors import invalid_value
 from cnikit.cloud.gate.actions import Actions, action
 from cnikit.cloud.gate.backend import Region, UpstreamError
-from cnikit.cloud.models import Eni, InstanceState, check_launch_count
+from cnikit.cloud.models import check_launch_count
+from cnikit.cloud.records import Eni, InstanceState
 
 log = logging.getLogger("cnikit.cloud.gate")
 

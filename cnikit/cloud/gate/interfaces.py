@@ -11,7 +11,8 @@ from __future__ import annotations
 from cnikit.cloud import responses as R
 from cnikit.cloud.gate.actions import Actions, action
 from cnikit.cloud.gate.backend import Region, UpstreamError
-from cnikit.cloud.models import Eni, select_enis
+from cnikit.cloud.models import select_enis
+from cnikit.cloud.records import Eni
 from faultcore.caller import spared as _spared
 
 
