@@ -6,7 +6,7 @@
     cloud.gate.owners()
     cloud.stop()
 
-See docs/architecture.md for the contract; gate.py for how the gate works.
+See docs/architecture.md for the contract; gate/__init__.py for how the gate works.
 
 The names below are imported when first used: a module that needs only `cnikit.cloud.limits`
 (the scenario registry, every CLI command) does not pay for moto, boto3 and aiohttp (about

@@ -1,8 +1,9 @@
-"""The gate's mirror of EC2 state and the rules real EC2 enforces on it.
+"""The gate's mirror of EC2 state (its records: records.py) and the rules real EC2
+enforces on it.
 
-No wire format here: `responses.py` parses and renders XML, `gate.py` moves bytes. The
-mirror is the gate's truth: it is loaded from the upstream at start (and after any
-mutating call the gate does not model), then changed only by the calls the gate
+No wire format here: `responses.py` parses and renders XML, the gate (cnikit/cloud/gate/)
+moves bytes. The mirror is the gate's truth: it is loaded from the upstream at start (and
+after any mutating call the gate does not model), then changed only by the calls the gate
 forwarded successfully. Records are frozen and replaced on change, so a snapshot of the
 mirror (for `describe_lag` and for ownership) is a shallow dict copy.
 
@@ -14,7 +15,8 @@ Rules (each `plan_*` raises Ec2Error and changes nothing; `apply_*` changes the 
   never chooses;
 - per-ENI IPv4 slots (each /28 prefix is one slot) and per-instance ENI limits come from
   the instance type; one ENI per device index;
-- /28 prefixes are aligned, inside the subnet, and never overlap an address in use.
+- /28 prefixes are aligned, inside the subnet, and never overlap an address in use;
+- RunInstances' counts are sane, and only a one-instance launch may name its address.
 
 A Mirror holds one region, as EC2 keeps regions apart (the same CIDRs and even the same
 addresses live in two regions without meeting). All regions' mirrors share one `Versions`,
@@ -35,90 +37,13 @@ from cnikit.cloud.errors import (
     subnet_not_found,
 )
 from cnikit.cloud.limits import UNATTACHED, InstanceLimits
-from cnikit.cloud.ownership import EniInfo, Owner, OwnershipSnapshot
+from cnikit.cloud.ownership import OwnershipSnapshot, build_snapshot
+from cnikit.cloud.records import Attachment, Eni, InstanceState, Subnet
 
 PREFIX_LEN = 28
 PREFIX_SIZE = 16
 # EC2 keeps the network address, the first three hosts and the broadcast address.
 RESERVED_PER_SUBNET = 5
-
-
-@dataclass(frozen=True)
-class Subnet:
-    subnet_id: str
-    vpc_id: str
-    cidr: ipaddress.IPv4Network
-    az: str
-    default_for_az: bool = False
-
-    @property
-    def first_usable(self) -> int:
-        return int(self.cidr.network_address) + 4
-
-    @property
-    def last_usable(self) -> int:
-        return int(self.cidr.broadcast_address) - 1
-
-    def check_address(self, ip: str) -> int:
-        """The address as an int, or InvalidParameterValue when EC2 would refuse it."""
-        try:
-            addr = ipaddress.IPv4Address(ip)
-        except ValueError:
-            raise invalid_value(f"Invalid value '{ip}' for IP address") from None
-        if addr not in self.cidr:
-            raise invalid_value(
-                f"Address {ip} does not fall within the subnet's address range"
-            )
-        value = int(addr)
-        if not self.first_usable <= value <= self.last_usable:
-            raise invalid_value(
-                f"Address {ip} is reserved by AWS in subnet {self.subnet_id} ({self.cidr})"
-            )
-        return value
-
-
-@dataclass(frozen=True)
-class Attachment:
-    attachment_id: str
-    instance_id: str
-    device_index: int
-    delete_on_termination: bool
-    status: str = "attached"
-    attach_time: str = ""
-
-
-@dataclass(frozen=True)
-class Eni:
-    eni_id: str
-    subnet_id: str
-    vpc_id: str
-    mac: str
-    ips: tuple[str, ...]  # primary first
-    prefixes: tuple[str, ...] = ()
-    attachment: Attachment | None = None
-    # The upstream's own XML <item> for this ENI: everything the gate does not model
-    # (tags, groups, description) is rendered from it unchanged.
-    template: bytes = b""
-
-    @property
-    def primary_ip(self) -> str:
-        return self.ips[0]
-
-    @property
-    def slots(self) -> int:
-        return len(self.ips) + len(self.prefixes)
-
-
-@dataclass(frozen=True)
-class InstanceState:
-    """An instance as the gate's mirror holds it (cnikit.cloud.Instance is what the kit
-    launched, with its primary ENI)."""
-
-    instance_id: str
-    instance_type: str
-    subnet_id: str
-    az: str
-    state: str = "running"
 
 
 @dataclass
@@ -442,6 +367,43 @@ class Mirror:
             checked += self.pick_prefixes(subnet, prefix_count, taken)
         return subnet, ips, checked
 
+    def plan_launch(self, subnet_id: str | None, az: str | None, asked: str | None,
+                    secondary: int, count: int,
+                    limits: InstanceLimits) -> tuple[Subnet, list[list[str]]]:
+        """Addresses for the primary ENIs of `count` new instances (RunInstances), each
+        primary first: in the subnet given, else the default one of `az`."""
+        if not subnet_id:
+            default = self.default_subnet(az)
+            if default is None:
+                raise Ec2Error("MissingInput", "No subnet given and no default subnet found")
+            subnet_id = default.subnet_id
+        subnet = self.subnet(subnet_id)
+        if asked and count > 1:
+            raise invalid_value("A private IP address can only be given for one instance")
+        if 1 + secondary > limits.ipv4_per_eni:
+            raise Ec2Error("PrivateIpAddressLimitExceeded",
+                           "Number of private addresses will exceed limit.")
+        plans = []
+        taken: set[int] = set()
+        for _ in range(count):
+            if asked:
+                _, ips, _ = self.plan_new_eni(subnet.subnet_id, asked, [], secondary, [], None)
+            else:  # one pick for all, so two instances of one call never share an address
+                ips = self.pick_ips(subnet, 1 + secondary, taken)
+            taken.update(int(ipaddress.IPv4Address(i)) for i in ips)
+            plans.append(ips)
+        return subnet, plans
+
+    def apply_launch(self, inst: InstanceState, enis: Iterable[Eni]) -> None:
+        self.put_instance(inst)
+        for eni in enis:
+            self.put_eni(eni)
+        self.changed()
+
+    def mark_terminated(self, instance_id: str) -> None:
+        """The instance stays known (as EC2 shows it for a while); its ENIs change apart."""
+        self.put_instance(replace(self.instances[instance_id], state="terminated"))
+
     def plan_attach(self, eni_id: str | None, instance_id: str | None,
                     device_index: int | None) -> tuple[Eni, InstanceState]:
         eni = self.eni(eni_id)
@@ -481,6 +443,14 @@ class Mirror:
             raise Ec2Error("InvalidNetworkInterface.InUse", f"Interface: [{eni.eni_id}] in use.")
         return eni
 
+    def apply_new_eni(self, eni: Eni) -> None:
+        self.put_eni(eni)
+        self.changed()
+
+    def apply_delete(self, eni_id: str) -> None:
+        self.drop_eni(eni_id)
+        self.changed()
+
     def set_attachment(self, eni_id: str, attachment: Attachment | None) -> None:
         self.put_eni(replace(self.enis[eni_id], attachment=attachment))
         self.changed()
@@ -499,19 +469,18 @@ class Mirror:
         return snap
 
 
-def build_snapshot(version: int, enis: dict[str, Eni], region: str = "us-east-1",
-                   regions: tuple[str, ...] = ()) -> OwnershipSnapshot:
-    ips: dict[str, Owner] = {}
-    prefixes: dict[str, Owner] = {}
-    infos: dict[str, EniInfo] = {}
-    for eni in enis.values():
-        att = eni.attachment
-        inst = att.instance_id if att else None
-        dev = att.device_index if att else None
-        for n, ip in enumerate(eni.ips):
-            ips[ip] = Owner(eni.eni_id, inst, dev, primary=(n == 0))
-        for p in eni.prefixes:
-            prefixes[p] = Owner(eni.eni_id, inst, dev, primary=False)
-        infos[eni.eni_id] = EniInfo(eni.eni_id, inst, dev, eni.mac, eni.primary_ip,
-                                    eni.subnet_id, list(eni.ips), list(eni.prefixes))
-    return OwnershipSnapshot(version, ips, prefixes, infos, region, regions or (region,))
+def check_launch_count(min_count: int, count: int) -> None:
+    """RunInstances' MinCount and MaxCount, as EC2 accepts them."""
+    if count < 1 or min_count < 1 or min_count > count:
+        raise invalid_value(f"Invalid MinCount {min_count} / MaxCount {count}")
+
+
+def select_enis(enis: dict[str, Eni], ids: list[str]) -> list[Eni]:
+    """The ENIs named (each once, in the order first named), or all of them when none is;
+    an unknown one refuses the whole call, as EC2's Describe does."""
+    if not ids:
+        return list(enis.values())
+    missing_ids = [i for i in ids if i not in enis]
+    if missing_ids:
+        raise eni_not_found(missing_ids[0])
+    return [enis[i] for i in dict.fromkeys(ids)]

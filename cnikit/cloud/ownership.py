@@ -1,7 +1,8 @@
 """Who owns each IP and prefix right now, according to EC2 (the gate's mirror).
 
-An OwnershipSnapshot is immutable and built once per mirror version, so polling it many
-times a second costs a dict lookup. `to_json()` is the wire form of `GET /_cnikit/owners`.
+An OwnershipSnapshot is immutable and built (`build_snapshot`, from the mirror's ENIs) once
+per mirror version, so polling it many times a second costs a dict lookup. `to_json()` is
+the wire form of `GET /_cnikit/owners`.
 
 A snapshot covers one region (`region`), as EC2 keeps regions apart: the same address can
 be held in two regions. `regions` lists every region the gate serves, so a follower of the
@@ -12,6 +13,8 @@ regions, so it grows on a change in any of them.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+
+from cnikit.cloud.records import Eni
 
 
 @dataclass(frozen=True)
@@ -63,3 +66,21 @@ class OwnershipSnapshot:
             region=data.get("region", "us-east-1"),
             regions=tuple(data.get("regions", ())),
         )
+
+
+def build_snapshot(version: int, enis: dict[str, Eni], region: str = "us-east-1",
+                   regions: tuple[str, ...] = ()) -> OwnershipSnapshot:
+    ips: dict[str, Owner] = {}
+    prefixes: dict[str, Owner] = {}
+    infos: dict[str, EniInfo] = {}
+    for eni in enis.values():
+        att = eni.attachment
+        inst = att.instance_id if att else None
+        dev = att.device_index if att else None
+        for n, ip in enumerate(eni.ips):
+            ips[ip] = Owner(eni.eni_id, inst, dev, primary=(n == 0))
+        for p in eni.prefixes:
+            prefixes[p] = Owner(eni.eni_id, inst, dev, primary=False)
+        infos[eni.eni_id] = EniInfo(eni.eni_id, inst, dev, eni.mac, eni.primary_ip,
+                                    eni.subnet_id, list(eni.ips), list(eni.prefixes))
+    return OwnershipSnapshot(version, ips, prefixes, infos, region, regions or (region,))

@@ -17,12 +17,13 @@ import re
 import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from urllib.parse import parse_qsl
 from xml.sax.saxutils import escape
 
 from cnikit.cloud.errors import Ec2Error, invalid_value
 from cnikit.cloud.limits import InstanceLimits
-from cnikit.cloud.models import Attachment, Eni, InstanceState, Subnet
+from cnikit.cloud.records import Attachment, Eni, InstanceState, Subnet
 
 NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
 XML_DECL = b'<?xml version="1.0" encoding="UTF-8"?>\n'
@@ -96,6 +97,43 @@ def filters(params: dict[str, str]) -> dict[str, list[str]]:
             out[value] = list_param(params, f"Filter.{m.group(1)}.Value")
     return out
 
+
+
+def new_eni_addresses(params: dict[str, str]) -> tuple[str | None, list[str]]:
+    """CreateNetworkInterface's requested primary (PrivateIpAddress, or the
+    PrivateIpAddresses.N entry marked Primary) and secondary addresses."""
+    listed = list(zip(list_param(params, "PrivateIpAddresses", "PrivateIpAddress"),
+                      list_param(params, "PrivateIpAddresses", "Primary"), strict=False))
+    secondaries = [ip for ip, primary in listed if primary.lower() != "true"]
+    primary = params.get("PrivateIpAddress") or next(
+        (ip for ip, p in listed if p.lower() == "true"), None)
+    return primary, secondaries
+
+
+def addresses_param(eni_id: str, ips: Iterable[str]) -> dict[str, str]:
+    """The parameters that name an ENI and a list of addresses (Assign and Unassign)."""
+    out = {"NetworkInterfaceId": eni_id}
+    out.update({f"PrivateIpAddress.{n}": ip for n, ip in enumerate(ips, 1)})
+    return out
+
+
+def page(items: list, params: dict[str, str]) -> tuple[list, str | None]:
+    """One page of a Describe answer by MaxResults and NextToken (the next page's offset),
+    with the next page's token (None on the last)."""
+    max_results = int_param(params, "MaxResults")
+    start = 0
+    token = params.get("NextToken")
+    if token:
+        if not token.isdigit():
+            raise invalid_value(f"Invalid value '{token}' for NextToken")
+        start = int(token)
+    if max_results is None:
+        return items[start:], None
+    if not 5 <= max_results <= 1000:
+        raise invalid_value(f"Value ({max_results}) for parameter maxResults is invalid. "
+                            "Expecting a value between 5 and 1000.")
+    next_token = str(start + max_results) if start + max_results < len(items) else None
+    return items[start:start + max_results], next_token
 
 # -- errors and small responses -------------------------------------------------------------
 
@@ -217,6 +255,24 @@ def enis_from_describe(body: bytes) -> list[ET.Element]:
     return parse_xml(body).findall("networkInterfaceSet/item")
 
 
+
+def eni_from_created(body: bytes) -> Eni:
+    """The ENI in a CreateNetworkInterface answer."""
+    item = parse_xml(body).find("networkInterface")
+    item.tag = "item"
+    return eni_from_item(item)
+
+
+def attachment_from(body: bytes, instance_id: str, device_index: int) -> Attachment:
+    """The attachment an AttachNetworkInterface answer names, made now."""
+    return Attachment(attachment_id=parse_xml(body).findtext("attachmentId") or "",
+                      instance_id=instance_id, device_index=device_index,
+                      delete_on_termination=False, attach_time=now_iso())
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
 def subnets_from_describe(body: bytes) -> list[Subnet]:
     return [
         Subnet(
@@ -327,6 +383,19 @@ def created_eni_xml(eni: Eni) -> bytes:
     inner = "<networkInterface>" + inner[len("<item>"):-len("</item>")] + "</networkInterface>"
     return action_xml("CreateNetworkInterface", inner)
 
+
+
+def merge_reservations(bodies: list[bytes]) -> bytes:
+    """One RunInstances answer from several single-instance ones (the gate launches one at a time)."""
+    if len(bodies) == 1:
+        return bodies[0]
+    first = parse_xml(bodies[0])
+    target = first.find("instancesSet")
+    for body in bodies[1:]:
+        for item in parse_xml(body).findall("instancesSet/item"):
+            target.append(item)
+    first.set("xmlns", NS)
+    return XML_DECL + ET.tostring(first)
 
 # -- filtering ENIs (DescribeNetworkInterfaces) ------------------------------------------------
 

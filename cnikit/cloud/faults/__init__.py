@@ -9,7 +9,7 @@ kind, or a stage (`KINDS.add_stage`), is adding its file. Kinds today: `throttle
 `latency` (request stage), `lost_response` (response stage), `describe_lag` (describe
 stage); see base.py for the stages and the gate's hook points that run them.
 
-None of them applies to the fault IMDS's own calls (faultcore.caller, read by gate.py):
+None of them applies to the fault IMDS's own calls (faultcore.caller, read by the gate, cnikit.cloud.gate.server):
 IMDS staleness is modelled by the IMDS's fault kinds, not by the EC2 API's.
 """
 

@@ -1,0 +1,244 @@
+"""What stands behind the gate's HTTP front: the upstream and the gate's mirrors of it.
+
+- Forwarding: a call is sent to the upstream (moto or LocalStack) signed for the region it
+  acts on; an upstream refusal is an `UpstreamError` (its answer passed through unchanged),
+  no answer at all an `UpstreamUnreachable`, a non-XML error (moto's HTML 500) EC2's
+  `InternalError`.
+- Regions: each has its own mirror (models.Mirror) and its ENIs' recent past (for
+  `describe_lag`); a region's first request loads it from the upstream.
+- Changes: every change of a mirror goes through `_mutate` (loop thread only), which wakes
+  the waiters of `wait_change` and the change feed and records the ENIs for Describe's
+  history. A mutating call the gate does not model is forwarded and followed by a resync.
+- Limits: per instance type, asked of the upstream once (DescribeInstanceTypes), else
+  limits.FALLBACK.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import threading
+import time
+from datetime import UTC, datetime
+from urllib.parse import urlencode
+
+from cnikit.cloud import responses as R
+from cnikit.cloud.audit import AuditLog
+from cnikit.cloud.errors import Ec2Error, internal_error
+from cnikit.cloud.faults import MAX_LAG_S, FaultSet
+from cnikit.cloud.limits import FALLBACK, InstanceLimits
+from cnikit.cloud.models import Mirror, Versions
+from cnikit.cloud.records import Eni
+from cnikit.cloud.regions import check_region, known_regions
+from cnikit.cloud.upstream import UpstreamClient
+from cnikit.errors import CnikitError
+
+log = logging.getLogger("cnikit.cloud.gate")
+
+_FORWARD_HEADERS = ("authorization", "x-amz-date", "x-amz-security-token", "user-agent",
+                    "content-type")
+
+
+class UpstreamUnreachable(CnikitError):
+    """No HTTP answer from the upstream at all (refused, reset, timed out)."""
+
+
+class UpstreamError(Exception):
+    """The upstream refused a call: pass its answer through unchanged."""
+
+    def __init__(self, status: int, body: bytes):
+        super().__init__(f"upstream answered {status}")
+        self.status = status
+        self.body = body
+
+    def code(self) -> str:
+        parsed = R.upstream_error(self.body)
+        return parsed[0] if parsed else f"HTTP{self.status}"
+
+
+class Region:
+    """One region the gate serves: its mirror and its ENIs' recent past (for describe_lag)."""
+
+    def __init__(self, name: str, mirror: Mirror):
+        self.name = name
+        self.mirror = mirror
+        self.history: collections.deque[tuple[float, dict[str, Eni]]] = collections.deque()
+
+
+class Backend:
+    """The upstream and the mirrors of every region the gate serves. The event-loop parts
+    (`_lock`, `_changed`, `_upstream`) are made by `_open`, on the loop; the gate's
+    shutdown closes them."""
+
+    def __init__(self, upstream_url: str, region: str = "us-east-1", seed: int | None = None):
+        self.upstream_url = upstream_url.rstrip("/")
+        self.region = check_region(region)
+        self.faults = FaultSet(seed)
+        self.audit = AuditLog()
+        self.versions = Versions((region,))
+        self.mirror = Mirror(self._limits_for, region, self.versions)  # the gate's own region
+        self._regions = {region: Region(region, self.mirror)}
+        self._limits: dict[str, InstanceLimits | None] = {}
+        self._cond = threading.Condition(threading.RLock())
+        self._upstream: UpstreamClient | None = None
+        self._lock: asyncio.Lock | None = None
+        self._changed: asyncio.Event | None = None
+        self._closing = False
+
+    async def _open(self) -> None:
+        self._lock = asyncio.Lock()
+        self._changed = asyncio.Event()
+        self._upstream = UpstreamClient(self.upstream_url)
+        await self._first_resync(self._regions[self.region])
+
+    async def wait_version(self, since: int) -> None:
+        """Return once the mirror's version exceeds `since` (event-loop side of wait_change)."""
+        while self.mirror.version <= since and not self._closing:
+            await self._changed.wait()
+
+    # -- upstream -----------------------------------------------------------------------------
+
+    def _headers(self, region: str, incoming=None) -> dict[str, str]:
+        if incoming is not None:
+            h = {k: v for k, v in incoming.items() if k.lower() in _FORWARD_HEADERS}
+            if "Authorization" in h or "authorization" in h:
+                h["Content-Type"] = "application/x-www-form-urlencoded; charset=utf-8"
+                return h
+        day = datetime.now(UTC).strftime("%Y%m%d")
+        return {
+            "Authorization": f"AWS4-HMAC-SHA256 Credential=test/{day}/{region}/ec2/"
+                             "aws4_request, SignedHeaders=host, Signature=0",
+            "Content-Type": "application/x-www-form-urlencoded; charset=utf-8",
+        }
+
+    async def _forward(self, region: str, params: dict[str, str],
+                       headers=None) -> tuple[int, bytes]:
+        """Send a call to the upstream, signed for `region` (a client's own headers carry
+        the client's signature, which names the same region)."""
+        params.setdefault("Version", "2016-11-15")
+        try:
+            status, body = await self._upstream.post(urlencode(params).encode(),
+                                                     self._headers(region, headers))
+        except (OSError, asyncio.IncompleteReadError, TimeoutError, ValueError) as e:
+            raise UpstreamUnreachable(f"the EC2 upstream {self.upstream_url} failed on "
+                                      f"{params.get('Action')}: {e!r}") from None
+        if status >= 400 and R.upstream_error(body) is None:
+            log.warning("upstream answered %s to %s without an EC2 error: %.200r",
+                        status, params.get("Action"), body)
+            err = internal_error()
+            return err.status, R.error_xml(err)
+        return status, body
+
+    async def _call(self, region: str, action: str, params: dict[str, str] | None = None,
+                    headers=None) -> bytes:
+        status, body = await self._forward(region, {"Action": action, **(params or {})},
+                                           headers)
+        if status >= 300:
+            raise UpstreamError(status, body)
+        return body
+
+    async def _unmodelled(self, r: Region, action, params, headers) -> tuple[int, bytes]:
+        async with self._lock:
+            status, out = await self._forward(r.name, params, headers)
+            if status < 300:
+                await self._resync(r)
+                self.audit.add(action, params.get("NetworkInterfaceId"),
+                               instance_id=params.get("InstanceId"), region=r.name)
+            else:
+                raise UpstreamError(status, out)
+        return status, out
+
+    # -- mirror maintenance ---------------------------------------------------------------------
+
+    def _limits_for(self, instance_type: str) -> InstanceLimits | None:
+        return self._limits.get(instance_type)
+
+    async def _ensure_limits(self, instance_type: str) -> InstanceLimits | None:
+        if instance_type in self._limits:
+            return self._limits[instance_type]
+        found = None
+        try:
+            body = await self._call(self.region, "DescribeInstanceTypes",
+                                    {"InstanceType.1": instance_type})
+            found = R.limits_from_describe(body).get(instance_type)
+        except UpstreamError:
+            pass
+        self._limits[instance_type] = found or FALLBACK.get(instance_type)
+        return self._limits[instance_type]
+
+    async def _first_resync(self, r: Region, deadline_s: float = 30.0) -> None:
+        """Load the mirror; an upstream that has just started may answer 5xx for a moment."""
+        end = time.monotonic() + deadline_s
+        while True:
+            try:
+                return await self._resync(r)
+            except UpstreamError as e:
+                if e.status < 500 or time.monotonic() > end:
+                    raise CnikitError(f"EC2 gate cannot read the upstream {self.upstream_url}: "
+                                      f"{e.code()}") from None
+            await asyncio.sleep(0.2)
+
+    async def _locked_resync(self) -> None:
+        async with self._lock:
+            for r in list(self._regions.values()):
+                await self._resync(r)
+
+    async def _region(self, name: str) -> Region:
+        """The region a request named, loaded from the upstream on its first request."""
+        r = self._regions.get(name)
+        if r is not None:
+            return r
+        if name not in known_regions():
+            raise Ec2Error("AuthFailure",
+                           f"Credential should be scoped to a valid region, not '{name}'.", 401)
+        async with self._lock:
+            r = self._regions.get(name)
+            if r is None:
+                r = Region(name, Mirror(self._limits_for, name, self.versions))
+                await self._resync(r, adopt=True)
+            return r
+
+    async def _resync(self, r: Region, adopt: bool = False) -> None:
+        subnets = R.subnets_from_describe(await self._call(r.name, "DescribeSubnets"))
+        instances = R.instances_from(await self._call(r.name, "DescribeInstances"))
+        items = R.enis_from_describe(await self._call(r.name, "DescribeNetworkInterfaces"))
+        for t in {i.instance_type for i in instances}:
+            await self._ensure_limits(t)
+        old = r.mirror.enis
+        enis = []
+        for it in items:
+            eni_id = it.findtext("networkInterfaceId")
+            enis.append(R.eni_from_item(it, old[eni_id].prefixes if eni_id in old else ()))
+
+        def load():
+            if adopt:  # a new region joins in the same change its first state lands in
+                self._regions[r.name] = r
+                self.versions.regions += (r.name,)
+            r.mirror.load(subnets, instances, enis)
+
+        self._mutate(r, load)
+
+    def _mutate(self, r: Region, fn, *args) -> None:
+        """Change a region's mirror (loop thread only) and wake every waiter."""
+        with self._cond:
+            fn(*args)
+            self._cond.notify_all()
+        now = time.monotonic()
+        r.history.append((now, dict(r.mirror.enis)))
+        while len(r.history) > 1 and r.history[1][0] <= now - MAX_LAG_S:
+            r.history.popleft()
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    @staticmethod
+    def _enis_as_of(r: Region, lag: float) -> dict[str, Eni]:
+        if lag <= 0 or not r.history:
+            return r.mirror.enis
+        cutoff = time.monotonic() - lag
+        chosen = r.history[0][1]
+        for t, enis in r.history:
+            if t > cutoff:
+                break
+            chosen = enis
+        return chosen

@@ -1,0 +1,127 @@
+"""Instances: RunInstances and TerminateInstances.
+
+The gate launches one instance per upstream call, each with the primary address (and
+secondaries) it picked, and adopts each into the mirror with the ENIs the upstream made for
+it. On termination it does to the instance's ENIs what EC2 does: detach, and delete those
+marked delete-on-termination.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from cnikit.cloud import responses as R
+from cnikit.cloud.errors import invalid_value
+from cnikit.cloud.gate.actions import Actions, action
+from cnikit.cloud.gate.backend import Region, UpstreamError
+from cnikit.cloud.models import check_launch_count
+from cnikit.cloud.records import Eni, InstanceState
+
+log = logging.getLogger("cnikit.cloud.gate")
+
+NIC = "NetworkInterface.1."  # RunInstances' first network interface, as a parameter prefix
+
+
+class InstanceActions(Actions):
+    @action("RunInstances")
+    async def _run_instances(self, r: Region, params, headers) -> tuple[int, bytes]:
+        async with self._lock:
+            itype = params.get("InstanceType") or "m1.small"
+            limits = await self._ensure_limits(itype)
+            if limits is None:
+                raise invalid_value(f"Invalid value '{itype}' for InstanceType.")
+            count = R.int_param(params, "MaxCount") or 1
+            min_count = R.int_param(params, "MinCount") or 1
+            check_launch_count(min_count, count)
+            if params.get(NIC + "NetworkInterfaceId"):  # launched on an existing ENI
+                status, out = await self._forward(r.name, params, headers)
+                if status >= 300:
+                    raise UpstreamError(status, out)
+                await self._resync(r)
+                return status, out
+            subnet, plans = r.mirror.plan_launch(
+                params.get("SubnetId") or params.get(NIC + "SubnetId"),
+                params.get("Placement.AvailabilityZone"),
+                params.get("PrivateIpAddress") or params.get(NIC + "PrivateIpAddress"),
+                R.int_param(params, NIC + "SecondaryPrivateIpAddressCount") or 0,
+                count, limits)
+            uses_nic = any(k.startswith(NIC) for k in params)
+            bodies = []
+            for ips in plans:
+                fwd = {k: v for k, v in params.items()
+                       if k not in ("MinCount", "MaxCount", "PrivateIpAddress",
+                                    NIC + "PrivateIpAddress", NIC + "SecondaryPrivateIpAddressCount")}
+                fwd.update({"MinCount": "1", "MaxCount": "1"})
+                fwd[(NIC if uses_nic else "") + "PrivateIpAddress"] = ips[0]
+                if not uses_nic:
+                    fwd["SubnetId"] = subnet.subnet_id
+                try:
+                    bodies.append(await self._call(r.name, "RunInstances", fwd, headers))
+                except UpstreamError:
+                    if len(bodies) >= min_count:
+                        break
+                    raise
+                await self._adopt_instances(r, R.instances_from(bodies[-1]), ips[1:], headers)
+        return 200, R.merge_reservations(bodies)
+
+    async def _adopt_instances(self, r: Region, instances: list[InstanceState],
+                               secondaries: list[str], headers) -> None:
+        for inst in instances:
+            body = await self._call(r.name, "DescribeNetworkInterfaces", {
+                "Filter.1.Name": "attachment.instance-id", "Filter.1.Value.1": inst.instance_id})
+            enis = [R.eni_from_item(it) for it in R.enis_from_describe(body)]
+            primary = next((e for e in enis if e.attachment and e.attachment.device_index == 0),
+                           None)
+            if primary is not None and secondaries:
+                await self._call(r.name, "AssignPrivateIpAddresses",
+                                 R.addresses_param(primary.eni_id, secondaries), headers)
+                enis = [e if e is not primary else Eni(
+                    e.eni_id, e.subnet_id, e.vpc_id, e.mac, e.ips + tuple(secondaries),
+                    e.prefixes, e.attachment, e.template) for e in enis]
+            self._mutate(r, r.mirror.apply_launch, inst, enis)
+            for e in enis:
+                self.audit.add("RunInstances", e.eni_id, e.ips, e.prefixes,
+                               instance_id=inst.instance_id, region=r.name)
+
+    @action("TerminateInstances")
+    async def _terminate(self, r: Region, params, headers) -> tuple[int, bytes]:
+        mirror = r.mirror
+        async with self._lock:
+            ids = R.list_param(params, "InstanceId")
+            for i in ids:
+                mirror.instance(i)
+            status, out = await self._forward(r.name, params, headers)
+            if status >= 300:
+                raise UpstreamError(status, out)
+            for iid in ids:
+                for eni in mirror.instance_enis(iid):
+                    await self._release_eni(r, eni)
+                self._mutate(r, mirror.mark_terminated, iid)
+                self.audit.add("TerminateInstances", None, instance_id=iid, region=r.name)
+        return status, out
+
+    async def _release_eni(self, r: Region, eni: Eni) -> None:
+        """What EC2 does to an instance's ENIs on termination: detach, delete if DOT.
+
+        The primary ENI is deleted without a detach upstream: moto's DescribeInstances
+        crashes on an instance without device 0.
+        """
+        if eni.attachment.device_index != 0:
+            try:
+                await self._call(r.name, "DetachNetworkInterface",
+                                 {"AttachmentId": eni.attachment.attachment_id, "Force": "true"})
+            except UpstreamError as e:
+                log.warning("detach %s on termination: %s", eni.eni_id, e.code())
+        if eni.attachment.delete_on_termination:
+            try:
+                await self._call(r.name, "DeleteNetworkInterface",
+                                 {"NetworkInterfaceId": eni.eni_id})
+            except UpstreamError as e:
+                log.warning("delete %s on termination: %s", eni.eni_id, e.code())
+            self._mutate(r, r.mirror.apply_delete, eni.eni_id)
+            self.audit.add("DeleteNetworkInterface", eni.eni_id, eni.ips, eni.prefixes,
+                           instance_id=eni.attachment.instance_id, region=r.name)
+        else:
+            self._mutate(r, r.mirror.set_attachment, eni.eni_id, None)
+            self.audit.add("DetachNetworkInterface", eni.eni_id, eni.ips, eni.prefixes,
+                           instance_id=eni.attachment.instance_id, region=r.name)

@@ -1,0 +1,247 @@
+"""The gate's HTTP front: parse an EC2 Query request, validate it, apply the request and
+response fault stages, dispatch it by action and answer; plus the gate's lifecycle (one
+event loop in a background thread) and its thread-side API (`owners()`, `wait_change()`,
+`resync()`).
+
+Dispatch: a DryRun call is forwarded (the upstream answers DryRunOperation or
+UnauthorizedOperation; nothing changes); an action with a handler (actions.py's registry:
+instances.py, interfaces.py, addresses.py, subnets.py) is served by it; any other read is
+forwarded untouched, any other write forwarded and followed by a resync (backend.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import threading
+
+from aiohttp import web
+
+from cnikit.cloud import responses as R
+from cnikit.cloud.control import ControlApi
+from cnikit.cloud.errors import Ec2Error, internal_error, missing
+from cnikit.cloud.gate.actions import handlers
+from cnikit.cloud.gate.backend import Backend, UpstreamError, UpstreamUnreachable
+from cnikit.cloud.models import Mirror
+from cnikit.cloud.ownership import OwnershipSnapshot
+from cnikit.cloud.regions import check_region
+from cnikit.errors import CnikitError
+from faultcore import freshness
+from faultcore.caller import spared as _spared
+
+log = logging.getLogger("cnikit.cloud.gate")
+
+READ_PREFIXES = ("Describe", "Get", "List", "Search")
+CONTROL = "/_cnikit/"
+
+
+@functools.cache
+def _required_params() -> dict[str, list[str]]:
+    """Operation name -> top-level parameters EC2 requires (from botocore's own model)."""
+    import botocore.session
+
+    model = botocore.session.get_session().get_service_model("ec2")
+    out = {}
+    for name in model.operation_names:
+        shape = model.operation_model(name).input_shape
+        req = []
+        if shape is not None:
+            for member in shape.required_members:
+                m = shape.members[member]
+                loc = m.serialization.get("queryName") or m.serialization.get("name")
+                req.append(loc[0].upper() + loc[1:] if loc else member)
+        out[name] = req
+    return out
+
+
+class Gate(Backend):
+    """The gate in a background thread: the HTTP front of its backend (backend.py). `url`
+    is valid after `start()`."""
+
+    def __init__(self, upstream_url: str, region: str = "us-east-1", host: str = "127.0.0.1",
+                 port: int = 0, seed: int | None = None):
+        super().__init__(upstream_url, region, seed)
+        self.host = host
+        self.port = port
+        self.url = ""
+        self._required = _required_params()
+        self._control = ControlApi(self, CONTROL)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner: web.AppRunner | None = None
+        self._handlers = handlers(self)
+
+    # -- lifecycle (called from any thread) -----------------------------------------------------
+
+    def start(self, timeout: float = 60.0) -> Gate:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="ec2-gate",
+                                        daemon=True)
+        self._thread.start()
+        try:
+            self._run(self._startup(), timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        if self._loop is None:
+            return
+        if self.url:
+            freshness.unregister(self.url)
+        if self._loop.is_running():
+            try:
+                self._run(self._shutdown(), 10)
+            except Exception:  # noqa: BLE001 - stopping must not fail on a half-started gate
+                log.exception("gate shutdown")
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        if self._thread is not None:
+            self._thread.join(10)
+        self._loop.close()
+        self._loop = None
+
+    def add_listener(self, sock) -> None:
+        """Also serve a pre-bound listening socket (e.g. one made inside the VPC netns)."""
+        # A busy machine can keep the gate's loop from it for seconds: the bound only turns a
+        # dead gate thread into an error (as fault_imds.server's add_listener).
+        self._run(self._add_site(sock), 60)
+
+    def _version(self) -> int:
+        return self.versions.value
+
+    def regions(self) -> list[str]:
+        """The regions the gate serves, its own first, then in the order requests named them."""
+        return list(self.versions.regions)
+
+    def owners(self, region: str | None = None) -> OwnershipSnapshot:
+        """Who holds what in `region` (default: the gate's own); a region no request has
+        named yet is loaded from the upstream first."""
+        mirror = self._mirror_of(region)
+        with self._cond:
+            return mirror.snapshot()
+
+    def wait_change(self, since_version: int, timeout: float,
+                    region: str | None = None) -> OwnershipSnapshot:
+        """The snapshot once the version exceeds since_version (a change in any region), or
+        the current one at timeout."""
+        mirror = self._mirror_of(region)
+        with self._cond:
+            self._cond.wait_for(lambda: self.versions.value > since_version, timeout)
+            return mirror.snapshot()
+
+    def resync(self) -> None:
+        """Reload every region's mirror from the upstream (after something changed it behind
+        the gate)."""
+        self._run(self._locked_resync(), 60)
+
+    def _mirror_of(self, region: str | None) -> Mirror:
+        if region is None or region == self.region:
+            return self.mirror
+        known = self._regions.get(region)
+        if known is None:
+            known = self._run(self._region(check_region(region)), 60)
+        return known.mirror
+
+    def _run(self, coro, timeout: float):
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    async def _startup(self) -> None:
+        await self._open()
+        app = web.Application(client_max_size=16 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
+        try:
+            await site.start()
+        except OSError as e:
+            raise CnikitError(f"EC2 gate cannot listen on {self.host}:{self.port}: {e}") from None
+        self.port = self._runner.addresses[0][1]
+        self.url = f"http://{self.host}:{self.port}"
+        # A fault IMDS in this process answers no older than this (faultcore.freshness).
+        freshness.register(self.url, self._version)
+
+    async def _shutdown(self) -> None:
+        # Long polls of the change feed (the IMDS's) end now: cleanup waits for every handler.
+        self._closing = True
+        if self._changed is not None:
+            self._changed.set()
+        if self._runner is not None:
+            await self._runner.cleanup()
+        if self._upstream is not None:
+            await self._upstream.close()
+
+    async def _add_site(self, sock) -> None:
+        site = web.SockSite(self._runner, sock)
+        await site.start()
+
+    # -- request entry point --------------------------------------------------------------------
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if request.path.startswith(CONTROL):
+            return await self._control.handle(request)
+        action = "?"
+        params: dict[str, str] = {}
+        region = self.region
+        try:
+            body = await request.read()
+            params = R.parse_params(body, request.query_string)
+            action = params.get("Action") or ""
+            region = R.signed_region(request.headers, params) or self.region
+            self._validate(action, params)
+            if not _spared(request.headers):
+                await self.faults.before_call(action, region, params)
+            r = self._regions.get(region) or await self._region(region)
+            handler = self._handlers.get(action)
+            if R.bool_param(params, "DryRun"):
+                # The upstream answers DryRunOperation/UnauthorizedOperation; nothing changes.
+                status, out = await self._forward(region, params, request.headers)
+            elif handler is not None:
+                status, out = await handler(r, params, request.headers)
+            elif action.startswith(READ_PREFIXES):
+                status, out = await self._forward(region, params, request.headers)
+            else:
+                status, out = await self._unmodelled(r, action, params, request.headers)
+            if status < 400 and not action.startswith(READ_PREFIXES) and not _spared(
+                    request.headers):
+                lost = self.faults.on_response(action, region)
+                if lost is not None:  # the change stands; only its answer is lost
+                    status, out = lost.status, R.error_xml(lost)
+        except Ec2Error as e:
+            self._audit_refusal(region, action, params, e.code)
+            status, out = e.status, R.error_xml(e)
+        except UpstreamError as e:
+            self._audit_refusal(region, action, params, e.code())
+            status, out = e.status, e.body
+        except UpstreamUnreachable as e:
+            log.warning("%s", e)
+            self._audit_refusal(region, action, params, "Unavailable")
+            err = Ec2Error("Unavailable", "The service is unavailable. Retry your request.", 503)
+            status, out = err.status, R.error_xml(err)
+        except Exception:  # noqa: BLE001 - a gate bug must answer EC2's InternalError, not a traceback
+            log.exception("EC2 gate failed on %s", action)
+            self._audit_refusal(region, action, params, "InternalError")
+            err = internal_error()
+            status, out = err.status, R.error_xml(err)
+        return web.Response(status=status, body=out, content_type="text/xml")
+
+    def _validate(self, action: str, params: dict[str, str]) -> None:
+        if not action:
+            raise Ec2Error("MissingAction", "The request must contain the parameter Action")
+        required = self._required.get(action)
+        if required is None:
+            raise Ec2Error("InvalidAction",
+                           f"The action {action} is not valid for this web service.")
+        for name in required:
+            if name not in params and not any(k.startswith(name + ".") for k in params):
+                raise missing(name)
+
+    def _audit_refusal(self, region: str, action: str, params: dict[str, str],
+                       code: str) -> None:
+        if action and not action.startswith(READ_PREFIXES) and action in self._required:
+            self.audit.add(action, params.get("NetworkInterfaceId"),
+                           R.list_param(params, "PrivateIpAddress"),
+                           R.list_param(params, "Ipv4Prefix"), outcome=code,
+                           instance_id=params.get("InstanceId"), region=region)
