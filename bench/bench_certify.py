@@ -40,7 +40,7 @@ def main() -> int:
     logging.getLogger("fault_imds").setLevel(logging.CRITICAL)
     from cnikit import scenarios
     from cnikit.certify import certify, template
-    from cnikit.scenarios.cli import run_matrix
+    from cnikit.scenarios.matrix import run_matrix
 
     only = ["imds-stale-equal-length"] if args.quick else scenarios.names()
     with tempfile.TemporaryDirectory(prefix="bench-certify-") as tmp:

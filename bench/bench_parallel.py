@@ -51,7 +51,7 @@ def main() -> int:
         return 0
     logging.getLogger().addHandler(logging.NullHandler())
     from cnikit import scenarios
-    from cnikit.scenarios.cli import matrix_ok, run_matrix
+    from cnikit.scenarios.matrix import matrix_ok, run_matrix
     from cnikit.targets import builtin_names
 
     names = ["imds-outage", "imds-stale-equal-length"] if args.quick else scenarios.names()

@@ -8,8 +8,8 @@ hundred ms, long enough for an upstream daemon's reconcile to read an address as
 
 So an EC2 that runs in the IMDS's process (the gate) registers a counter here under its
 URL, one that grows before any changing call is answered. The IMDS reads it when a request
-comes and answers once its view has read EC2 at or after that count (server.py). An EC2 in
-another process registers nothing: the IMDS then follows it as before.
+comes and answers once its view has read EC2 at or after that count (fault_imds/fence.py).
+An EC2 in another process registers nothing: the IMDS then follows it as before.
 """
 
 from __future__ import annotations

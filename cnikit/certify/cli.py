@@ -47,7 +47,7 @@ def certify_cmd(target, seeds, report_dir, junitxml, only, jobs, shard, init_fil
       2  a bad target file, an unusable machine, or a run the kit could not complete
       3  INSUFFICIENT: no violation, but too few runs exercised the build"""
     from cnikit.fabric.cleanup import cleanup_on_signals
-    from cnikit.scenarios.cli import _console, _progress, _quiet_logs
+    from cnikit.scenarios.cli.common import _console, _progress, _quiet_logs
 
     if init_file:
         from cnikit.certify import template

@@ -114,14 +114,14 @@ def merge(dirs: list[Path], out: Path) -> dict:
 # ---- matrix shards (cnikit matrix --shard I/N) ------------------------------------------------
 
 def _load_matrix(d: Path) -> dict:
-    from cnikit.scenarios.cli import MATRIX_SCHEMA
+    from cnikit.scenarios.matrix import MATRIX_SCHEMA
 
     return _read(d, "matrix.json", MATRIX_SCHEMA)
 
 
 def merge_matrices(dirs: list[Path], out: Path) -> dict:
     """The cells of matrix shards joined: the table one unsharded `cnikit matrix` makes."""
-    from cnikit.scenarios.cli import cell_of, write_matrix
+    from cnikit.scenarios.matrix import cell_of, write_matrix
 
     columns: list[str] = []
     runs: dict[tuple[str, str], list[dict]] = {}
@@ -192,7 +192,8 @@ def merge_cmd(dirs, out) -> None:
     if shard_kind(list(dirs)) == "matrix.json":
         from rich.console import Console
 
-        from cnikit.scenarios.cli import _table, matrix_ok
+        from cnikit.scenarios.cli.matrix import _table
+        from cnikit.scenarios.matrix import matrix_ok
 
         m = merge_matrices(list(dirs), out)
         Console().print(_table(m["cells"], m["columns"]))

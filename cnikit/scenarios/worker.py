@@ -56,7 +56,7 @@ def serve() -> int:
 def main(argv: list[str]) -> int:
     from cnikit.errors import CnikitError
     from cnikit.fabric.cleanup import cleanup_on_signals
-    from cnikit.scenarios.cli import _quiet_logs
+    from cnikit.scenarios.cli.common import _quiet_logs
     from faultcore import gc_policy
 
     gc_policy.relax()

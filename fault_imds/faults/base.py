@@ -12,7 +12,7 @@ one place, and runs every stage registered at it:
 - hook "view" (fault_imds/engine.py, `Engine.recompute`): what is served is recomputed from
   EC2; each stage's `run(faults, view)` edits the view. The "content" stage: kinds (stale,
   missing, lag) change WHAT is served (`apply(view)`); deterministic (no probability).
-- hook "request" (fault_imds/server.py, through `Engine.request_stage`): a request is
+- hook "request" (fault_imds/handler.py, through `Engine.request_stage`): a request is
   about to be answered; each stage's `async run(faults, req)` returns an Answer, DROP or
   None (go on), the first stage that answers wins. The "request" stage: kinds (drop,
   token, latency, error) change HOW a request is answered (`async apply(req) -> Answer |

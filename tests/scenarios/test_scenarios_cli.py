@@ -345,7 +345,7 @@ def test_sigterm_on_a_side_thread_stops_a_parallel_matrix_before_its_runs_end(tm
 def test_matrix_table_says_whether_each_verdict_was_expected():
     from rich.console import Console
 
-    from cnikit.scenarios.cli import _table
+    from cnikit.scenarios.cli.matrix import _table
 
     def cell(verdict, expected):
         return {"verdict": verdict, "expected": expected, "seconds": 3.0, "report": None, "runs": []}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import http.client
 import urllib.parse
 
-from fault_imds.server import INSTANCE_HEADER, TOKEN_HEADER, TTL_HEADER
+from fault_imds.handler import INSTANCE_HEADER, TOKEN_HEADER, TTL_HEADER
 
 MACS = "/latest/meta-data/network/interfaces/macs/"
 

@@ -9,7 +9,9 @@ import pytest
 from cnikit.cloud import Cloud
 from cnikit.scenarios.blackbox import eni_list_reads
 from fault_imds.client import FaultClient, FaultError
-from fault_imds.server import OBSERVER_HEADER, ImdsServer, RequestLog
+from fault_imds.handler import OBSERVER_HEADER
+from fault_imds.request_log import RequestLog
+from fault_imds.server import ImdsServer
 from tests.unit.imds_support import MACS, Imds
 
 SEED = 20261201

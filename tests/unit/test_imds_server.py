@@ -469,7 +469,7 @@ def test_the_host_names_an_instance_or_gets_a_400_that_says_how(imds_cloud, topo
     one by either answers as that instance. A real client: urllib."""
     import urllib.error
 
-    from fault_imds.server import INSTANCE_HEADER
+    from fault_imds.handler import INSTANCE_HEADER
 
     def get(url, headers=None):
         try:

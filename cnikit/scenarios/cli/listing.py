@@ -1,0 +1,23 @@
+"""`cnikit scenarios`: the scenarios, one line each."""
+
+from __future__ import annotations
+
+import click
+
+from cnikit.targets import builtin_names
+
+
+@click.command("scenarios")
+@click.option("--verbose", "-v", is_flag=True, help="also the expected verdicts and why")
+def scenarios_cmd(verbose: bool) -> None:
+    """List the scenarios, one line each."""
+    from cnikit import scenarios
+
+    width = max(len(n) for n in scenarios.names())
+    for name in scenarios.names():
+        sc = scenarios.get(name)
+        click.echo(f"{name:<{width}}  {sc.description}")
+        if verbose:
+            exp = ", ".join(f"{p}: {sc.expected.get(p) or 'not asserted'}" for p in builtin_names())
+            click.echo(f"{'':<{width}}  expected {exp}")
+            click.echo(f"{'':<{width}}  why: {sc.why}")

@@ -1,0 +1,84 @@
+"""`cnikit run`: one scenario against one profile or target, and how a run's result prints."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from cnikit.containers.options import runtime_option
+from cnikit.errors import CnikitError
+from cnikit.fabric.cleanup import cleanup_on_signals
+from cnikit.scenarios.cli.common import (
+    _ec2_options,
+    _profile_option,
+    _progress,
+    _quiet_logs,
+    _target_option,
+)
+
+
+def _print_result(r, out=None) -> None:
+    echo = out or click.echo
+    verdict = r.verdict.upper()
+    exp = f" (expected {r.expected})" if r.expected else ""
+    echo(f"{r.scenario} [{r.profile}] seed {r.seed}: {verdict}{exp} in {r.seconds:.1f}s")
+    if r.error:
+        echo(f"  scenario error: {r.error}")
+    if getattr(r, "too_slow", None):
+        echo(f"  too slow: {r.too_slow}; its violations are not judged (run it again on a "
+             "quieter machine, or with a larger CNIKIT_TIME_SCALE)")
+    elif r.precondition:
+        echo(f"  precondition not met: {r.precondition}")
+    if r.verdict == "inconclusive" and not getattr(r, "too_slow", None):
+        echo("  the scenario could not be set up against this build, so it did not exercise "
+             "it: not a failure, not a pass")
+    for line in r.evidence():
+        echo(f"  {line}")
+    exposure = getattr(r, "exposure", None) or {}
+    if r.verdict == "holds" and not exposure.get("exposed", True):
+        echo("  not exposed: none of the scenario's faults reached this build (a pass that "
+             "tested nothing the scenario is for)")
+    for f in exposure.get("faults") or []:
+        echo(f"  exposure: {f['line']}")
+    for a in exposure.get("adapted") or []:
+        echo(f"  adapted: {a}")
+    if r.report:
+        echo(f"  report: {r.report.get('html') or r.report.get('json')}")
+
+
+def default_report_dir(scenario: str, profile: str, seed: int) -> Path:
+    return Path("reports") / scenario / f"{profile}-seed{seed}"
+
+
+@click.command("run")
+@runtime_option
+@click.argument("scenario")
+@_profile_option()
+@_target_option()
+@_ec2_options
+@click.option("--seed", default=1, show_default=True, type=int)
+@click.option("--report", "report_dir", default=None, type=click.Path(file_okay=False),
+              help="report directory [default: reports/SCENARIO/PROFILE-seedN]")
+@click.option("--duration", default=None, type=float,
+              help="seconds of chaos (random-chaos; others ignore it)")
+def run_cmd(scenario, profile, target, ec2, ec2_endpoint, seed, report_dir, duration) -> None:
+    """Run one scenario against one profile or target: exit 0 holds (or inconclusive: a
+    precondition the build never met, printed), 1 violation (liveness too), 2 unusable."""
+    from cnikit import scenarios
+    from cnikit.targets import resolve_target
+
+    _quiet_logs()
+    sc = scenarios.get(scenario)
+    tgt = resolve_target(target or profile)  # a bad target file fails here, before anything
+    profile = tgt.name
+    report_dir = report_dir or default_report_dir(sc.name, profile, seed)
+    with cleanup_on_signals(), _progress(f"{scenario} [{profile}]") as say:
+        r = scenarios.run_scenario(sc, target=tgt, seed=seed, ec2=ec2,
+                                   ec2_endpoint=ec2_endpoint, report_dir=report_dir,
+                                   duration=duration, progress=say)
+    _print_result(r)
+    if r.verdict == "error":
+        raise CnikitError(f"{scenario}: could not complete: {r.error}")
+    sys.exit(0 if r.verdict in ("holds", "inconclusive") else 1)

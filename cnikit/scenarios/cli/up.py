@@ -1,0 +1,100 @@
+"""`cnikit up`: a live VPC kept until Ctrl-C, its URLs printed, its nemesis logged."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from pathlib import Path
+
+import click
+
+from cnikit.containers.options import runtime_option
+from cnikit.fabric.cleanup import cleanup_on_signals
+from cnikit.scenarios.cli.common import _ec2_options, _profile_option, _progress, _quiet_logs
+from faultcore.cli import wait_for_signal
+
+
+def up_urls(ec2: str, imds: str, control: str) -> dict[str, str]:
+    """Base URLs, as README's examples use them (`$CONTROL/faults`, `$GATE/faults`)."""
+    from cnikit.cloud.gate import CONTROL as GATE_PATH
+
+    ec2, control = ec2.rstrip("/"), control.rstrip("/")
+    return {"EC2": ec2, "GATE": ec2 + GATE_PATH.rstrip("/"), "IMDS": imds.rstrip("/"),
+            "CONTROL": control, "FAULT_IMDS_CONTROL": control}  # the last for `fault-imds`
+
+
+def export_line(urls: dict[str, str]) -> str:
+    return "export " + " ".join(f"{k}={v}" for k, v in urls.items())
+
+
+def log_nemesis(history, path: Path) -> None:
+    """Append every nemesis entry of the history to path as a JSON line, as it happens."""
+    from cnikit.check.history import NEMESIS
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    out = path.open("a", buffering=1)
+
+    def write(entry: dict) -> None:
+        if entry["process"] == NEMESIS:
+            out.write(json.dumps(entry, default=str) + "\n")
+
+    history.subscribe(write)
+
+@click.command("up")
+@runtime_option
+@click.option("--nodes", default=2, show_default=True, type=click.IntRange(1, 20))
+@click.option("--pods", default=4, show_default=True, type=click.IntRange(0, 500))
+@_profile_option()
+@_ec2_options
+def up_cmd(nodes, pods, profile, ec2, ec2_endpoint) -> None:
+    """A live VPC (nodes, daemons, pods) kept until Ctrl-C. Every fault added over the
+    control URLs is a nemesis operation, logged to reports/up/RUNID/nemesis.jsonl."""
+    from cnikit.runtime import require_root
+    from cnikit.scenarios.engine import DEFAULT_SCALE, make_cluster
+
+    _quiet_logs()
+    require_root("cnikit up")
+    with cleanup_on_signals():
+        cluster = make_cluster(nodes, profile, DEFAULT_SCALE, {}, 1, ec2, ec2_endpoint)
+        follower = None
+        try:
+            with _progress("bringing the VPC up") as say:
+                say(f"starting {nodes} node(s)")
+                cluster.start()
+                for i in range(pods):
+                    say(f"pod {i + 1}/{pods}")
+                    cluster.add_pod(i % nodes, f"pod-{i + 1}")
+            f = cluster.fabric
+            urls = up_urls(cluster.cloud.endpoint, cluster.imds.url, cluster.imds.control_url)
+            region = cluster.cloud.region
+            nemesis_log = Path("reports") / "up" / f.rid / "nemesis.jsonl"
+            log_nemesis(cluster.history, nemesis_log)
+            follower = cluster.nemesis.follow()
+            click.echo(f"run id   {f.rid}")
+            click.echo(f"EC2      {urls['EC2']}   (EC2 API; its faults: $GATE/faults)")
+            click.echo(f"REGION   {region}   (the VPC's: sign EC2 calls for it; any "
+                       f"credentials do)")
+            click.echo(f"GATE     {urls['GATE']}")
+            click.echo(f"IMDS     {urls['IMDS']}   (/latest/meta-data/...; with several "
+                       f"nodes name one: ?instance=ID)")
+            click.echo(f"CONTROL  {urls['CONTROL']}   (IMDS faults: $CONTROL/faults, "
+                       "$CONTROL/events)")
+            for n, node in enumerate(f.nodes):
+                click.echo(f"node {n}  {node.instance_id}  netns {node.name}  "
+                           f"daemon socket {cluster.daemons[n].socket_path}")
+            for p in f.pods.values():
+                click.echo(f"  pod {p.name}  {p.ip}  on node {p.node.index}")
+            click.echo(f"NEMESIS  {nemesis_log}   (every fault added over these URLs)")
+            # The AWS variables make a pasted `aws ec2 ...` or SDK call reach this VPC.
+            click.echo(export_line({**urls, **cluster.cloud.client_env()}))
+            click.echo("Ctrl-C tears everything down.")
+            sys.stdout.flush()
+            wait_for_signal((signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
+            click.echo("tearing down", err=True)
+        except KeyboardInterrupt:  # during the set-up (cleanup_on_signals)
+            click.echo("tearing down", err=True)
+        finally:
+            if follower is not None:
+                follower.stop()
+            cluster.close()
