@@ -18,10 +18,9 @@ import math
 import textwrap
 
 from cnikit.check.checkers import CHECKERS, checker_of, in_order
-from cnikit.report import cause
 from cnikit.report.rootcause import chain_groups
-from cnikit.report.summary import rel
 from cnikit.report.timeline import Segment, Timeline, fmt, sorted_ips, value_at
+from cnikit.report.words import rel, short
 
 # The drawing's own units are CSS pixels: it is never drawn smaller than WIDTH (so its
 # smallest font, 11px, stays 11px), and fits a 900px window beside the page's margins.
@@ -47,9 +46,6 @@ RELEASES = ("Unassign", "Detach", "Delete")
 
 def esc(s) -> str:
     return html.escape(str(s), quote=True)
-
-
-short = cause.short
 
 
 def tw(text: str) -> float:
