@@ -13,8 +13,9 @@ has no root cause.
 from __future__ import annotations
 
 from cnikit.check.checkers import checker_of, in_order
-from cnikit.report.cause import RELEASES, rel, shorts
+from cnikit.report.cause_ec2 import RELEASES
 from cnikit.report.timeline import Timeline
+from cnikit.report.words import rel, shorts
 
 # Daemon decisions that take an address out of the datastore.
 DROPS = ("reconcile-del", "reconcile-eni-del", "restore-dropped", "dropped")

@@ -7,8 +7,10 @@ cnikit.report.cause)."""
 from __future__ import annotations
 
 from cnikit.check.checkers import checker_of
-from cnikit.report.cause import chain, ec2_change, ec2_text, one_line, rel
+from cnikit.report.cause import chain, one_line
+from cnikit.report.cause_ec2 import ec2_change, ec2_text
 from cnikit.report.timeline import Timeline
+from cnikit.report.words import rel
 
 __all__ = ["Say", "cause", "momentary", "rel", "root", "sentence", "summarize"]
 

@@ -239,7 +239,7 @@ def test_a_checker_that_declares_nothing_reads_by_the_defaults(throwaway, tmp_pa
     """The evidence line says its detail as it is, the report says its kind, subject and
     when, its lane is a strip in the default colour with no legend row, and the nemesis's
     damage never excuses it."""
-    from cnikit.report.html import C_VIOLATION_DEFAULT, legend_rows
+    from cnikit.report.legend import C_VIOLATION_DEFAULT, legend_rows
 
     h = _one_pod("b", "10.0.1.7")
     assert _evidence(h) == ['+2.00s odd-octet: pod b ip 10.0.1.7 ({"ip": "10.0.1.7"})']

@@ -128,7 +128,7 @@ from cnikit.scenarios.random_chaos import make_schedule
 drawn = {op.get("kind") for seed in range(1, 120) for op in make_schedule(seed, 60.0)}
 out["random-chaos draws"] = sorted({"cut-tail", "fewer-addresses"} & drawn)
 
-from cnikit.report.html import legend_rows
+from cnikit.report.legend import legend_rows
 out["report legend"] = ("#123456", "pod on an odd address") in legend_rows()
 from cnikit.check.damage import excusable
 out["damage rule"] = "odd-octet" in excusable()

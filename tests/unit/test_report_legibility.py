@@ -157,7 +157,7 @@ def test_no_label_in_the_chart_is_cut(tmp_path):
 
 
 def test_the_chart_is_never_drawn_smaller_than_its_units_and_fits_900px(tmp_path):
-    from cnikit.report.html import MAX_ZOOM, WIDTH
+    from cnikit.report.svg import MAX_ZOOM, WIDTH
 
     html, svg = _render(tmp_path)
     width = float(next(a for t, a in svg.elements if t == "svg")["viewbox"].split()[2])

@@ -69,7 +69,7 @@ class Checker:
     # the pods it hit, the violation is excused as a `nemesis-damage` warning
     # (cnikit.check.damage). What the build does with an address never is.
     excusable = False
-    # How the report draws this checker's violations on a pod's lane (cnikit.report.html):
+    # How the report draws this checker's violations on a pod's lane (cnikit.report.chart):
     # a colour and the legend's words for it. None: the report's default colour, no legend.
     colour: str | None = None
     legend = ""

@@ -1,0 +1,21 @@
+"""How a report writes a time and an address: the words every part of it shares."""
+
+from __future__ import annotations
+
+from cnikit.report.timeline import Timeline, sorted_ips
+
+
+def rel(tl: Timeline, t: float | None) -> str:
+    return "end" if t is None else f"t={t - tl.t0:+.2f}s"
+
+
+def short(ip: str) -> str:
+    """10.0.1.7 -> .7 and 10.0.1.16/28 -> .16/28: enough to tell IPs of one subnet apart."""
+    head, _, mask = ip.partition("/")
+    return "." + head.rsplit(".", 1)[-1] + (f"/{mask}" if mask else "")
+
+
+def shorts(ips, limit: int = 8) -> str:
+    ips = sorted_ips(ips)
+    more = f" and {len(ips) - limit} more" if len(ips) > limit else ""
+    return " ".join(short(i) for i in ips[:limit]) + more
