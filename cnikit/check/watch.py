@@ -27,6 +27,12 @@ def required_ip_cooldown(env: dict | None, scale: float) -> float:
     return float((env or {}).get("IP_COOLDOWN_PERIOD", UPSTREAM_IP_COOLDOWN)) * scale
 
 
+# How long a new pod waits for the fabric to route EC2's state as of its ADD before it is
+# probed: milliseconds on a quiet machine; the bound only keeps a stuck fabric from
+# stalling the run.
+FABRIC_SYNC_S = 5.0
+
+
 class Watch:
     def __init__(self, fabric, history: History | None = None, leak_grace: float = 60.0,
                  daemon_view: Callable[[str], set[str] | None] | None = None,
@@ -99,8 +105,13 @@ class Watch:
     def _on_pod(self, event: str, pod) -> None:
         if event == "add":
             # The daemon may have assigned the pod's IP in EC2 a moment ago: record EC2's
-            # ownership as of now first, or the checker judges the pod against older truth.
-            self.sync_ownership(1.0)
+            # ownership as of now first, or the checker judges the pod against older truth;
+            # and let the fabric route it as EC2 now says (an address EC2 assigned is
+            # reachable once the call returns), or a busy kit's late route reads as the
+            # pod going dark.
+            version = self.fabric.cloud.gate.owners().version
+            self.monitor.wait_version(version, 1.0)
+            self.fabric.wait_synced(version, FABRIC_SYNC_S)
             self._record_add(pod)
             self._probe([pod])
         elif event == "delete":

@@ -175,16 +175,24 @@ class Interrupted(KeyboardInterrupt):
 
 
 @contextlib.contextmanager
-def cleanup_on_signals() -> Iterator[None]:
+def cleanup_on_signals(on_signal=None) -> Iterator[None]:
     """Make SIGTERM (and SIGHUP) unwind like Ctrl-C, for the duration of the body. Ctrl-C
     (SIGINT) unwinds too even where it was ignored: a shell starts background jobs of a
-    script with SIGINT ignored, and `kill -INT` must still clean up."""
+    script with SIGINT ignored, and `kill -INT` must still clean up. `on_signal()`, if
+    given, runs first on any of them (say, arming a report of a teardown that hangs)."""
     def raise_interrupt(signum, _frame):
+        if on_signal is not None:
+            on_signal()
         raise Interrupted(f"signal {signum}")
 
+    def interrupt(signum, frame):
+        if on_signal is not None:
+            on_signal()
+        signal.default_int_handler(signum, frame)
+
     old = {s: signal.signal(s, raise_interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
-    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-        old[signal.SIGINT] = signal.signal(signal.SIGINT, signal.default_int_handler)
+    if on_signal is not None or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        old[signal.SIGINT] = signal.signal(signal.SIGINT, interrupt)
     try:
         yield
     finally:

@@ -37,7 +37,10 @@ def hold(nodes: int, pods: int, run_id: str | None, instance_type: str) -> None:
 
     run = Run.claim(run_id)
     try:
-        with cleanup_on_signals():
+        # A teardown that hangs says where, on stderr, instead of hanging silently: armed
+        # when the signal comes, wherever it finds the process.
+        with cleanup_on_signals(on_signal=lambda: faulthandler.dump_traceback_later(
+                TEARDOWN_REPORT_S, exit=False)):
             cloud = Cloud.start()
             try:
                 topo = cloud.bootstrap(nodes=nodes, instance_type=instance_type)
@@ -61,13 +64,8 @@ TEARDOWN_REPORT_S = 20.0  # the teardown takes a second or two
 
 def _wait() -> None:
     """Sleep until a signal unwinds us (KeyboardInterrupt / Interrupted)."""
-    try:
-        while True:
-            signal.pause()
-    except BaseException:
-        # A teardown that hangs says where, on stderr, instead of hanging silently.
-        faulthandler.dump_traceback_later(TEARDOWN_REPORT_S, exit=False)
-        raise
+    while True:
+        signal.pause()
 
 
 def main(argv: list[str] | None = None) -> int:
