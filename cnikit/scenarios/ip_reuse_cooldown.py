@@ -38,8 +38,8 @@ def run(ctx: Ctx) -> None:
     for _ in range(CYCLES):
         old = ctx.rng.choice(pods)
         pods.remove(old)
+        deleted = time.monotonic()  # as the checker times it: before the DEL is sent
         ctx.delete_pod(old)
-        deleted = time.monotonic()
         new = ctx.add_pod(NODE, retry_for=ctx.run_seconds(30) + 5)
         if new is not None:
             pods.append(new)

@@ -38,8 +38,8 @@ def run(ctx: Ctx) -> None:
     in_window = 0
     for cycle in range(CYCLES):
         old = pods.pop(ctx.rng.randrange(len(pods)))
+        deleted = time.monotonic()  # as the checker times it: before the DEL is sent
         ctx.delete_pod(old)
-        deleted = time.monotonic()
         cooled = deleted + cooldown
         ctx.kill_daemon(NODE, signal.SIGKILL)
         ctx.restart_daemon(NODE)
