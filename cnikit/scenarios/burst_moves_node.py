@@ -47,8 +47,12 @@ def run(ctx: Ctx) -> None:
     ctx.step(f"the {WAVE} oldest pods deleted", **focus)
 
     mine = {p.ip for p in pods}
-    ctx.design(lambda: mine - set(ctx.ec2_eni(eni.eni_id).ips), 10,
-               "an address of the deleted pods released to EC2")
+    released = ctx.design(lambda: mine - set(ctx.ec2_eni(eni.eni_id).ips), 10,
+                          "an address of the deleted pods released to EC2")
+    if not released:
+        # Node 0 kept every address: none can move to node 1, early or late. A build of
+        # that design is not exposed here, however fast the machine.
+        ctx.not_exposed("the build released none of the deleted pods' addresses to EC2")
     ctx.step("the pool over its target releases addresses to EC2", **focus)
     in_window = 0
     for _ in range(WAVE):
