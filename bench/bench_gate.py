@@ -151,16 +151,17 @@ CLIENTS = {"hand": "", "aiohttp": "_aiohttp"}
 
 def start_cloud(upstream_client: str):
     """moto + gate as Cloud.start() runs them, the gate on the named upstream client."""
-    from cnikit.cloud import Cloud, gate
+    from cnikit.cloud import Cloud
+    from cnikit.cloud.gate import backend
 
     if upstream_client == "hand":
         return Cloud.start(ec2="moto")
-    kept = gate.UpstreamClient
-    gate.UpstreamClient = AiohttpUpstream  # the gate makes its client when it starts
+    kept = backend.UpstreamClient
+    backend.UpstreamClient = AiohttpUpstream  # the gate makes its client when it starts
     try:
         return Cloud.start(ec2="moto")
     finally:
-        gate.UpstreamClient = kept
+        backend.UpstreamClient = kept
 
 
 def run(calls: int) -> dict:
