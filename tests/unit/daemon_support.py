@@ -7,9 +7,7 @@ from __future__ import annotations
 import copy
 
 from cnikit.daemon import profiles
-from cnikit.daemon.checkpoint import (
-    MemoryCheckpoint,
-)
+from cnikit.daemon.checkpoint import JsonCheckpoint, MemoryCheckpoint
 from cnikit.daemon.clock import FakeClock
 from cnikit.daemon.config import Config
 from cnikit.daemon.datastore import IpamKey
@@ -37,6 +35,15 @@ def start(profile, ec2, imds, clock, ckpt, **cfg) -> IpamD:
     d = IpamD(Config(profile=profile, **cfg), ec2, imds, clock, ckpt)
     d.start()
     return d
+
+
+def on_disk(tmp_path, profile: str = "hardened", **cfg):
+    """A started daemon on fresh fakes whose checkpoint is a file, what a restart reads:
+    (daemon, ec2, imds, clock, checkpoint)."""
+    ckpt = JsonCheckpoint(tmp_path / "ipam.json")
+    ec2, clock = FakeEc2(), FakeClock()
+    imds = FakeImds(ec2)
+    return start(profile, ec2, imds, clock, ckpt, **cfg), ec2, imds, clock, ckpt
 
 
 def settle(d, clock, seconds):

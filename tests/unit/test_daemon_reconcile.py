@@ -11,7 +11,6 @@ import pytest
 from cnikit.cluster import ec2_ips_of
 from cnikit.daemon import reconcile
 from cnikit.daemon.checkpoint import (
-    JsonCheckpoint,
     MemoryCheckpoint,
 )
 from cnikit.daemon.clock import FakeClock
@@ -19,7 +18,7 @@ from cnikit.daemon.fakes import FakeEc2, FakeImds
 from cnikit.daemon.imds_http import HttpImds
 from cnikit.daemon.process import DaemonProcess
 from cnikit.daemon.server import request
-from tests.unit.daemon_support import PROFILES, key, lag_describe, make, settle, start
+from tests.unit.daemon_support import PROFILES, key, lag_describe, make, on_disk, settle, start
 from tests.waiting import wait_for
 
 
@@ -290,10 +289,7 @@ def test_an_add_growing_the_pool_during_the_imds_read_is_not_reconciled_against_
 def test_an_eni_the_reconcile_takes_back_brings_only_what_imds_shows_too(tmp_path):
     """IMDS hid an ENI at restart (so it was left out); when IMDS shows it again, a
     lagging Describe still lists an address released from it before the restart."""
-    ckpt = JsonCheckpoint(tmp_path / "ipam.json")
-    ec2, clock = FakeEc2(), FakeClock()
-    imds = FakeImds(ec2)
-    d = start("hardened", ec2, imds, clock, ckpt)
+    d, ec2, imds, clock, ckpt = on_disk(tmp_path)
     for n in range(12):
         d.add(key(n))
     settle(d, clock, 10)

@@ -16,6 +16,7 @@ from tests.unit.daemon_support import (
     PROFILES,
     allocatable,
     key,
+    on_disk,
     pod_ips,
     pool_matches_ec2,
     settle,
@@ -125,10 +126,7 @@ def give_back(ec2: FakeEc2, eni_id: str, ip: str) -> None:
 
 @pytest.mark.parametrize("restarts", [1, 2])
 def test_an_address_ec2_took_from_a_pod_across_restarts_goes_back_to_that_pod(tmp_path, restarts):
-    ckpt = JsonCheckpoint(tmp_path / "ipam.json")
-    ec2, clock = FakeEc2(), FakeClock()
-    imds = FakeImds(ec2)
-    d = start("hardened", ec2, imds, clock, ckpt, warm_ip_target=1)
+    d, ec2, imds, clock, ckpt = on_disk(tmp_path, warm_ip_target=1)
     victim = d.add(key(0))
     pod_ips(d, clock, 1, 2)
     settle(d, clock, 5)
@@ -144,10 +142,7 @@ def test_an_address_ec2_took_from_a_pod_across_restarts_goes_back_to_that_pod(tm
 
 
 def test_a_pod_deleted_while_its_address_is_away_leaves_nothing_behind(tmp_path):
-    ckpt = JsonCheckpoint(tmp_path / "ipam.json")
-    ec2, clock = FakeEc2(), FakeClock()
-    imds = FakeImds(ec2)
-    d = start("hardened", ec2, imds, clock, ckpt, warm_ip_target=1)
+    d, ec2, imds, clock, ckpt = on_disk(tmp_path, warm_ip_target=1)
     victim = d.add(key(0))
     settle(d, clock, 5)
     ec2.take_back(victim.eni_id, victim.ip)
@@ -162,10 +157,7 @@ def test_a_pod_deleted_while_its_address_is_away_leaves_nothing_behind(tmp_path)
 def test_the_eni_an_address_was_taken_from_keeps_room_for_it_across_a_restart(tmp_path):
     """Filling the slot the taken address left would make EC2 refuse to hand it back
     (PrivateIpAddressLimitExceeded), and its pod would stay dark."""
-    ckpt = JsonCheckpoint(tmp_path / "ipam.json")
-    ec2, clock = FakeEc2(), FakeClock()
-    imds = FakeImds(ec2)
-    d = start("hardened", ec2, imds, clock, ckpt, warm_ip_target=1)
+    d, ec2, imds, clock, ckpt = on_disk(tmp_path, warm_ip_target=1)
     victim = d.add(key(0))
     pod_ips(d, clock, 1, 8)  # nine pods: the primary ENI's nine secondary IPs
     settle(d, clock, 5)

@@ -24,6 +24,7 @@ from tests.unit.daemon_support import (
     key,
     lag_describe,
     make,
+    on_disk,
     pod_ips,
     pool_matches_ec2,
     settle,
@@ -117,10 +118,7 @@ def test_restart_with_partial_prefix_read_releases_in_use_prefix(profile, tmp_pa
 
 
 def test_restart_right_after_a_release_leaves_out_what_a_lagging_describe_still_shows(tmp_path):
-    ckpt = JsonCheckpoint(tmp_path / "ipam.json")
-    ec2, clock = FakeEc2(), FakeClock()
-    imds = FakeImds(ec2)
-    d = start("hardened", ec2, imds, clock, ckpt, warm_ip_target=1)
+    d, ec2, imds, clock, ckpt = on_disk(tmp_path, warm_ip_target=1)
     pods = {n: d.add(key(n)).ip for n in range(3)}
     settle(d, clock, 5)
     real = lag_describe(ec2)  # Describe keeps showing the pool as it is now
@@ -145,10 +143,7 @@ def test_restart_right_after_a_release_leaves_out_what_a_lagging_describe_still_
 
 
 def test_restart_right_after_freeing_an_eni_leaves_it_out(tmp_path):
-    ckpt = JsonCheckpoint(tmp_path / "ipam.json")
-    ec2, clock = FakeEc2(), FakeClock()
-    imds = FakeImds(ec2)
-    d = start("hardened", ec2, imds, clock, ckpt)
+    d, ec2, imds, clock, ckpt = on_disk(tmp_path)
     for n in range(12):
         d.add(key(n))
     settle(d, clock, 10)
@@ -168,10 +163,7 @@ def test_restart_right_after_freeing_an_eni_leaves_it_out(tmp_path):
 def test_restart_keeps_pods_on_addresses_a_stale_imds_does_not_show(tmp_path):
     """The other way round: IMDS behind the node's assigns, Describe current. A pod's
     address stays the pod's; free addresses IMDS misses come back with the reconcile."""
-    ckpt = JsonCheckpoint(tmp_path / "ipam.json")
-    ec2, clock = FakeEc2(), FakeClock()
-    imds = FakeImds(ec2)
-    d = start("hardened", ec2, imds, clock, ckpt, warm_ip_target=2)
+    d, ec2, imds, clock, ckpt = on_disk(tmp_path, warm_ip_target=2)
     eni = ec2.primary.eni_id
     imds.freeze(eni)
     pods = {n: d.add(key(n)).ip for n in range(5)}
@@ -187,10 +179,7 @@ def test_restart_keeps_pods_on_addresses_a_stale_imds_does_not_show(tmp_path):
 
 
 def test_restart_with_imds_failing_hands_out_nothing_unconfirmed(tmp_path):
-    ckpt = JsonCheckpoint(tmp_path / "ipam.json")
-    ec2, clock = FakeEc2(), FakeClock()
-    imds = FakeImds(ec2)
-    d = start("hardened", ec2, imds, clock, ckpt, warm_ip_target=1)
+    d, ec2, imds, clock, ckpt = on_disk(tmp_path, warm_ip_target=1)
     pods = {n: d.add(key(n)).ip for n in range(3)}
     settle(d, clock, 5)
     real = lag_describe(ec2)
@@ -219,10 +208,7 @@ def test_restart_with_imds_failing_hands_out_nothing_unconfirmed(tmp_path):
 def test_a_restart_recalls_releases_both_lagging_views_still_show(tmp_path):
     """The same across a restart: the new process recalls the old one's releases from the
     file beside ipam.json, instead of taking the address as free on both views' word."""
-    ckpt = JsonCheckpoint(tmp_path / "ipam.json")
-    ec2, clock = FakeEc2(), FakeClock()
-    imds = FakeImds(ec2)
-    d = start("hardened", ec2, imds, clock, ckpt, warm_ip_target=1)
+    d, ec2, imds, clock, ckpt = on_disk(tmp_path, warm_ip_target=1)
     pods = {n: d.add(key(n)).ip for n in range(3)}
     settle(d, clock, 5)
     eni = ec2.primary.eni_id
@@ -244,10 +230,7 @@ def test_an_unconfirmed_address_at_restart_still_takes_its_slot(tmp_path):
     """IMDS behind the pool's last assign at a restart: the address EC2 has is not handed
     out yet, but the pool must not count its slot free either (EC2 refuses an assign on a
     full ENI, and the ADDs waiting for it fail)."""
-    ckpt = JsonCheckpoint(tmp_path / "ipam.json")
-    ec2, clock = FakeEc2(), FakeClock()
-    imds = FakeImds(ec2)
-    d = start("hardened", ec2, imds, clock, ckpt, warm_ip_target=1)
+    d, ec2, imds, clock, ckpt = on_disk(tmp_path, warm_ip_target=1)
     pod_ips(d, clock, 0, 7)  # seven pods and one warm IP on the primary ENI
     eni = ec2.primary.eni_id
     imds.freeze(eni)
@@ -264,10 +247,7 @@ def test_a_restart_whose_describe_predates_the_eni_gives_its_pods_their_addresse
     # than the node's life shows no ENI at start-up, so every checkpointed pod is lost;
     # when the reconcile then takes the ENI in whole, its pods' addresses are theirs again,
     # never free.
-    ckpt = JsonCheckpoint(tmp_path / "ipam.json")
-    ec2, clock = FakeEc2(), FakeClock()
-    imds = FakeImds(ec2)
-    d = start("hardened", ec2, imds, clock, ckpt, warm_ip_target=1)
+    d, ec2, imds, clock, ckpt = on_disk(tmp_path, warm_ip_target=1)
     held = pod_ips(d, clock, 0, 3)
     settle(d, clock, 5)
     real = ec2.describe_enis
@@ -286,10 +266,7 @@ def test_a_restart_keeps_the_ip_cooldown_of_a_pod_deleted_just_before(tmp_path):
     # The CI case (daemon-crash-churn, reference daemon in podman): the daemon crashed
     # right after a pod's DEL and, restarted, gave the address to the next pod 1.27 s
     # later, inside its 1.5 s cooldown. The cooldown rides in the checkpoint.
-    ckpt = JsonCheckpoint(tmp_path / "ipam.json")
-    ec2, clock = FakeEc2(), FakeClock()
-    imds = FakeImds(ec2)
-    d = start("hardened", ec2, imds, clock, ckpt, warm_ip_target=1)
+    d, ec2, imds, clock, ckpt = on_disk(tmp_path, warm_ip_target=1)
     held = pod_ips(d, clock, 0, 3)
     settle(d, clock, 5)
     d.delete(key(0))
