@@ -93,15 +93,14 @@ def pods_until_reuse(ctx: Ctx, node: int, ip: str, until: float, room: int) -> l
     return new
 
 
-def in_cooldown(ctx: Ctx, deleted: float, pod, cooldown: float | None = None) -> bool:
+def in_cooldown(ctx: Ctx, deleted: float, pod) -> bool:
     """Whether `pod` (None: no pod) came early enough in the IP cooldown of a delete at
     monotonic time `deleted` that a build handing the address on would be caught: with the
     time the old pod's flows need to reach it left (early_reuse.MIN_LEFT_S). A scenario that
     staged no such pod was too slow to test the cooldown (engine.TooSlow)."""
     from cnikit.check.checkers.early_reuse import MIN_LEFT_S
 
-    cooldown = ctx.ip_cooldown if cooldown is None else cooldown
-    return pod is not None and pod.added_at - deleted <= cooldown - MIN_LEFT_S
+    return pod is not None and pod.added_at - deleted <= ctx.ip_cooldown - MIN_LEFT_S
 
 
 def warm_addresses(ctx: Ctx, node: int, eni) -> list[str]:

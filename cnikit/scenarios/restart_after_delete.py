@@ -47,7 +47,7 @@ def run(ctx: Ctx) -> None:
         # New pods until one has the deleted pod's address, the cooldown is over or the
         # ENI's room is used: a build that forgot the cooldown reaches the address soon.
         new = pods_until_reuse(ctx, NODE, old.ip, cooled, ROOM)
-        in_window += bool(new) and in_cooldown(ctx, deleted, new[0], cooldown)
+        in_window += bool(new) and in_cooldown(ctx, deleted, new[0])
         ctx.step(f"cycle {cycle + 1}: {len(new)} new pods within the cooldown"
                  f"{', one on ' + old.ip if any(p.ip == old.ip for p in new) else ''}",
                  **focus)

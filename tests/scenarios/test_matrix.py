@@ -21,6 +21,7 @@ import pytest
 from cnikit import scenarios
 from cnikit.targets import builtin, builtin_names
 from tests.scenarios import cell_checks
+from tests.too_slow import skip_if_run_too_slow
 
 pytestmark = [pytest.mark.root,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")]
@@ -82,8 +83,7 @@ def test_matrix(cell, target_files, tmp_path, pytestconfig):
                 c.during(ctx, seen)
 
     r = scenarios.run(name, target, seed=seed, report_dir=tmp_path / "report", on_step=on_step)
-    if r.too_slow:  # a busy machine's honest answer (docs/scenarios.md), never a false one
-        pytest.skip(f"{name} [{build}]: {r.too_slow}")
+    skip_if_run_too_slow(r, f"{name} [{build}]")
     assert r.verdict == expected(name), _explain(r)
     for c in checks:
         print(f"check {c.name}")

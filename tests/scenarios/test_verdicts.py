@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from cnikit import scenarios
+from tests.too_slow import skip_if_run_too_slow
 
 pytestmark = [pytest.mark.root,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")]
@@ -56,8 +57,7 @@ def run(name: str, target: Path, tmp_path: Path):
           f"precondition {r.precondition}")
     for line in r.evidence():
         print("  " + line)
-    if r.too_slow:  # a busy machine's honest answer (docs/scenarios.md), never a false one
-        pytest.skip(f"{name} [{r.target}]: {r.too_slow}")
+    skip_if_run_too_slow(r, f"{name} [{r.target}]")
     return r
 
 
