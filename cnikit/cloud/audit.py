@@ -2,7 +2,9 @@
 
 A record says when (wall clock), which action, which ENI, the IPs and prefixes involved
 (those asked for, or those assigned when the gate picked them), the outcome ("ok" or the
-EC2 error code) and the region the call was signed for. Bounded, so a long chaos run cannot
+EC2 error code), the region the call was signed for and the principal that made it (the
+access key it was signed with: the gate sets CALLER for each request; "" for the kit's own
+acts outside a request). Bounded, so a long chaos run cannot
 grow it without limit.
 """
 
@@ -11,7 +13,12 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
+
+# The principal (access key id) of the request being served: set by the gate's entry point,
+# read by every AuditLog.add of that request.
+CALLER: ContextVar[str] = ContextVar("cnikit_audit_caller", default="")
 
 
 @dataclass(frozen=True)
@@ -24,6 +31,7 @@ class AuditRecord:
     outcome: str = "ok"
     instance_id: str | None = None
     region: str = ""
+    principal: str = ""
 
 
 class AuditLog:
@@ -34,7 +42,7 @@ class AuditLog:
     def add(self, action: str, eni_id: str | None = None, ips=(), prefixes=(),
             outcome: str = "ok", instance_id: str | None = None, region: str = "") -> None:
         rec = AuditRecord(time.time(), action, eni_id, list(ips), list(prefixes), outcome,
-                          instance_id, region)
+                          instance_id, region, CALLER.get())
         with self._lock:
             self._records.append(rec)
 

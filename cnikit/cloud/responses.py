@@ -60,6 +60,17 @@ def signed_region(headers, params: dict[str, str]) -> str | None:
     return cred[2] if len(cred) >= 5 else None
 
 
+def signed_access_key(headers, params: dict[str, str]) -> str:
+    """The access key id a request is signed with (the principal making it); "" unsigned."""
+    auth = headers.get("Authorization") if headers is not None else None
+    cred = ""
+    if auth and "Credential=" in auth:
+        cred = auth.split("Credential=", 1)[1]
+    else:
+        cred = params.get("X-Amz-Credential", "")
+    return cred.split("/", 1)[0].strip() if "/" in cred else ""
+
+
 def list_param(params: dict[str, str], name: str, member: str | None = None) -> list[str]:
     """Values of `name.N` (or `name.N.member`), ordered by N."""
     found: list[tuple[int, str]] = []

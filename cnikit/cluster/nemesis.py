@@ -11,6 +11,8 @@ fixtures, `cnikit up`).
     t = n.kill_in_write(0); t.wait(10)              # killed as it opens a state file to write
     n.take_ips(eni, ips)                            # another tenant of the subnet takes addresses
     n.unassign(ip); n.assign(ip, eni, allow_reassignment=True)    # EC2 moves a pod's address
+    n.restart_all()                                 # every daemon killed, then all started at once
+    n.sweep_enis(); n.detach_eni(eni); n.unassign(ip, other=True)  # another principal's acts
     n.heal()                                        # every fault ends
 
 History entries (cnikit.check.history), process "nemesis", f the operation:
@@ -27,7 +29,10 @@ History entries (cnikit.check.history), process "nemesis", f the operation:
     value         {"op": f, "id": ..., "target": {what it hits}, ...the fault's parameters}
 Operations: imds-fault, ec2-fault, daemon-kill (`in_write`: killed as it opened that file
 of its state for writing), daemon-restart, ec2-assign-elsewhere,
-ec2-unassign, ec2-assign, ec2-take-held (an address a pod holds, taken until given back:
+ec2-unassign (`principal`: "other" for another principal's), ec2-assign, ec2-sweep-enis
+(another principal deletes the cluster's available ENIs), ec2-detach (another principal
+detaches an ENI), daemon-restart-all (every daemon killed, then all started together: the
+nodes' own daemon-kill/daemon-restart entries frame it), ec2-take-held (an address a pod holds, taken until given back:
 the pod's damage meanwhile is the nemesis's, cnikit.check.damage), heal. The checkers never read the nemesis: they judge what the
 clients and the prober observed against EC2's truth; the report draws it.
 """
@@ -45,6 +50,11 @@ from cnikit.check.history import NEMESIS, History
 from fault_imds.client import FaultClient, FaultHandle, UnknownTarget
 
 START, END, INFO, FAIL = "start", "end", "info", "fail"
+# Another principal of the account (an operator's console, another node's sweep): its own
+# credentials, so the gate's audit records its calls under its access key (`principal`).
+OTHER_PRINCIPAL = {"AWS_ACCESS_KEY_ID": "AKIDOTHERPRINCIPAL", "AWS_SECRET_ACCESS_KEY": "other"}
+# The tag the reference daemon (and upstream's) puts on the ENIs it creates.
+CLUSTER_TAG = "cluster.k8s.amazonaws.com/name"
 SKIPPED = "fault-skipped"
 
 
@@ -76,6 +86,7 @@ class Nemesis:
         self._open: dict[str, tuple[dict, dict, float | None]] = {}
         self._down: dict[int, tuple[str, str]] = {}  # node -> (op, id) of its open down time
         self._seq = itertools.count(1)
+        self._other = None  # the other principal's EC2 client, made at first use
 
     # -- recording -----------------------------------------------------------------------
 
@@ -238,6 +249,33 @@ class Nemesis:
             self._down.pop(node, None)
         self.record(END, down[0], target, id=down[1], by="restart")
 
+    def restart_all(self, nodes: Iterable[int], wait: float = 60.0,
+                    on_killed: Callable[[int], None] | None = None) -> dict[int, Exception]:
+        """A synchronized restart (upstream 873/617: every node restarted at once): every
+        node's daemon SIGKILLed first, then all started together, each waited for. One
+        daemon-restart-all entry, framed by each node's daemon-kill and its end. Returns
+        node -> the error of a restart that failed (that daemon stays down)."""
+        nodes = list(nodes)
+        for node in nodes:
+            self.kill_daemon(node, signal.SIGKILL, all_at_once=True)
+            if on_killed is not None:
+                on_killed(node)
+        self.record(INFO, "daemon-restart-all", {"nodes": nodes})
+        failed: dict[int, Exception] = {}
+
+        def one(node: int) -> None:
+            try:
+                self.restart_daemon(node, wait)
+            except Exception as e:  # noqa: BLE001 - reported to the caller, per node
+                failed[node] = e
+
+        threads = [threading.Thread(target=one, args=(n,), name=f"restart-{n}") for n in nodes]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return failed
+
     # -- faults others add over the control APIs ---------------------------------------------
 
     def follow(self, interval: float = 0.25) -> Follower:
@@ -265,20 +303,85 @@ class Nemesis:
                                                PrivateIpAddresses=list(ips)))
         self.record(INFO, "ec2-assign-elsewhere", target)
 
-    def unassign(self, ip: str) -> str:
-        """UnassignPrivateIpAddresses of ip from whichever ENI holds it; returns that ENI."""
+    def other_client(self):
+        """An EC2 client of another principal of the account (OTHER_PRINCIPAL's keys)."""
+        if self.cloud is None:
+            raise ValueError("this nemesis has no EC2")
+        with self._lock:
+            if self._other is None:
+                import boto3
+                import botocore.config
+
+                self._other = boto3.client(
+                    "ec2", endpoint_url=self.cloud.endpoint, region_name=self.cloud.region,
+                    aws_access_key_id=OTHER_PRINCIPAL["AWS_ACCESS_KEY_ID"],
+                    aws_secret_access_key=OTHER_PRINCIPAL["AWS_SECRET_ACCESS_KEY"],
+                    config=botocore.config.Config(retries={"max_attempts": 1,
+                                                           "mode": "standard"}))
+            return self._other
+
+    def unassign(self, ip: str, other: bool = False) -> str:
+        """UnassignPrivateIpAddresses of ip from whichever ENI holds it; returns that ENI.
+        `other`: by another principal (an operator's console, upstream 377/391)."""
         eni = self._holder(ip)
         target = {"eni": eni, "ips": [ip]}
+        principal = "other" if other else None
 
         def act():
             if eni is None:
                 raise ValueError(f"{ip} is not assigned to any ENI")
-            self._client().unassign_private_ip_addresses(NetworkInterfaceId=eni,
-                                                         PrivateIpAddresses=[ip])
+            client = self.other_client() if other else self._client()
+            client.unassign_private_ip_addresses(NetworkInterfaceId=eni, PrivateIpAddresses=[ip])
 
-        self._act("ec2-unassign", target, act)
-        self.record(INFO, "ec2-unassign", target)
+        self._act("ec2-unassign", target, act, principal=principal)
+        self.record(INFO, "ec2-unassign", target, principal=principal)
         return eni
+
+    def sweep_enis(self, tag: str = CLUSTER_TAG, value: str | None = None,
+                   keep: Iterable[str] = ()) -> list[str]:
+        """Another principal's leaked-ENI sweep (upstream 1099: another node's sweep): every
+        "available" ENI carrying `tag` (with `value`, if given) deleted, except `keep`.
+        Returns the ENIs deleted (one EC2 may have attached or deleted meanwhile is
+        skipped: the sweep is a race by nature)."""
+        value_filter = [value] if value is not None else ["*"]
+        keep = set(keep)
+        target = {"tag": tag, **({"value": value} if value is not None else {})}
+
+        def act() -> list[str]:
+            c = self.other_client()
+            found = c.describe_network_interfaces(Filters=[
+                {"Name": f"tag:{tag}", "Values": value_filter}])["NetworkInterfaces"]
+            gone = []
+            for ni in found:
+                eni = ni["NetworkInterfaceId"]
+                if ni.get("Status") != "available" or ni.get("Attachment") or eni in keep:
+                    continue
+                try:
+                    c.delete_network_interface(NetworkInterfaceId=eni)
+                except Exception:  # noqa: BLE001 - attached or gone meanwhile: not swept
+                    continue
+                gone.append(eni)
+            return gone
+
+        gone = self._act("ec2-sweep-enis", target, act, principal="other")
+        self.record(INFO, "ec2-sweep-enis", {**target, "enis": gone}, principal="other")
+        return gone
+
+    def detach_eni(self, eni: str) -> None:
+        """Another principal detaches an ENI out of band (Force), its addresses with it."""
+        target = {"eni": eni}
+
+        def act() -> None:
+            c = self.other_client()
+            ni = c.describe_network_interfaces(NetworkInterfaceIds=[eni])["NetworkInterfaces"]
+            att = (ni[0].get("Attachment") or {}) if ni else {}
+            if not att.get("AttachmentId"):
+                raise ValueError(f"{eni} is not attached")
+            target["instance_id"] = att.get("InstanceId")
+            c.detach_network_interface(AttachmentId=att["AttachmentId"], Force=True)
+
+        self._act("ec2-detach", target, act, principal="other")
+        self.record(INFO, "ec2-detach", target, principal="other")
 
     def assign(self, ip: str, eni: str, allow_reassignment: bool = False) -> None:
         """AssignPrivateIpAddresses of ip to eni (moving it from its holder if allowed)."""

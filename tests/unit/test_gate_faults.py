@@ -309,3 +309,53 @@ def test_gate_refuses_a_huge_content_length_at_once(gate_cloud):
     assert head.split(b" ")[1] == b"413", data
     assert "Content-Length" in json.loads(body)["error"]
     assert gate_cloud.gate.faults.list() == []
+
+
+def test_throttle_scopes_share_buckets_and_count_refusals():
+    t0 = time.monotonic()
+    faults = FaultSet(seed=SEED)
+    acct = faults.add("throttle", rate=0.01, burst=2, scope="account")
+    # One bucket for every action (and every node: the gate's calls all pass here).
+    outcomes = [faults.on_request(a)[1] is None for a in
+                ("DescribeNetworkInterfaces", "AssignPrivateIpAddresses", "DescribeInstances")]
+    assert outcomes == [True, True, False]
+    assert faults.get(acct).refused_since(t0) == 1
+    assert faults.get(acct).refused_since(time.monotonic() + 1) == 0
+    faults.clear()
+    faults.add("throttle", rate=0.01, burst=1, scope="category")
+    assert faults.on_request("DescribeNetworkInterfaces")[1] is None
+    assert faults.on_request("DescribeInstances")[1] is not None  # reads share a bucket
+    assert faults.on_request("AssignPrivateIpAddresses")[1] is None  # mutating: its own
+    assert faults.get("nope") is None
+    with pytest.raises(UsageError):
+        faults.add("throttle", rate=1, scope="node")
+
+
+def test_audit_names_the_principal(vpc):
+    from cnikit.check.history import History
+    from cnikit.cluster.nemesis import OTHER_PRINCIPAL, Nemesis
+
+    cloud, topo = vpc
+    eni = topo.instances[0].primary_eni_id
+    ip = cloud.client().assign_private_ip_addresses(
+        NetworkInterfaceId=eni, SecondaryPrivateIpAddressCount=1
+    )["AssignedPrivateIpAddresses"][0]["PrivateIpAddress"]
+    history = History()
+    n = Nemesis(history, cloud=cloud)
+    assert n.unassign(ip, other=True) == eni
+    recs = [r for r in cloud.gate.audit.records() if r.eni_id == eni]
+    assert recs[-2].action == "AssignPrivateIpAddresses" and recs[-2].principal == "test"
+    assert recs[-1].action == "UnassignPrivateIpAddresses"
+    assert recs[-1].principal == OTHER_PRINCIPAL["AWS_ACCESS_KEY_ID"]
+    # The other principal's sweep deletes available ENIs carrying the cluster's tag only.
+    subnet = topo.subnet_id
+    tagged = cloud.client().create_network_interface(SubnetId=subnet, TagSpecifications=[
+        {"ResourceType": "network-interface",
+         "Tags": [{"Key": "cluster.k8s.amazonaws.com/name", "Value": "cnikit"}]}])
+    plain = cloud.client().create_network_interface(SubnetId=subnet)
+    swept = n.sweep_enis()
+    tid = tagged["NetworkInterface"]["NetworkInterfaceId"]
+    assert tid in swept and plain["NetworkInterface"]["NetworkInterfaceId"] not in swept
+    assert tid not in cloud.gate.owners().enis
+    ops = [e["value"]["op"] for e in history.entries() if e.get("process") == "nemesis"]
+    assert ops == ["ec2-unassign", "ec2-sweep-enis"]

@@ -96,6 +96,13 @@ class FaultSet:
             self._reindex()
             return ids
 
+    def get(self, fault_id: str) -> Ec2Fault | None:
+        """The live fault of that id (None: never added, removed or expired); e.g. a
+        throttle's refused_since()."""
+        with self._lock:
+            self._expire(time.monotonic())
+            return self._faults.get(fault_id)
+
     def list(self) -> list[dict]:
         with self._lock:
             self._expire(time.monotonic())

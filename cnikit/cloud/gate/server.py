@@ -19,6 +19,7 @@ import threading
 from aiohttp import web
 
 from cnikit.cloud import responses as R
+from cnikit.cloud.audit import CALLER
 from cnikit.cloud.control import ControlApi
 from cnikit.cloud.errors import Ec2Error, internal_error, missing
 from cnikit.cloud.gate.actions import handlers
@@ -190,6 +191,7 @@ class Gate(Backend):
             params = R.parse_params(body, request.query_string)
             action = params.get("Action") or ""
             region = R.signed_region(request.headers, params) or self.region
+            CALLER.set(R.signed_access_key(request.headers, params))
             self._validate(action, params)
             if not _spared(request.headers):
                 await self.faults.before_call(action, region, params)

@@ -59,6 +59,35 @@ class Nemesis:
         if self.sampler is not None:
             self.sampler.kit_down.discard(node)
 
+    def restart_all(self, nodes: list[int] | None = None) -> None:
+        """Every node's daemon (or `nodes'`) killed, then all started together and waited
+        for (the nemesis's restart_all). One not ready in time: a liveness violation."""
+        from cnikit.errors import DaemonNotReady
+
+        nodes = list(range(len(self.fabric.nodes))) if nodes is None else list(nodes)
+
+        def down(node: int) -> None:
+            if self.sampler is not None:
+                self.sampler.kit_down.add(node)
+
+        failed = self.nemesis.restart_all(nodes, on_killed=down)
+        for node, e in sorted(failed.items()):
+            if isinstance(e, DaemonNotReady):
+                raise Liveness(f"node {node}", "the daemon did not become ready after a "
+                               "restart of every node", {"daemon": str(e)[:300]}) from None
+            raise e
+        if self.sampler is not None:
+            self.sampler.kit_down.difference_update(nodes)
+
+    def sweep_enis(self, keep: list[str] = ()) -> list[str]:
+        """Another principal deletes the cluster's available ENIs (the nemesis's sweep_enis:
+        another node's leaked-ENI sweep); the ENIs it deleted."""
+        return self.nemesis.sweep_enis(keep=keep)
+
+    def detach_eni(self, eni: str) -> None:
+        """Another principal detaches the ENI out of band."""
+        self.nemesis.detach_eni(eni)
+
     def ec2_take(self, ips: list[str], node: int | None = None) -> None:
         """Another tenant of the subnet takes these IPs: the spare interface, which no daemon
         manages, so none gives them back to EC2 while the run lasts; or `node`'s primary ENI,
