@@ -227,6 +227,14 @@ MUTANTS: list[Mutant] = [
         "restore matches a checkpointed IP against /32 entries only: pods on /28 prefixes "
         "are dropped at restart and their addresses reused",
         "restart-restore"),
+    # ---- issue 30 row E: every node restarted at once under the account's EC2 limit -----
+    Mutant(
+        "no-backoff-on-throttle", "cnikit/daemon/main.py",
+        "            stop.wait(delay)\n            delay = min(delay * 2, 5.0)\n",
+        "            pass  # EC2 answered; ask again at once\n",
+        "a throttled start-up is retried at once: after every node restarted together "
+        "(upstream 873/617) the daemons keep the account's EC2 bucket empty and none starts",
+        "restart-restore"),
 ]
 
 BY_NAME = {m.name: m for m in MUTANTS}

@@ -59,9 +59,10 @@ class Nemesis:
         if self.sampler is not None:
             self.sampler.kit_down.discard(node)
 
-    def restart_all(self, nodes: list[int] | None = None) -> None:
+    def restart_all(self, nodes: list[int] | None = None, wait: float = 60.0) -> None:
         """Every node's daemon (or `nodes'`) killed, then all started together and waited
-        for (the nemesis's restart_all). One not ready in time: a liveness violation."""
+        for, up to `wait` seconds (the nemesis's restart_all). One not ready in time: a
+        liveness violation."""
         from cnikit.errors import DaemonNotReady
 
         nodes = list(range(len(self.fabric.nodes))) if nodes is None else list(nodes)
@@ -70,7 +71,7 @@ class Nemesis:
             if self.sampler is not None:
                 self.sampler.kit_down.add(node)
 
-        failed = self.nemesis.restart_all(nodes, on_killed=down)
+        failed = self.nemesis.restart_all(nodes, wait=wait, on_killed=down)
         for node, e in sorted(failed.items()):
             if isinstance(e, DaemonNotReady):
                 raise Liveness(f"node {node}", "the daemon did not become ready after a "
