@@ -17,7 +17,7 @@ import time
 from cnikit.scenarios.common import fill, peers
 from cnikit.scenarios.engine import Ctx, scenario
 
-RATE, BURST = 0.5, 3.0  # calls per second for the whole account, and its bucket
+RATE, BURST = 1.0, 3.0  # calls per second for the whole account, and its bucket
 NODES = 3
 
 
