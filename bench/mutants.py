@@ -237,19 +237,6 @@ MUTANTS: list[Mutant] = [
         "restart-restore"),
     # ---- issue 30 row F: another principal acts on the node's EC2 resources ------------
     Mutant(
-        "created-eni-assumed-attached", IPAMD,
-        "        except ApiError as e:\n"
-        '            self.metrics.inc("awscni_ipamd_error_count", fn="increaseIPPoolAttachENI")\n'
-        '            log.warning("attach %s at %d failed: %s; deleting it", view.eni_id, index, e)\n'
-        "            try:\n                self.ec2.delete_eni(view.eni_id)\n"
-        "            except ApiError:\n"
-        '                self.metrics.inc("awscni_ipamd_error_count", fn="deleteENI")\n'
-        "            return None\n",
-        "        except ApiError:\n            pass  # created: as good as attached\n",
-        "an ENI whose attach failed (another node's sweep deleted it between create and "
-        "attach, upstream 1099) enters the pool: its addresses go to pods EC2 routes nowhere",
-        "eni-lifecycle"),
-    Mutant(
         "unassigned-address-kept", R,
         "            d.ds.del_cidr(view.eni_id, cidr)\n            d.ds.quarantined.discard(cidr)\n"
         '            d.metrics.inc("awscni_reconcile_count", fn="eniIPPoolReconcileDel")\n',
