@@ -24,7 +24,8 @@ ACTS = {"daemon-kill": "the build's daemon on {node} was killed",
         "ec2-assign-elsewhere": "EC2 gave {ips} to another interface",
         "ec2-unassign": "EC2 took {ips} away",
         "ec2-assign": "EC2 assigned {ips} to {eni}",
-        "ec2-take-held": "EC2 moved {ips}, held by a pod, to another interface"}
+        "ec2-take-held": "EC2 moved {ips}, held by a pod, to another interface",
+        "ec2-detach": "another principal detached {eni}"}
 
 
 def judge(history: list[dict], imds_requests: list[dict], ec2_reached: dict[str, int],
@@ -63,6 +64,11 @@ def judge(history: list[dict], imds_requests: list[dict], ec2_reached: dict[str,
             line = (f"EC2 {v.get('kind')} on {action}: {n} of the build's calls met it" if n else
                     f"EC2 {v.get('kind')} on {action}: the build made no call it covered")
             faults.append(_entry(v, n, line))
+        elif op == "ec2-sweep-enis" and e["type"] == INFO:
+            swept = (v.get("target") or {}).get("enis") or []
+            if swept:  # a sweep that found nothing to delete reached nothing
+                faults.append(_entry(v, len(swept), "another principal swept the available "
+                                                    f"{', '.join(swept)}"))
         elif op in ACTS and e["type"] in (START, INFO):
             t = v.get("target") or {}
             node = nodes.get(t.get("instance_id"), f"node {t.get('node', '?')}")

@@ -179,6 +179,11 @@ class CniCluster:
         """Restart the node's daemon (its state dir kept): a nemesis operation."""
         self.nemesis.restart_daemon(node, wait)
 
+    def restart_all(self, wait: float = 60.0) -> dict[int, Exception]:
+        """Every node's daemon killed, then all started together: a nemesis operation;
+        node -> the error of a restart that failed."""
+        return self.nemesis.restart_all(range(len(self.daemons)), wait)
+
     def _kill_daemon(self, node: int, sig: int) -> None:
         self.daemons[node].kill(sig)
 

@@ -29,6 +29,8 @@ def fault_class(op: str, value: dict) -> str | None:
         return "address taken"
     if op in ("ec2-assign-elsewhere", "ec2-unassign", "ec2-assign"):
         return "address moved"
+    if op in ("ec2-sweep-enis", "ec2-detach"):
+        return "eni taken"
     return None
 
 

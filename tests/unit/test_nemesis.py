@@ -265,3 +265,33 @@ def test_an_address_taken_from_a_pod_is_one_operation_until_given_back(nemesis):
     start, end = [e["value"] for e in h.entries()[-2:]]
     assert start["id"] == end["id"] == fid and start["target"]["from"] == a.primary_eni_id
     assert n.in_effect() == []
+
+
+def test_restart_all_kills_every_daemon_before_starting_any(nemesis):
+    n, h, _, daemons = nemesis
+    assert n.restart_all([0, 1]) == {}
+    kinds = [c[0] for c in daemons.calls]
+    assert kinds[:2] == ["kill", "kill"] and sorted(kinds[2:]) == ["restart", "restart"]
+    assert ops(h) == [("start", "daemon-kill"), ("start", "daemon-kill"),
+                      ("info", "daemon-restart-all"), ("end", "daemon-kill"),
+                      ("end", "daemon-kill")]
+    daemons.broken = True
+    failed = n.restart_all([1])
+    assert list(failed) == [1] and isinstance(failed[1], OSError)
+    assert any(v["op"] == "daemon-kill" for v in n.in_effect())  # down until a restart
+
+
+def test_another_principal_detaches_an_eni_out_of_band(nemesis):
+    n, h, topo, _ = nemesis
+    c = n.cloud.client()
+    eni = c.create_network_interface(SubnetId=topo.subnet_id)["NetworkInterface"]
+    eni_id = eni["NetworkInterfaceId"]
+    c.attach_network_interface(NetworkInterfaceId=eni_id, DeviceIndex=1,
+                               InstanceId=topo.instances[0].instance_id)
+    n.detach_eni(eni_id)
+    assert n.cloud.gate.owners().enis[eni_id].instance_id is None
+    rec = [r for r in n.cloud.gate.audit.records() if r.eni_id == eni_id][-1]
+    assert rec.action == "DetachNetworkInterface" and rec.principal == "AKIDOTHERPRINCIPAL"
+    with pytest.raises(ValueError):
+        n.detach_eni(eni_id)  # not attached: a failed act, recorded
+    assert ops(h)[-2:] == [("info", "ec2-detach"), ("fail", "ec2-detach")]
