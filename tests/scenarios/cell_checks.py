@@ -100,3 +100,40 @@ def the_private_status_api_is_off(r, seen) -> None:
     assert any(e["f"] == "daemon-view" for e in r.history)
     iids = {n["instance_id"] for n in r.nodes}
     assert {q["instance_id"] for q in r.imds_requests} == iids
+
+
+# -- restart-storm-throttled (upstream 873/617) ---------------------------------------------------
+
+@check("restart-storm-throttled")
+def every_daemon_met_the_account_limit_at_once(r, seen) -> None:
+    """The storm was real: every node's daemon was killed before any was started again, and
+    the account's one bucket refused some of the build's calls (the exposure counts them)."""
+    nem = [e for e in r.history if e["process"] == "nemesis"]
+    kills = [e for e in nem if e["f"] == "daemon-kill" and e["type"] == "start"]
+    assert len(kills) == len(r.nodes)
+    restart_all = next(e for e in nem if e["f"] == "daemon-restart-all")
+    assert all(k["time"] <= restart_all["time"] for k in kills)
+    limit = next(e for e in nem if e["f"] == "ec2-fault" and e["type"] == "start")
+    assert limit["value"]["scope"] == "account"
+    refused = [a for a in r.audit if a["outcome"] == "RequestLimitExceeded"]
+    reached = [f for f in r.exposure["faults"] if f["op"] == "ec2-fault"]
+    assert reached and reached[0]["reached"] > 0, (refused, reached)
+
+
+# -- other-actor-sweeps-eni (upstream 1099, 377/391) ----------------------------------------------
+
+@check("other-actor-sweeps-eni")
+def another_principal_unassigned_and_swept(r, seen) -> None:
+    """Another principal (its own access key in the audit) unassigned the node's free
+    addresses and swept an ENI the node had created and not yet attached, whose attach
+    then answered NotFound."""
+    other = [a for a in r.audit if a["principal"] == "AKIDOTHERPRINCIPAL"]
+    assert any(a["action"] == "UnassignPrivateIpAddresses" for a in other), other
+    swept = {a["eni_id"] for a in other if a["action"] == "DeleteNetworkInterface"
+             and a["outcome"] == "ok"}
+    assert swept, other
+    created = {a["eni_id"] for a in r.audit if a["action"] == "CreateNetworkInterface"
+               and a["principal"] != "AKIDOTHERPRINCIPAL"}
+    assert swept <= created
+    assert any(a["action"] == "AttachNetworkInterface" and a["eni_id"] in swept
+               and a["outcome"] == "InvalidNetworkInterfaceID.NotFound" for a in r.audit)
