@@ -317,7 +317,8 @@ class Nemesis:
                     aws_access_key_id=OTHER_PRINCIPAL["AWS_ACCESS_KEY_ID"],
                     aws_secret_access_key=OTHER_PRINCIPAL["AWS_SECRET_ACCESS_KEY"],
                     config=botocore.config.Config(retries={"max_attempts": 1,
-                                                           "mode": "standard"}))
+                                                           "mode": "standard"},
+                                                  connect_timeout=5, read_timeout=30))
             return self._other
 
     def unassign(self, ip: str, other: bool = False) -> str:
