@@ -227,6 +227,16 @@ MUTANTS: list[Mutant] = [
         "restore matches a checkpointed IP against /32 entries only: pods on /28 prefixes "
         "are dropped at restart and their addresses reused",
         "restart-restore"),
+    # ---- issue 30 row B: IMDS lists a deleted ENI (upstream #1008, #1340; #2497) ----------
+    Mutant(
+        "init-aborts-on-notfound", R,
+        "        if truth is None:\n"
+        "            d.metrics.inc(\"awscni_ipamd_error_count\", fn=\"startupDepartedENI\")\n",
+        "        if truth is None:\n"
+        "            raise ApiError(f\"{view.eni_id}: not found\", \"InvalidNetworkInterfaceID.NotFound\")\n",
+        "start-up calls EC2 on every ENI IMDS lists and aborts on NotFound: an ENI deleted "
+        "while IMDS still lists it keeps the daemon crash-looping (upstream #1008, #1340)",
+        "eni-lifecycle"),
 ]
 
 BY_NAME = {m.name: m for m in MUTANTS}
