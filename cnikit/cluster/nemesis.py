@@ -113,8 +113,8 @@ class Nemesis:
         end first)."""
         with self._lock:
             opened = self._open.pop(fid, None)
-        if opened is None:
-            return False
+        if opened is None or (opened[2] is not None and opened[2] <= time.monotonic()):
+            return False  # not open, or its start's duration already ended it
         self.record(END, op, opened[0]["target"], id=fid, by=by, **params)
         return True
 
@@ -417,6 +417,20 @@ class NemesisFaultClient(FaultClient):
         self._ended(str(fid))
         return found
 
+    def follow_end(self, fid, timeout: float) -> threading.Thread:
+        """await_end in a thread of its own, for a fault that may end by itself before its
+        duration (random chaos): its end is recorded as it happens. The IMDS going away
+        meanwhile (the run's teardown) ends the wait."""
+        def wait() -> None:
+            try:
+                self.await_end(fid, timeout)
+            except Exception:  # noqa: BLE001 - the IMDS stopped: nothing left to record
+                pass
+
+        t = threading.Thread(target=wait, name=f"await-end-{fid}", daemon=True)
+        t.start()
+        return t
+
     def _last_seq(self) -> int:
         return int(self._ok("GET", f"/events?since={2 ** 62}&wait=0")["last_seq"])
 
@@ -434,7 +448,9 @@ class NemesisFaultClient(FaultClient):
             for ev in self.events(seq, wait=max(0.0, min(1.0, deadline - time.monotonic()))):
                 seq = max(seq, ev["seq"])
                 if (ev.get("fault") or {}).get("id") == fid and ev["type"] in ENDINGS:
-                    self.nemesis.close("imds-fault", fid, ENDINGS[ev["type"]], why=ev.get("why"))
+                    if ev["type"] != "fault_expired":  # that end is the start's duration
+                        self.nemesis.close("imds-fault", fid, ENDINGS[ev["type"]],
+                                           why=ev.get("why"))
                     return ev
             if time.monotonic() >= deadline:
                 return None

@@ -48,6 +48,7 @@ def run(ctx: Ctx) -> None:
     ctx.kill_daemon(NODE, signal.SIGKILL)  # a reboot: nothing of the daemon runs meanwhile
     sticky = ctx.imds_fault("stale_until_change",
                             target={"instance_id": ctx.instance_id(NODE)}, missed_changes=1)
+    ctx.nemesis.imds.follow_end(sticky, 300)  # its end recorded when it happens
     ctx.delete_eni(eni.eni_id)
     ctx.precondition(lambda: ctx.ec2_eni(eni.eni_id) is None
                      and ctx.imds_served(NODE, eni.mac) is not None, 10,

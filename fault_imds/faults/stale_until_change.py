@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fault_imds.faults.base import ImdsFault, Param, SpecError, integer
+from fault_imds.faults.base import Chaos, ImdsFault, Param, SpecError, integer
 
 
 def _macs(models, iid: str) -> frozenset[str]:
@@ -33,6 +33,8 @@ class StaleUntilChange(ImdsFault):
     description = ("serve the instance's interfaces as they were when the fault began "
                    "(a detached ENI still listed, a new one not yet) until its next "
                    "attach/detach")
+    # Random chaos aims it at a node; 1 missed change keeps a departed ENI listed.
+    chaos = Chaos(rank=7, aim="instance", draw=lambda rng: {"missed_changes": rng.choice((0, 1))})
 
     @classmethod
     def parse_target(cls, spec: dict[str, Any], resolver=None, **kw: Any):
