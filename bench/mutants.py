@@ -244,6 +244,16 @@ MUTANTS: list[Mutant] = [
         "an address another principal unassigned out of band (upstream 377/391) stays free "
         "in the pool and goes to the next pod, which EC2 routes nowhere",
         "ec2-trust"),
+    # ---- issue 30 row B: IMDS lists a deleted ENI (upstream #1008, #1340; #2497) ----------
+    Mutant(
+        "init-aborts-on-notfound", R,
+        "        if truth is None:\n"
+        "            d.metrics.inc(\"awscni_ipamd_error_count\", fn=\"startupDepartedENI\")\n",
+        "        if truth is None:\n"
+        "            raise ApiError(f\"{view.eni_id}: not found\", \"InvalidNetworkInterfaceID.NotFound\")\n",
+        "start-up calls EC2 on every ENI IMDS lists and aborts on NotFound: an ENI deleted "
+        "while IMDS still lists it keeps the daemon crash-looping (upstream #1008, #1340)",
+        "eni-lifecycle"),
 ]
 
 BY_NAME = {m.name: m for m in MUTANTS}

@@ -14,6 +14,7 @@ then in creation order. Today:
   content stage, on the structured view:
     lag (10)      targeted entries taken from EC2 as it was `seconds` ago
     stale (20)    targeted entries replaced by what was served when the stale began
+    stale_until_change (25)  an instance's interface list frozen until its next change
     missing (30)  targeted entries removed
     path-targeted content faults act on the rendered entries afterwards, in the same order.
   request stage, for each matching fault (probability rolled once each, in
@@ -158,6 +159,10 @@ class Engine(Resolver):
                     prefixes.append((ipaddress.IPv4Network(p), iid))
         self._ip_owner = owner
         self._prefix_owner = prefixes
+        for fid, f in list(self.faults.items()):
+            why = f.ends(self)
+            if why is not None:
+                self.remove(fid, reason="fault_ended", why=why, recompute=False)
         self.recompute()
 
     def owner_of(self, ip: str) -> str | None:
@@ -256,14 +261,19 @@ class Engine(Resolver):
             self.on_fault_added()
         return fault
 
-    def remove(self, fid: str, reason: str = "fault_removed") -> bool:
+    def remove(self, fid: str, reason: str = "fault_removed", why: str | None = None,
+               recompute: bool = True) -> bool:
+        """End a fault: `reason` is the event's type (fault_removed, fault_expired,
+        fault_ended: it ended by itself, `why` saying what ended it); recompute False when
+        the caller recomputes the view next anyway."""
         fault = self.faults.pop(fid, None)
         if fault is None:
             return False
         self._refs.pop(fid, None)
         self._reindex()
-        self.events.add(reason, fault=fault.to_json())
-        if self._edits_view(fault):
+        extra = {"why": why} if why is not None else {}
+        self.events.add(reason, fault=fault.to_json(), **extra)
+        if recompute and self._edits_view(fault):
             self.recompute()
         return True
 

@@ -10,6 +10,8 @@ fixtures, `cnikit up`).
     n.kill_daemon(0); n.restart_daemon(0)           # the daemon is down from kill to restart
     t = n.kill_in_write(0); t.wait(10)              # killed as it opens a state file to write
     n.take_ips(eni, ips)                            # another tenant of the subnet takes addresses
+    n.delete_eni(eni)                               # an operator detaches and deletes an ENI
+    n.imds.await_end(f, 30)                         # a fault that ends on an event (its end)
     n.unassign(ip); n.assign(ip, eni, allow_reassignment=True)    # EC2 moves a pod's address
     n.restart_all()                                 # every daemon killed, then all started at once
     n.sweep_enis(); n.detach_eni(eni); n.unassign(ip, other=True)  # another principal's acts
@@ -20,8 +22,9 @@ History entries (cnikit.check.history), process "nemesis", f the operation:
                   or for value.duration seconds
     type "end"    that fault ended; value.by says how: "removed" (ended, healed),
                   "expired" (a followed fault's duration ran out: the nemesis's own faults
-                  end by their start's duration, with no entry), "restart", "given-back",
-                  "failed"
+                  end by their start's duration, with no entry), "ended" (the fault ended
+                  by itself on an event, value.why saying which: stale_until_change at the
+                  instance's next attach/detach), "restart", "given-back", "failed"
     type "info"   an instant act (addresses taken or moved)
     type "fail"   the act failed (value.error): nothing was injected
     type "info" of op "fault-skipped": a fault aimed at an interface that left EC2 before
@@ -31,8 +34,9 @@ Operations: imds-fault, ec2-fault, daemon-kill (`in_write`: killed as it opened 
 of its state for writing), daemon-restart, ec2-assign-elsewhere,
 ec2-unassign (`principal`: "other" for another principal's), ec2-assign, ec2-sweep-enis
 (another principal deletes the cluster's available ENIs), ec2-detach (another principal
-detaches an ENI), daemon-restart-all (every daemon killed, then all started together: the
-nodes' own daemon-kill/daemon-restart entries frame it), ec2-take-held (an address a pod holds, taken until given back:
+detaches an ENI), ec2-delete-eni (an ENI detached and deleted out of band),
+daemon-restart-all (every daemon killed, then all started together: the nodes' own
+daemon-kill/daemon-restart entries frame it), ec2-take-held (an address a pod holds, taken until given back:
 the pod's damage meanwhile is the nemesis's, cnikit.check.damage), heal. The checkers never read the nemesis: they judge what the
 clients and the prober observed against EC2's truth; the report draws it.
 """
@@ -56,6 +60,8 @@ OTHER_PRINCIPAL = {"AWS_ACCESS_KEY_ID": "AKIDOTHERPRINCIPAL", "AWS_SECRET_ACCESS
 # The tag the reference daemon (and upstream's) puts on the ENIs it creates.
 CLUSTER_TAG = "cluster.k8s.amazonaws.com/name"
 SKIPPED = "fault-skipped"
+# A fault's end event -> the `by` of its end entry.
+ENDINGS = {"fault_ended": "ended", "fault_expired": "expired", "fault_removed": "removed"}
 
 
 class TargetGone(UnknownTarget):
@@ -85,6 +91,11 @@ class Nemesis:
         # id -> (its start entry's value, its times, monotonic expiry or None)
         self._open: dict[str, tuple[dict, dict, float | None]] = {}
         self._down: dict[int, tuple[str, str]] = {}  # node -> (op, id) of its open down time
+        # Held from a fault's add until its start is recorded, and by the follower while it
+        # reads fault_added events: an event of the nemesis's own add is then always seen
+        # with the id in own_ids (else the follower recorded that start a second time).
+        self.adding = threading.Lock()
+        self.own_ids: set[str] = set()
         self._seq = itertools.count(1)
         self._other = None  # the other principal's EC2 client, made at first use
 
@@ -107,6 +118,17 @@ class Nemesis:
             elif type_ == END:
                 self._open.pop(id, None)
         return value
+
+    def close(self, op: str, fid: str, by: str, **params) -> bool:
+        """Record the end of an open fault, once: False when it was not open (ended and
+        recorded already, by whichever of the nemesis, its client or the follower saw the
+        end first)."""
+        with self._lock:
+            opened = self._open.pop(fid, None)
+        if opened is None or (opened[2] is not None and opened[2] <= time.monotonic()):
+            return False  # not open, or its start's duration already ended it
+        self.record(END, op, opened[0]["target"], id=fid, by=by, **params)
+        return True
 
     def _live(self) -> list[tuple[dict, dict, float | None]]:
         """The faults begun and not ended (ones whose duration passed are dropped)."""
@@ -412,6 +434,37 @@ class Nemesis:
             raise
         return fid
 
+    def delete_eni(self, eni: str, wait: float = 30.0) -> None:
+        """An operator (or another node's leaked-ENI sweep) detaches the ENI, forced, and
+        deletes it once EC2 lets it (VPC CNI #1008): one info entry ec2-delete-eni. A Delete
+        answered "in use" while the detach completes is tried again on EC2's next change,
+        for up to `wait` seconds."""
+        owner = self.cloud.gate.owners().enis.get(eni) if self.cloud is not None else None
+        target = {"eni": eni, "instance_id": owner.instance_id if owner else None}
+
+        def act():
+            c = self._client()
+            ni = c.describe_network_interfaces(NetworkInterfaceIds=[eni])["NetworkInterfaces"][0]
+            att = ni.get("Attachment") or {}
+            if att.get("AttachmentId") and att.get("Status") in ("attached", "attaching"):
+                c.detach_network_interface(AttachmentId=att["AttachmentId"], Force=True)
+            deadline = time.monotonic() + wait
+            while True:
+                version = self.cloud.gate.owners().version
+                try:
+                    c.delete_network_interface(NetworkInterfaceId=eni)
+                    return
+                except Exception as e:  # botocore's ClientError
+                    code = getattr(e, "response", {}).get("Error", {}).get("Code")
+                    if code not in ("InvalidNetworkInterface.InUse", "IncorrectState") \
+                            or time.monotonic() >= deadline:
+                        raise
+                self.cloud.gate.wait_change(version, max(0.05, min(1.0, deadline
+                                                                   - time.monotonic())))
+
+        self._act("ec2-delete-eni", target, act)
+        self.record(INFO, "ec2-delete-eni", target)
+
     def give_back(self, fid: str, eni: str) -> None:
         """The address of take_held(id) assigned to `eni` again (the holder's node's ENI);
         the operation ends once EC2 has it there."""
@@ -440,6 +493,10 @@ class NemesisFaultClient(FaultClient):
         skipped (recorded, TargetGone), never failed."""
         params = {"kind": kind, "duration": duration, **attrs}
         aimed = dict(target or {})
+        with self.nemesis.adding:
+            return self._add(kind, target, duration, params, aimed, attrs)
+
+    def _add(self, kind, target, duration, params, aimed, attrs) -> FaultHandle:
         try:
             h = super().add(kind, target=target, duration=duration, **attrs)
         except UnknownTarget as e:
@@ -455,12 +512,53 @@ class NemesisFaultClient(FaultClient):
                                 **params)
             raise
         self.nemesis.record(START, "imds-fault", aimed, id=str(h), **params)
+        self.nemesis.own_ids.add(str(h))
         return h
 
     def remove(self, fid: str) -> bool:
         found = super().remove(fid)
+        if not found:  # gone already: it may have ended by itself
+            self.await_end(fid, 0)
         self._ended(str(fid))
         return found
+
+    def follow_end(self, fid, timeout: float) -> threading.Thread:
+        """await_end in a thread of its own, for a fault that may end by itself before its
+        duration (random chaos): its end is recorded as it happens. The IMDS going away
+        meanwhile (the run's teardown) ends the wait."""
+        def wait() -> None:
+            try:
+                self.await_end(fid, timeout)
+            except Exception:  # noqa: BLE001 - the IMDS stopped: nothing left to record
+                pass
+
+        t = threading.Thread(target=wait, name=f"await-end-{fid}", daemon=True)
+        t.start()
+        return t
+
+    def _last_seq(self) -> int:
+        return int(self._ok("GET", f"/events?since={2 ** 62}&wait=0")["last_seq"])
+
+    def await_end(self, fid, timeout: float, look_back: int = 20000) -> dict | None:
+        """Wait up to `timeout` s for the fault to end (by itself: fault_ended; or expired,
+        removed) and record that end once, as `by: "ended"` with the event's why for one
+        that ended by itself; returns the event, or None while it is still active."""
+        fid = str(fid)
+        seq = self._last_seq()
+        if not any(f.get("id") == fid for f in self.list()):
+            seq = max(0, seq - look_back)  # it ended before: find how, among recent events
+            timeout = 0
+        deadline = time.monotonic() + timeout
+        while True:
+            for ev in self.events(seq, wait=max(0.0, min(1.0, deadline - time.monotonic()))):
+                seq = max(seq, ev["seq"])
+                if (ev.get("fault") or {}).get("id") == fid and ev["type"] in ENDINGS:
+                    if ev["type"] != "fault_expired":  # that end is the start's duration
+                        self.nemesis.close("imds-fault", fid, ENDINGS[ev["type"]],
+                                           why=ev.get("why"))
+                    return ev
+            if time.monotonic() >= deadline:
+                return None
 
     def clear(self) -> list[str]:
         removed = super().clear()
@@ -469,9 +567,7 @@ class NemesisFaultClient(FaultClient):
         return removed
 
     def _ended(self, fid: str) -> None:
-        started = next((v for v in self.nemesis.in_effect() if v["id"] == fid), None)
-        if started is not None:
-            self.nemesis.record(END, "imds-fault", started["target"], id=fid, by="removed")
+        self.nemesis.close("imds-fault", fid, "removed")
 
 
 class Ec2Faults:
@@ -484,9 +580,11 @@ class Ec2Faults:
     def add(self, kind: str, target: dict | None = None, duration: float | None = None,
             **attrs) -> str:
         params = {"kind": kind, "duration": duration, **attrs}
-        fid = self.nemesis._act("ec2-fault", dict(target or {}), lambda: self.faults.add(
-            kind, target=target, duration=duration, **attrs), **params)
-        self.nemesis.record(START, "ec2-fault", dict(target or {}), id=fid, **params)
+        with self.nemesis.adding:
+            fid = self.nemesis._act("ec2-fault", dict(target or {}), lambda: self.faults.add(
+                kind, target=target, duration=duration, **attrs), **params)
+            self.nemesis.record(START, "ec2-fault", dict(target or {}), id=fid, **params)
+            self.nemesis.own_ids.add(str(fid))
         return fid
 
     def remove(self, fid: str) -> bool:
@@ -553,21 +651,30 @@ class Follower:
         interval) paces the rounds, else a wait of interval."""
         if self.n.imds is None:
             self._stop.wait(self.interval)
-        own = {v["id"] for v in self.n.in_effect()} - self._followed
         for op, events in self._sources():
-            for ev in events(self._seq[op], self.interval):
-                self._seq[op] = max(self._seq[op], ev["seq"])
-                self._follow(op, ev, own)
+            got = events(self._seq[op], self.interval)
+            # Under the nemesis's add lock: an add of its own whose event is here has
+            # recorded its start and its id (never recorded twice).
+            with self.n.adding:
+                for ev in got:
+                    self._seq[op] = max(self._seq[op], ev["seq"])
+                    self._follow(op, ev)
 
-    def _follow(self, op: str, ev: dict, own: set[str]) -> None:
+    def _follow(self, op: str, ev: dict) -> None:
         fault = ev.get("fault") or {}
         fid, target = str(fault.get("id")), fault.get("target") or {}
-        if ev.get("type") == "fault_added" and fid not in own:
+        kind = ev.get("type")
+        if kind == "fault_added" and fid not in self.n.own_ids:
             self._followed.add(fid)
             self.n.record(START, op, target, id=fid, via="control-api", **self._params(fault))
-        elif ev.get("type") in ("fault_removed", "fault_expired") and fid in self._followed:
+        elif kind == "fault_ended":
+            # Ended by itself (any fault, the nemesis's own too): nobody removed it, so
+            # only this event tells the history; recorded once (Nemesis.close).
             self._followed.discard(fid)
-            self.n.record(END, op, target, id=fid, by=ev["type"].removeprefix("fault_"))
+            self.n.close(op, fid, ENDINGS[kind], why=ev.get("why"))
+        elif kind in ("fault_removed", "fault_expired") and fid in self._followed:
+            self._followed.discard(fid)
+            self.n.record(END, op, target, id=fid, by=ENDINGS[kind])
 
     def _params(self, fault: dict) -> dict:
         return {"kind": fault.get("kind"), "duration": fault.get("duration"),

@@ -168,6 +168,7 @@ class FakeImds:
         self.frozen: dict[str, EniView] = {}
         self.overrides: dict[str, EniView] = {}
         self.hidden: set[str] = set()
+        self.lingering: dict[str, EniView] = {}
         self.fail = False
 
     def identity(self):
@@ -194,6 +195,11 @@ class FakeImds:
     def hide(self, eni_id: str) -> None:
         self.hidden.add(eni_id)
 
+    def linger(self, eni_id: str) -> None:
+        """Go on listing eni_id as it is now after EC2 detaches and deletes it (upstream
+        #1008, AWS #2497: IMDS lists a departed ENI until the next attach or detach)."""
+        self.lingering[eni_id] = copy.deepcopy(self.ec2.enis[eni_id])
+
     def enis(self):
         if self.fail:
             raise ApiError("IMDS unavailable", "ServiceUnavailable")
@@ -203,4 +209,6 @@ class FakeImds:
                 continue
             v = self.overrides.get(e.eni_id) or self.frozen.get(e.eni_id) or e
             out.append(copy.deepcopy(v))
+        listed = {v.eni_id for v in out}
+        out += [copy.deepcopy(v) for k, v in self.lingering.items() if k not in listed]
         return out

@@ -7,7 +7,9 @@ vpc-cni-1.18.3  upstream before the fix of issue 3019: per ENI, IMDS is trusted 
                 lengths); otherwise EC2 is asked. IPs seen are added (verified with EC2 only
                 when they left the reconcile cooldown), IPs not seen are force-removed from
                 the datastore even when a pod holds them. ENIs missing from IMDS are
-                force-removed with their pods; start-up and new ENIs take IMDS at face value.
+                force-removed with their pods; start-up and new ENIs take IMDS at face value,
+                skipping at start-up an ENI IMDS lists and EC2 no longer has (fixes
+                #1011/#1341 of upstream #1008/#1340: IMDS can list a deleted ENI).
 vpc-cni-1.18.4  the same with contents compared (upstream's IPsSimilar / PrefixSimilar).
 hardened        IMDS is only a hint. Whenever it disagrees with the datastore (and every
                 few reconciles anyway) EC2 is asked, and only EC2 can remove an address or
@@ -107,8 +109,44 @@ def trusts_imds(d: IpamD) -> bool:
 
 def startup_view(d: IpamD) -> list[EniView]:
     if trusts_imds(d):
-        return d.imds.enis()
-    return d.ec2.describe_enis(d.instance.instance_id)
+        # Upstream (1.18.x, with fixes #1011/#1341) takes IMDS's ENIs that EC2 still has.
+        return [listed for listed, _ in skip_departed_enis(d, d.imds.enis())]
+    described = d.ec2.describe_enis(d.instance.instance_id)
+    try:
+        listed = d.imds.enis()
+    except ApiError:
+        return described  # IMDS down at start-up: EC2's view alone
+    # An ENI IMDS lists that the attachment filter did not: Describe lagging behind an
+    # attach (then EC2 by id has it attached here, and both views show it), or one that
+    # left EC2 while IMDS still lists it (skipped).
+    known = {v.eni_id for v in described}
+    mine = d.instance.instance_id
+    extra = skip_departed_enis(d, [v for v in listed if v.eni_id not in known])
+    return described + [truth for _, truth in extra
+                        if truth is not None and truth.instance_id == mine]
+
+
+def skip_departed_enis(d: IpamD, listed: list[EniView]) -> list[tuple[EniView, EniView | None]]:
+    """Each ENI IMDS lists, looked up in EC2 by id: (IMDS's view, EC2's, or None when EC2
+    did not answer). One EC2 no longer has (InvalidNetworkInterfaceID.NotFound) is skipped:
+    IMDS can go on listing a detached, deleted ENI until the instance's next attach or
+    detach (upstream #1008, #1340; AWS: a known IMDS defect, #2497). Before fixes #1011
+    and #1341 upstream's start-up aborted on that error, and the daemon crash-looped."""
+    out: list[tuple[EniView, EniView | None]] = []
+    for view in listed:
+        try:
+            truth = d.ec2.describe_eni(view.eni_id)
+        except ApiError as e:
+            log.warning("start: EC2 did not describe %s: %s", view.eni_id, e)
+            out.append((view, None))
+            continue
+        if truth is None:
+            d.metrics.inc("awscni_ipamd_error_count", fn="startupDepartedENI")
+            d._event("startup-skip-departed-eni", eni=view.eni_id)
+            log.warning("start: IMDS lists %s, which EC2 no longer has: skipped", view.eni_id)
+            continue
+        out.append((view, truth))
+    return out
 
 
 def setup_new_eni(d: IpamD, created: EniView) -> None:

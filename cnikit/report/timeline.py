@@ -425,6 +425,11 @@ def _faults(history, imds_events, instances, mac_eni, eni_instance, t0, t1) -> l
             spans.append(span)
         elif kind in ("fault_expired", "fault_removed") and fault.get("id") in open_:
             open_.pop(fault["id"]).end = ev["time"]
+        elif kind == "fault_ended" and fault.get("id") in open_:
+            # Ended by itself on an event (stale_until_change: the next attach/detach).
+            span = open_.pop(fault["id"])
+            span.end = ev["time"]
+            span.label += f", ended: {ev.get('why') or 'by itself'}"
     imds_ids = {str((ev.get("fault") or {}).get("id")) for ev in imds_events
                 if ev.get("type") == "fault_added"}
     # The nemesis (cnikit.cluster.nemesis): "start" lasts until the "end" with its id (or

@@ -21,6 +21,7 @@ from cnikit.report.coverage import coverage
 from cnikit.scenarios.common import peers
 from cnikit.scenarios.engine import SCENARIO, Ctx, Liveness, scenario
 from fault_imds.faults import KINDS as IMDS_FAULTS
+from fault_imds.faults import ImdsFault
 
 NODES = 2
 # The single IMDS and EC2 faults are drawn from the kinds registries: each kind's `chaos`
@@ -106,6 +107,10 @@ def imds_fault(ctx: Ctx, kind: str, target: dict, duration: float, **attrs) -> s
         h = ctx.imds_fault(kind, target=target, duration=duration, **attrs)
     except TargetGone as e:
         return str(e)
+    if IMDS_FAULTS.get(kind).ends is not ImdsFault.ends:
+        # It may end by itself before its duration (stale_until_change at the next attach
+        # or detach): the history records that end when it happens.
+        ctx.nemesis.imds.follow_end(h, duration)
     return f"imds {kind} {target} for {duration}s ({h})"
 
 

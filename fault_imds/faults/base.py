@@ -249,5 +249,11 @@ class ImdsFault(Fault):
         the view whenever the state at that moment changes (a lag moving on)."""
         return None
 
+    def ends(self, engine) -> str | None:
+        """Called on every new EC2 state (engine.true_models updated, before the view is
+        recomputed): why the fault ends by itself now (an event, not a duration), or None.
+        The engine then removes it and emits `fault_ended` with that why."""
+        return None
+
     # Content kinds implement: apply(self, view) -> None          (see engine.View)
     # Request kinds implement:  async apply(self, req) -> Answer | Drop | None

@@ -137,3 +137,22 @@ def another_principal_unassigned_and_swept(r, seen) -> None:
     assert swept <= created
     assert any(a["action"] == "AttachNetworkInterface" and a["eni_id"] in swept
                and a["outcome"] == "InvalidNetworkInterfaceID.NotFound" for a in r.audit)
+
+
+# -- imds-lists-deleted-eni: the deleted ENI was listed at the restart, the end is recorded ------
+
+@check("imds-lists-deleted-eni")
+def the_restart_met_a_listed_deleted_eni_and_the_fault_end_is_recorded(r, seen) -> None:
+    """The ENI the nemesis deleted was in IMDS when the daemon restarted (the run exercised
+    #1008, not a restart alone), and the fault's end is one nemesis end entry."""
+    nemesis = [e for e in r.history if e["process"] == "nemesis"]
+    deleted = [e for e in nemesis if e["f"] == "ec2-delete-eni"]
+    assert len(deleted) == 1, deleted
+    faults = [e for e in nemesis if e["f"] == "imds-fault"]
+    assert [e["type"] for e in faults] == ["start", "end"], faults
+    assert faults[1]["value"]["by"] in ("ended", "removed")
+    if faults[1]["value"]["by"] == "ended":
+        assert "change 2" in faults[1]["value"]["why"]
+    # A request of the node's daemon answered while the fault was active.
+    fid = faults[0]["value"]["id"]
+    assert any(fid in (q.get("faults") or ()) for q in r.imds_requests if not q.get("observer"))

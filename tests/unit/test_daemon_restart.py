@@ -294,3 +294,21 @@ def test_a_cooldown_recalled_from_the_checkpoint_ends_on_time():
     clock.advance(d.cfg.ip_cooldown_scaled + 0.1)
     assert not d.ds.cooling(next(a for e in d.ds.enis.values() for a in e.addresses()
                                  if a.ip == ip))
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_restart_skips_an_eni_imds_lists_and_ec2_deleted(profile, tmp_path):
+    """Upstream #1008/#1340 (fixes #1011/#1341): IMDS still lists an ENI that was detached
+    and deleted; start-up skips it (EC2 answers NotFound) instead of aborting, and serves."""
+    d, ec2, imds, clock, ckpt = on_disk(tmp_path, profile)
+    gone = ec2.create_eni(ec2.subnet_id, [], {}, 2).eni_id
+    ec2.attach_eni(gone, ec2.instance_id, 1)
+    imds.linger(gone)
+    ec2.detach_eni(ec2.enis[gone].attachment_id)
+    ec2.delete_eni(gone)
+    assert gone in {v.eni_id for v in imds.enis()}
+    d2 = start(profile, ec2, imds, clock, ckpt)
+    assert gone not in d2.ds.enis
+    assert d2.metrics.get("awscni_ipamd_error_count", fn="startupDepartedENI") == 1
+    ip = d2.add(key(1)).ip
+    assert ip in ec2.all_ips()

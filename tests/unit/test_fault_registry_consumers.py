@@ -210,9 +210,10 @@ def test_random_chaos_draws_new_kinds_with_their_attributes(truncate, partial):
 # (the draw of IMDS_KINDS and EC2_KINDS, the lists the scenario had). A seed's schedule is
 # what its verdicts are tested on: a new drawable kind changes every seed's schedule, so
 # making a kind drawable updates this digest on purpose, and says so.
-DRAWN = {"imds": ["stale", "missing", "lag", "error", "latency", "drop"],
+# stale_until_change made drawable (issue 30 row B, VPC CNI #1008): digest updated.
+DRAWN = {"imds": ["stale", "missing", "lag", "error", "latency", "drop", "stale_until_change"],
          "ec2": ["throttle", "error", "latency", "describe_lag"]}
-DIGEST = "bc5daf54063c177dd7deb4a7b45c8f182053a2cdd9a471e54cdfb41f83bc36f3"
+DIGEST = "e9eadadd511352814a897828919d595d7cf105e018ebb0cf157c64645c5124c3"
 
 
 def test_existing_seeds_draw_the_schedules_they_drew():

@@ -221,3 +221,52 @@ def test_a_kinds_declared_order_places_it_in_the_composition():
         assert [f.kind for f in e.content_faults] == ["stale", "test_add_one", "missing"]
     finally:
         KINDS.remove("test_add_one")
+
+
+def test_stale_until_change_lists_a_departed_eni_until_the_next_change():
+    """Upstream #1008/#2497: a detached, deleted ENI stays listed until the instance's
+    interfaces change again; missed_changes=1 survives the detach itself."""
+    import pytest
+
+    from fault_imds.faults import SpecError
+
+    e0 = eni("eni-0", MAC0, "i-1", 0, ["10.0.1.4", "10.0.1.5"])
+    e1 = eni("eni-1", MAC1, "i-1", 1, ["10.0.1.9", "10.0.1.10"])
+    e2 = eni("eni-2", "02:00:00:00:00:03", "i-1", 2, ["10.0.1.20"])
+    e = Engine(clock=Clock())
+    e.set_state(state(0, [e0, e1]))
+    with pytest.raises(SpecError, match="instance_id"):
+        e.add({"kind": "stale_until_change", "target": {}})
+    f = e.add({"kind": "stale_until_change", "target": {"instance_id": "i-1"},
+               "missed_changes": 1})
+    # eni-1 detached and deleted (change 1, missed): still listed, its addresses as they were.
+    e.set_state(state(1, [eni("eni-0", MAC0, "i-1", 0, ["10.0.1.4", "10.0.1.6"])]))
+    assert f.id in e.faults
+    assert served_ips(e, mac=MAC1) == ["10.0.1.9", "10.0.1.10"]
+    # An interface still attached follows EC2.
+    assert served_ips(e) == ["10.0.1.4", "10.0.1.6"]
+    # The next attach (change 2) ends it: the list is EC2's again, with why.
+    e.set_state(state(2, [eni("eni-0", MAC0, "i-1", 0, ["10.0.1.4", "10.0.1.6"]), e2]))
+    assert f.id not in e.faults
+    assert served_ips(e, mac=MAC1) is None
+    assert served_ips(e, mac="02:00:00:00:00:03") == ["10.0.1.20"]
+    ended = [ev for ev in e.events.since(0) if ev["type"] == "fault_ended"]
+    assert len(ended) == 1 and ended[0]["fault"]["id"] == f.id
+    assert "change 2 of i-1" in ended[0]["why"] and "+02:00:00:00:00:03" in ended[0]["why"]
+
+
+def test_stale_until_change_default_ends_at_the_first_change_and_hides_new_enis():
+    e0 = eni("eni-0", MAC0, "i-1", 0, ["10.0.1.4"])
+    e = Engine(clock=Clock())
+    e.set_state(state(0, [e0]))
+    f = e.add({"kind": "stale_until_change", "target": {"instance_id": "i-1"}})
+    # An address change is no interface change: the fault stays, the entry follows EC2.
+    e.set_state(state(1, [eni("eni-0", MAC0, "i-1", 0, ["10.0.1.4", "10.0.1.5"])]))
+    assert f.id in e.faults and served_ips(e) == ["10.0.1.4", "10.0.1.5"]
+    e.set_state(state(2, [e0, eni("eni-1", MAC1, "i-1", 1, ["10.0.1.9"])]))
+    assert f.id not in e.faults and served_ips(e, mac=MAC1) == ["10.0.1.9"]
+    f2 = e.add({"kind": "stale_until_change", "target": {"instance_id": "i-1"},
+                "missed_changes": 5})
+    e.set_state(state(3, [e0, eni("eni-1", MAC1, "i-1", 1, ["10.0.1.9"]),
+                          eni("eni-2", "02:00:00:00:00:03", "i-1", 2, ["10.0.1.20"])]))
+    assert f2.id in e.faults and served_ips(e, mac="02:00:00:00:00:03") is None

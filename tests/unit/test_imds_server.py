@@ -652,6 +652,11 @@ def test_events_long_poll_and_kinds(server, topo, fc):
     assert fc.events(since=got[-1]["seq"], wait=0.3) == []
     assert 0.25 <= time.monotonic() - t < 3
     kinds = fc.kinds()
-    assert set(kinds) == {"stale", "missing", "lag", "error", "latency", "token", "drop"}
+    # The control API lists every registered kind (one file each in fault_imds/faults/).
+    from fault_imds.faults import KINDS
+
+    assert set(kinds) == set(KINDS.describe())
+    assert {"stale", "missing", "lag", "error", "latency", "token", "drop",
+            "stale_until_change"} <= set(kinds)
     assert "probability" in kinds["error"]["attributes"]
     assert fc.list()[0]["target"] == {"path": "*/ami-id"}

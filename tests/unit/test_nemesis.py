@@ -295,3 +295,45 @@ def test_another_principal_detaches_an_eni_out_of_band(nemesis):
     with pytest.raises(ValueError):
         n.detach_eni(eni_id)  # not attached: a failed act, recorded
     assert ops(h)[-2:] == [("info", "ec2-detach"), ("fail", "ec2-detach")]
+
+
+def test_a_deleted_eni_stays_listed_until_the_next_change_and_its_end_is_recorded_once(
+        nemesis, parts):
+    """VPC CNI #1008/#2497: the nemesis deletes an ENI while IMDS keeps listing it
+    (stale_until_change surviving the detach); the next attach ends the fault by itself,
+    and the end is one entry, `by: "ended"` with why, though the follower runs too (and
+    the follower never records the nemesis's own start a second time)."""
+    n, h, topo, _ = nemesis
+    cloud, imds = parts
+    inst = topo.instances[0]
+    ec2 = cloud.client()
+
+    def new_eni(device: int) -> tuple[str, str]:
+        ni = ec2.create_network_interface(SubnetId=topo.subnet_id)["NetworkInterface"]
+        ec2.attach_network_interface(NetworkInterfaceId=ni["NetworkInterfaceId"],
+                                     InstanceId=inst.instance_id, DeviceIndex=device)
+        return ni["NetworkInterfaceId"], ni["MacAddress"].lower()
+
+    view = Imds(imds.url, inst.instance_id)
+    eni, mac = new_eni(1)
+    wait_for(lambda: mac in (view.text(MACS) or ""), 10, "the IMDS to list the new ENI")
+    follower = n.follow(interval=0.05)
+    try:
+        f = n.imds_fault("stale_until_change", target={"instance_id": inst.instance_id},
+                         missed_changes=1)
+        n.delete_eni(eni)
+        assert eni not in cloud.gate.owners().enis
+        assert mac in view.text(MACS)  # still listed: the detach was the missed change
+        assert n.imds.await_end(f, 0) is None  # still active
+        new_eni(2)
+        ev = n.imds.await_end(f, 10)
+        assert ev is not None and ev["type"] == "fault_ended" and "change 2" in ev["why"]
+        wait_for(lambda: mac not in (view.text(MACS) or ""), 10, "the IMDS to drop the ENI")
+        n.end(f)  # already ended: nothing more recorded
+    finally:
+        follower.stop()
+    assert ops(h) == [("start", "imds-fault"), ("info", "ec2-delete-eni"),
+                      ("end", "imds-fault")]
+    end = [e for e in h.entries() if e["type"] == "end"][0]["value"]
+    assert end["by"] == "ended" and "change 2" in end["why"]
+    assert n.in_effect() == []

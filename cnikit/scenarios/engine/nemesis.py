@@ -89,6 +89,10 @@ class Nemesis:
         """Another principal detaches the ENI out of band."""
         self.nemesis.detach_eni(eni)
 
+    def delete_eni(self, eni_id: str) -> None:
+        """An operator (another node's sweep) detaches and deletes the ENI, out of band."""
+        self.nemesis.delete_eni(eni_id)
+
     def ec2_take(self, ips: list[str], node: int | None = None) -> None:
         """Another tenant of the subnet takes these IPs: the spare interface, which no daemon
         manages, so none gives them back to EC2 while the run lasts; or `node`'s primary ENI,
