@@ -227,6 +227,19 @@ MUTANTS: list[Mutant] = [
         "restore matches a checkpointed IP against /32 entries only: pods on /28 prefixes "
         "are dropped at restart and their addresses reused",
         "restart-restore"),
+    # ---- issue 30 row D: crash points (crash-after-attach, crash-after-assign) -------------
+    Mutant(
+        "untracked-eni-never-adopted", IPAMD,
+        "        if view.eni_id in self.ds.enis:\n            return\n",
+        "        if view.eni_id in self.ds.enis or (view.device_index and not any(\n"
+        "                e.get(\"eni\") == view.eni_id for e in self.events) and not any(\n"
+        "                r.get(\"ipv4\") in view.secondary_ips for r in (\n"
+        "                    self.checkpoint.read() if self.checkpoint is not None else []))):\n"
+        "            return  # neither attached by this daemon nor in its checkpoint\n",
+        "upstream #66/#401: an ENI attached just before a restart, before the datastore "
+        "recorded it, is never adopted (only ENIs the daemon attached itself or holds pods "
+        "on are): it leaks for good and the node runs out of ENIs for its pods",
+        "eni-lifecycle"),
 ]
 
 BY_NAME = {m.name: m for m in MUTANTS}
