@@ -232,7 +232,8 @@ MUTANTS: list[Mutant] = [
         "untracked-eni-never-adopted", IPAMD,
         "        if view.eni_id in self.ds.enis:\n            return\n",
         "        if view.eni_id in self.ds.enis or (view.device_index and not any(\n"
-        "                e.get(\"eni\") == view.eni_id for e in self.events) and not any(\n"
+        "                e[\"kind\"] == \"eni-attached\" and e.get(\"eni\") == view.eni_id\n"
+        "                for e in self.events) and not any(\n"
         "                r.get(\"ipv4\") in view.secondary_ips for r in (\n"
         "                    self.checkpoint.read() if self.checkpoint is not None else []))):\n"
         "            return  # neither attached by this daemon nor in its checkpoint\n",
