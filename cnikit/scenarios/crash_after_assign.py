@@ -11,6 +11,8 @@ never used.
 
 from __future__ import annotations
 
+import ipaddress
+
 from cnikit.scenarios.common import crash_while_adding, peers
 from cnikit.scenarios.engine import Ctx, scenario
 from cnikit.scenarios.engine.outcomes import Liveness
@@ -39,16 +41,19 @@ def run(ctx: Ctx) -> None:
     # The last assign on that ENI before the restart is the crashed one (its daemon was dead
     # until then; the audit log records a call before the after-call hooks run).
     assigned = set(ok[-1].ips) if ok else set()
-    if not assigned:
-        ctx.not_exposed(f"the build's crashed assign on {eni} named no address")
+    prefixes = set(ok[-1].prefixes) if ok else set()  # a build that assigns /28 prefixes
+    if not assigned and not prefixes:
+        ctx.not_exposed(f"the build's crashed assign on {eni} named no address or prefix")
+    nets = [ipaddress.ip_network(p, strict=False) for p in prefixes]
 
     def settled() -> str | None:
         """What became of the addresses: one held by a pod, or all given back."""
         e = ctx.ec2_eni(eni)
-        held = set(e.ips) if e is not None else set()
-        if any(p.ip in assigned for p in ctx.pods_on(NODE)):
+        held = set(e.ips) | set(e.prefixes) if e is not None else set()
+        if any(p.ip in assigned or any(ipaddress.ip_address(p.ip) in n for n in nets)
+               for p in ctx.pods_on(NODE)):
             return "used"
-        if not assigned & held:
+        if not (assigned | prefixes) & held:
             return "released"
         return None
 
@@ -60,7 +65,7 @@ def run(ctx: Ctx) -> None:
     if state is None:
         raise Liveness(f"node {NODE}", "the addresses assigned before the crash are neither "
                        "used by a pod nor released",
-                       {"eni": eni, "addresses": sorted(assigned),
+                       {"eni": eni, "addresses": sorted(assigned | prefixes),
                         "pods on node": len(ctx.pods_on(NODE))})
     ctx.step(f"after the restart the assigned addresses were {state}", node=NODE, eni=eni)
 
