@@ -151,3 +151,23 @@ def test_the_caller_is_the_header_or_the_instance_holding_its_source_address(cra
     assert caller_instance({INSTANCE_HEADER: "i-named"}, source, snap) == "i-named"
     assert caller_instance({}, "127.0.0.1", snap) is None
     assert caller_instance({}, None, snap) is None
+
+
+def test_a_hook_that_raises_never_changes_the_answer(crash):
+    n, _, topo, _ = crash
+    inst = topo.instances[0]
+    seen = []
+
+    def broken(call):
+        seen.append(call.action)
+        raise RuntimeError("a hook's bug")
+
+    hid = n.cloud.gate.after.add(broken)
+    try:
+        out = client_of(n.cloud, inst.instance_id).assign_private_ip_addresses(
+            NetworkInterfaceId=inst.primary_eni_id, SecondaryPrivateIpAddressCount=1)
+    finally:
+        assert n.cloud.gate.after.remove(hid)
+    assert len(out["AssignedPrivateIpAddresses"]) == 1 and seen == ["AssignPrivateIpAddresses"]
+    ip = out["AssignedPrivateIpAddresses"][0]["PrivateIpAddress"]
+    assert n.cloud.gate.owners().ips[ip].eni_id == inst.primary_eni_id
