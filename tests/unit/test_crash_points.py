@@ -171,3 +171,21 @@ def test_a_hook_that_raises_never_changes_the_answer(crash):
     assert len(out["AssignedPrivateIpAddresses"]) == 1 and seen == ["AssignPrivateIpAddresses"]
     ip = out["AssignedPrivateIpAddresses"][0]["PrivateIpAddress"]
     assert n.cloud.gate.owners().ips[ip].eni_id == inst.primary_eni_id
+
+
+def test_crash_between_detach_and_delete(crash):
+    """Killed after the detach: the ENI is left detached, its delete never sent."""
+    n, h, topo, daemons = crash
+    inst = topo.instances[0]
+    me = client_of(n.cloud, inst.instance_id)
+    eni = new_eni(n.cloud, topo)
+    att = me.attach_network_interface(NetworkInterfaceId=eni, InstanceId=inst.instance_id,
+                                      DeviceIndex=1)["AttachmentId"]
+    with n.crash_at(0, "DetachNetworkInterface") as point:
+        me.detach_network_interface(AttachmentId=att)
+        fired = point.wait(10)
+    assert fired["action"] == "DetachNetworkInterface" and fired["attachment"] == att
+    assert daemons.procs[0].poll() is not None
+    [kill] = kills(h)
+    assert kill["after_call"] == "DetachNetworkInterface"
+    assert eni in n.cloud.gate.owners().enis  # still there: no delete followed
