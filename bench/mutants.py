@@ -254,6 +254,20 @@ MUTANTS: list[Mutant] = [
         "start-up calls EC2 on every ENI IMDS lists and aborts on NotFound: an ENI deleted "
         "while IMDS still lists it keeps the daemon crash-looping (upstream #1008, #1340)",
         "eni-lifecycle"),
+    # ---- issue 30 row D: crash points (crash-after-attach, crash-after-assign) -------------
+    Mutant(
+        "untracked-eni-never-adopted", IPAMD,
+        "        if view.eni_id in self.ds.enis:\n            return\n",
+        "        if view.eni_id in self.ds.enis or (view.device_index and not any(\n"
+        "                e[\"kind\"] == \"eni-attached\" and e.get(\"eni\") == view.eni_id\n"
+        "                for e in self.events) and not any(\n"
+        "                r.get(\"ipv4\") in view.secondary_ips for r in (\n"
+        "                    self.checkpoint.read() if self.checkpoint is not None else []))):\n"
+        "            return  # neither attached by this daemon nor in its checkpoint\n",
+        "upstream #66/#401: an ENI attached just before a restart, before the datastore "
+        "recorded it, is never adopted (only ENIs the daemon attached itself or holds pods "
+        "on are): it leaks for good and the node runs out of ENIs for its pods",
+        "eni-lifecycle"),
 ]
 
 BY_NAME = {m.name: m for m in MUTANTS}

@@ -175,6 +175,11 @@ class CniCluster:
         """Send sig to the node's daemon (SIGKILL by default): a nemesis operation."""
         self.nemesis.kill_daemon(node, sig)
 
+    def crash_at(self, node: int, action: str):
+        """Arm a crash point: the node's daemon is SIGKILLed when the gate serves `action`
+        from it, before the answer leaves (a nemesis operation; cnikit.cluster.crash_point)."""
+        return self.nemesis.crash_at(node, action)
+
     def restart_daemon(self, node: int, wait: float = 60.0) -> None:
         """Restart the node's daemon (its state dir kept): a nemesis operation."""
         self.nemesis.restart_daemon(node, wait)

@@ -9,6 +9,7 @@ fixtures, `cnikit up`).
     n.end(g)                                        # both take the one spec shape of faultcore
     n.kill_daemon(0); n.restart_daemon(0)           # the daemon is down from kill to restart
     t = n.kill_in_write(0); t.wait(10)              # killed as it opens a state file to write
+    c = n.crash_at(0, "AttachNetworkInterface"); c.wait(10)   # killed after that EC2 call
     n.take_ips(eni, ips)                            # another tenant of the subnet takes addresses
     n.delete_eni(eni)                               # an operator detaches and deletes an ENI
     n.imds.await_end(f, 30)                         # a fault that ends on an event (its end)
@@ -31,7 +32,8 @@ History entries (cnikit.check.history), process "nemesis", f the operation:
                   it could be applied (value.fault: the operation skipped, value.reason why)
     value         {"op": f, "id": ..., "target": {what it hits}, ...the fault's parameters}
 Operations: imds-fault, ec2-fault, daemon-kill (`in_write`: killed as it opened that file
-of its state for writing), daemon-restart, ec2-assign-elsewhere,
+of its state for writing; `after_call`: killed when the gate served that EC2 call from the
+node, before its answer left), daemon-restart, ec2-assign-elsewhere,
 ec2-unassign (`principal`: "other" for another principal's), ec2-assign, ec2-sweep-enis
 (another principal deletes the cluster's available ENIs), ec2-detach (another principal
 detaches an ENI), ec2-delete-eni (an ENI detached and deleted out of band),
@@ -251,6 +253,16 @@ class Nemesis:
 
         return WriteTrap(self.daemons._state_dir(node), lambda: self.daemons._daemon_pids(node),
                          fire, before_kill=before)
+
+    def crash_at(self, node: int, action: str, before: Callable[[], None] | None = None):
+        """Arm a crash point (cnikit.cluster.crash_point): the node's daemon is SIGKILLed
+        when the gate serves `action` (one of CRASH_ACTIONS) from it, successfully, after the
+        call took effect and before its answer leaves. Returns the armed CrashPoint
+        (`wait(timeout)` -> what it fired on); the kill is a daemon-kill with `after_call`.
+        `before` runs just before the kill. ValueError (one line) for another action."""
+        from cnikit.cluster.crash_point import CrashPoint
+
+        return CrashPoint(self, node, action, before=before)
 
     def restart_daemon(self, node: int, wait: float = 60.0) -> None:
         """Restart the node's daemon and wait until it is ready: the end of its kill, or for

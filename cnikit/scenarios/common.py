@@ -143,3 +143,40 @@ def take(ctx: Ctx, ip: str, taken: set[str], node: int | None = None) -> None:
             raise
         return
     taken.add(ip)
+
+
+def crash_while_adding(ctx: Ctx, node: int, action: str, most: int) -> dict:
+    """Arm a crash point after `action` on `node` (ctx.crash_at) and add up to `most` pods
+    there, one at a time as a runtime would, until the build makes that call and its daemon
+    is killed before the answer; restart it, and let the ADD in flight be retried. Returns
+    what the point fired on. A build that never made the call for those pods is not
+    exposed."""
+    import threading
+
+    point = ctx.crash_at(node, action)
+
+    def adds() -> None:
+        for _ in range(most):
+            if point.fired is not None or ctx.room(node) <= 0:
+                return
+            # The runtime retries an ADD until the daemon is back (kubelet does).
+            ctx.add_pod(node, retry_for=max(30.0, ctx.run_seconds(60)))
+
+    adder = threading.Thread(target=adds, name=f"adds-{node}", daemon=True)
+    try:
+        adder.start()
+        ctx.design(lambda: point.wait(0.05) or not adder.is_alive(), 120,
+                   f"the build called {action} for pods on node {node}")
+    finally:
+        point.close()
+    fired = point.fired
+    if fired is None:
+        adder.join(60)
+        ctx.not_exposed(f"the build made no {action} call for {most} pods on node {node}: "
+                        "no window to crash in")
+    ctx.step(f"killed after {action}" + (f" of {fired['eni']}" if fired.get("eni") else ""),
+             node=node, **({"eni": fired["eni"]} if fired.get("eni") else {}))
+    ctx.restart_daemon(node)
+    adder.join(90)
+    ctx.step("restarted; the ADD in flight retried", node=node)
+    return fired

@@ -156,3 +156,28 @@ def the_restart_met_a_listed_deleted_eni_and_the_fault_end_is_recorded(r, seen) 
     # A request of the node's daemon answered while the fault was active.
     fid = faults[0]["value"]["id"]
     assert any(fid in (q.get("faults") or ()) for q in r.imds_requests if not q.get("observer"))
+
+
+# -- crash-after-attach, crash-after-assign (upstream #66/#74, #401): crash points -------------
+
+def _crash_kills(r) -> list[dict]:
+    return [e["value"] for e in r.history if e["process"] == "nemesis"
+            and e["f"] == "daemon-kill" and e["type"] == "start"]
+
+
+@check("crash-after-attach")
+def the_daemon_died_after_the_attach_and_the_eni_was_used(r, seen) -> None:
+    """The crash point fired once, on node 0's own attach (the gate told the caller by its
+    source address), and the ENI it attached was then used by a pod, not leaked."""
+    [kill] = _crash_kills(r)
+    assert kill["after_call"] == "AttachNetworkInterface" and kill["target"]["node"] == 0
+    titles = [s["title"] for s in r.steps]
+    assert "after the restart the ENI was used" in titles, titles
+
+
+@check("crash-after-assign")
+def the_daemon_died_after_the_assign_and_the_addresses_were_adopted(r, seen) -> None:
+    [kill] = _crash_kills(r)
+    assert kill["after_call"] == "AssignPrivateIpAddresses" and kill["target"]["node"] == 0
+    assert any(s["title"].startswith("after the restart the assigned addresses were")
+               for s in r.steps)

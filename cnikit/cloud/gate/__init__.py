@@ -29,6 +29,9 @@ How it works
 - Ownership (`owners()`, `wait_change()`, `GET /_cnikit/owners` in cnikit/cloud/control.py)
   is served from the mirror, one immutable snapshot per version, never by calling the
   upstream.
+- After-call hooks (`gate.after`, cnikit/cloud/after_call.py): run once a call is served,
+  before its answer leaves, knowing the calling instance (its X-Cnikit-Instance-Id header
+  or the ENI holding its source address): the nemesis's crash points hang there.
 - Regions: as EC2 and moto do, the gate serves whatever region a request is signed for (its
   SigV4 credential scope; unsigned requests get the gate's own region). Each region has its
   own mirror (rules never compare addresses across regions) and Describe history; its

@@ -19,6 +19,7 @@ import threading
 from aiohttp import web
 
 from cnikit.cloud import responses as R
+from cnikit.cloud.after_call import AfterCall, AnsweredCall, caller_instance
 from cnikit.cloud.audit import CALLER
 from cnikit.cloud.control import ControlApi
 from cnikit.cloud.errors import Ec2Error, internal_error, missing
@@ -72,6 +73,8 @@ class Gate(Backend):
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
         self._handlers = handlers(self)
+        # Hooks run once a call is served, before its answer leaves (crash points).
+        self.after = AfterCall()
 
     # -- lifecycle (called from any thread) -----------------------------------------------------
 
@@ -227,7 +230,20 @@ class Gate(Backend):
             self._audit_refusal(region, action, params, "InternalError")
             err = internal_error()
             status, out = err.status, R.error_xml(err)
+        if self.after and action and not _spared(request.headers):
+            await self._after(request, action, region, params, status)
         return web.Response(status=status, body=out, content_type="text/xml")
+
+    async def _after(self, request: web.Request, action: str, region: str,
+                     params: dict[str, str], status: int) -> None:
+        """The after-call hooks (cnikit.cloud.after_call), knowing the calling instance."""
+        r = self._regions.get(region)
+        with self._cond:
+            snap = (r or self._regions[self.region]).mirror.snapshot()
+        source = request.remote
+        await self.after.fire(AnsweredCall(action, region, status,
+                                           caller_instance(request.headers, source, snap),
+                                           source, dict(params)))
 
     def _validate(self, action: str, params: dict[str, str]) -> None:
         if not action:

@@ -44,6 +44,14 @@ class Nemesis:
                 self.sampler.kit_down.add(node)
         return self.nemesis.kill_in_write(node, before=down)
 
+    def crash_at(self, node: int, action: str):
+        """Arm a crash point: the node's daemon is SIGKILLed when the gate serves `action`
+        from it, before the answer leaves (cnikit.cluster.crash_point). Returns it."""
+        def down() -> None:
+            if self.sampler is not None:
+                self.sampler.kit_down.add(node)
+        return self.nemesis.crash_at(node, action, before=down)
+
     def restart_daemon(self, node: int) -> None:
         """Restart the node's daemon and wait until it is ready. Not ready in time: a
         liveness violation (Liveness) of the build; the kit keeps it marked as down."""

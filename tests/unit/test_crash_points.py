@@ -1,0 +1,191 @@
+"""Crash points (cnikit.cluster.crash_point, the gate's after-call hook point): a node's
+daemon is SIGKILLed when the gate serves a given call from it, after the call took effect
+and before its answer left. Real parts: moto behind the gate, a real process as each
+node's daemon (the kill is a real SIGKILL); the callers name their instance with the
+X-Cnikit-Instance-Id header (a node's daemon is told by its source address, which needs
+namespaces: the crash-after-* scenarios)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from cnikit.check.history import History
+from cnikit.cloud.after_call import INSTANCE_HEADER, caller_instance
+from cnikit.cluster.crash_point import CRASH_ACTIONS
+from cnikit.cluster.nemesis import Nemesis
+
+
+class Daemons:
+    """One real process per node standing in for its daemon: a kill is a real signal."""
+
+    def __init__(self, instance_ids):
+        self.ids = instance_ids
+        self.procs = [self._spawn() for _ in instance_ids]
+
+    @staticmethod
+    def _spawn():
+        return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+
+    def instance_id(self, node):
+        return self.ids[node]
+
+    def _kill_daemon(self, node, sig):
+        self.procs[node].send_signal(sig)
+        self.procs[node].wait(10)
+
+    def _restart_daemon(self, node, wait):
+        self.procs[node] = self._spawn()
+
+    def close(self):
+        for p in self.procs:
+            p.kill()
+            p.wait(10)
+
+
+@pytest.fixture
+def crash(gate_cloud, gate_new_vpc):
+    topo = gate_new_vpc(gate_cloud, nodes=2)
+    h = History()
+    daemons = Daemons([i.instance_id for i in topo.instances])
+    n = Nemesis(h, cloud=gate_cloud, daemons=daemons)
+    yield n, h, topo, daemons
+    daemons.close()
+
+
+def client_of(cloud, instance_id: str | None):
+    """An EC2 client whose calls say which instance makes them."""
+    c = cloud.client()
+    if instance_id:
+        c.meta.events.register("before-sign.ec2.*", lambda request, **_: request.headers
+                               .__setitem__(INSTANCE_HEADER, instance_id))
+    return c
+
+
+def new_eni(cloud, topo) -> str:
+    return cloud.client().create_network_interface(
+        SubnetId=topo.subnet_id)["NetworkInterface"]["NetworkInterfaceId"]
+
+
+def kills(h: History) -> list[dict]:
+    return [e["value"] for e in h.entries()
+            if e["process"] == "nemesis" and e["f"] == "daemon-kill" and e["type"] == "start"]
+
+
+def test_crash_after_attach_kills_the_callers_daemon_once_the_attach_took_effect(crash):
+    n, h, topo, daemons = crash
+    inst = topo.instances[0]
+    point = n.crash_at(0, "AttachNetworkInterface")
+    eni = new_eni(n.cloud, topo)
+    client_of(n.cloud, inst.instance_id).attach_network_interface(
+        NetworkInterfaceId=eni, InstanceId=inst.instance_id, DeviceIndex=1)
+    fired = point.wait(10)
+    assert fired == {"node": 0, "instance_id": inst.instance_id,
+                     "action": "AttachNetworkInterface", "eni": eni}
+    assert daemons.procs[0].poll() is not None  # killed, before the answer left
+    assert daemons.procs[1].poll() is None
+    assert n.cloud.gate.owners().enis[eni].instance_id == inst.instance_id  # it took effect
+    [kill] = kills(h)
+    assert kill["after_call"] == "AttachNetworkInterface" and kill["eni"] == eni
+    assert kill["target"] == {"node": 0, "instance_id": inst.instance_id}
+    # Fired once: disarmed, the next attach kills nothing more.
+    n.restart_daemon(0)
+    other = new_eni(n.cloud, topo)
+    client_of(n.cloud, inst.instance_id).attach_network_interface(
+        NetworkInterfaceId=other, InstanceId=inst.instance_id, DeviceIndex=2)
+    assert daemons.procs[0].poll() is None and len(kills(h)) == 1
+    assert not n.cloud.gate.after  # no hook left: the gate skips the hook point
+
+
+def test_other_callers_actions_and_failed_calls_do_not_fire(crash):
+    n, h, topo, daemons = crash
+    mine, theirs = topo.instances
+    point = n.crash_at(0, "AssignPrivateIpAddresses")
+    try:
+        # Another node's call, a call the gate cannot attribute, another action, a refusal.
+        client_of(n.cloud, theirs.instance_id).assign_private_ip_addresses(
+            NetworkInterfaceId=theirs.primary_eni_id, SecondaryPrivateIpAddressCount=1)
+        client_of(n.cloud, None).assign_private_ip_addresses(
+            NetworkInterfaceId=mine.primary_eni_id, SecondaryPrivateIpAddressCount=1)
+        me = client_of(n.cloud, mine.instance_id)
+        me.describe_network_interfaces()
+        with pytest.raises(Exception, match="PrivateIpAddressLimitExceeded"):
+            me.assign_private_ip_addresses(NetworkInterfaceId=mine.primary_eni_id,
+                                           SecondaryPrivateIpAddressCount=50)
+        assert point.fired is None and point.wait(0) is None
+        assert daemons.procs[0].poll() is None and kills(h) == []
+        me.assign_private_ip_addresses(NetworkInterfaceId=mine.primary_eni_id,
+                                       SecondaryPrivateIpAddressCount=1)
+        assert point.wait(10)["eni"] == mine.primary_eni_id
+        assert daemons.procs[0].poll() is not None
+    finally:
+        point.close()
+
+
+def test_a_closed_point_never_fires(crash):
+    n, h, topo, daemons = crash
+    inst = topo.instances[0]
+    with n.crash_at(0, "AssignPrivateIpAddresses") as point:
+        pass
+    client_of(n.cloud, inst.instance_id).assign_private_ip_addresses(
+        NetworkInterfaceId=inst.primary_eni_id, SecondaryPrivateIpAddressCount=1)
+    assert point.fired is None and daemons.procs[0].poll() is None and kills(h) == []
+
+
+def test_an_action_without_a_crash_point_is_one_line(crash):
+    n, *_ = crash
+    with pytest.raises(ValueError) as e:
+        n.crash_at(0, "DescribeNetworkInterfaces")
+    assert "\n" not in str(e.value) and "AttachNetworkInterface" in str(e.value)
+    assert "DetachNetworkInterface" in CRASH_ACTIONS and not n.cloud.gate.after
+
+
+def test_the_caller_is_the_header_or_the_instance_holding_its_source_address(crash):
+    n, _, topo, _ = crash
+    snap = n.cloud.gate.owners()
+    inst = topo.instances[1]
+    source = snap.enis[inst.primary_eni_id].primary_ip
+    assert caller_instance({}, source, snap) == inst.instance_id
+    assert caller_instance({INSTANCE_HEADER: "i-named"}, source, snap) == "i-named"
+    assert caller_instance({}, "127.0.0.1", snap) is None
+    assert caller_instance({}, None, snap) is None
+
+
+def test_a_hook_that_raises_never_changes_the_answer(crash):
+    n, _, topo, _ = crash
+    inst = topo.instances[0]
+    seen = []
+
+    def broken(call):
+        seen.append(call.action)
+        raise RuntimeError("a hook's bug")
+
+    hid = n.cloud.gate.after.add(broken)
+    try:
+        out = client_of(n.cloud, inst.instance_id).assign_private_ip_addresses(
+            NetworkInterfaceId=inst.primary_eni_id, SecondaryPrivateIpAddressCount=1)
+    finally:
+        assert n.cloud.gate.after.remove(hid)
+    assert len(out["AssignedPrivateIpAddresses"]) == 1 and seen == ["AssignPrivateIpAddresses"]
+    ip = out["AssignedPrivateIpAddresses"][0]["PrivateIpAddress"]
+    assert n.cloud.gate.owners().ips[ip].eni_id == inst.primary_eni_id
+
+
+def test_crash_between_detach_and_delete(crash):
+    """Killed after the detach: the ENI is left detached, its delete never sent."""
+    n, h, topo, daemons = crash
+    inst = topo.instances[0]
+    me = client_of(n.cloud, inst.instance_id)
+    eni = new_eni(n.cloud, topo)
+    att = me.attach_network_interface(NetworkInterfaceId=eni, InstanceId=inst.instance_id,
+                                      DeviceIndex=1)["AttachmentId"]
+    with n.crash_at(0, "DetachNetworkInterface") as point:
+        me.detach_network_interface(AttachmentId=att)
+        fired = point.wait(10)
+    assert fired["action"] == "DetachNetworkInterface" and fired["attachment"] == att
+    assert daemons.procs[0].poll() is not None
+    [kill] = kills(h)
+    assert kill["after_call"] == "DetachNetworkInterface"
+    assert eni in n.cloud.gate.owners().enis  # still there: no delete followed
