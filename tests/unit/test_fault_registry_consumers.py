@@ -211,8 +211,8 @@ def test_random_chaos_draws_new_kinds_with_their_attributes(truncate, partial):
 # what its verdicts are tested on: a new drawable kind changes every seed's schedule, so
 # making a kind drawable updates this digest on purpose, and says so.
 DRAWN = {"imds": ["stale", "missing", "lag", "error", "latency", "drop"],
-         "ec2": ["throttle", "error", "latency", "describe_lag"]}
-DIGEST = "bc5daf54063c177dd7deb4a7b45c8f182053a2cdd9a471e54cdfb41f83bc36f3"
+         "ec2": ["throttle", "error", "latency", "describe_lag", "addresses_lag"]}
+DIGEST = "73561750997160423cbe16bd50b5f13ca717040e2a2dfc61582296fdee83c972"  # + addresses_lag
 
 
 def test_existing_seeds_draw_the_schedules_they_drew():

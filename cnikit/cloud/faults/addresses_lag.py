@@ -5,6 +5,7 @@ from cnikit.cloud.faults.base import (
     KINDS,
     MAX_LAG_S,
     Call,
+    Chaos,
     Ec2Fault,
     Param,
     Stage,
@@ -52,3 +53,5 @@ class AddressesLag(Ec2Fault):
     }
     description = ("DescribeNetworkInterfaces shows ENIs' secondary addresses as of `seconds` "
                    "ago (their attachments as they are)")
+    chaos = Chaos(rank=5, draw=lambda rng: {"seconds": round(rng.uniform(0.5, 4.0), 2),
+                                            "new_enis": rng.random() < 0.5})
