@@ -100,3 +100,19 @@ def the_private_status_api_is_off(r, seen) -> None:
     assert any(e["f"] == "daemon-view" for e in r.history)
     iids = {n["instance_id"] for n in r.nodes}
     assert {q["instance_id"] for q in r.imds_requests} == iids
+
+
+# -- attach-misleading-error (issue 30 row H): the outage reached the build, which recovered ---
+
+@check("attach-misleading-error", profiles=("hardened",))
+def attach_refused_then_attached(r, seen) -> None:
+    """The outage's misleading error answered the build's Attach calls, and an Attach
+    succeeded once it was over (the liveness the scenario asserts had an ENI behind it)."""
+    import json
+
+    with open(r.report["json"]) as f:
+        audit = json.load(f)["audit"]
+    attaches = [a for a in audit if a["action"] == "AttachNetworkInterface"]
+    refused = [a for a in attaches if a["outcome"] == "IncorrectInstanceState"]
+    assert refused and attaches[-1]["outcome"] == "ok", attaches[-3:]
+    assert max(a["time"] for a in refused) < attaches[-1]["time"]
