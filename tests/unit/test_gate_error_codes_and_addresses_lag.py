@@ -140,3 +140,30 @@ def test_addresses_lag_bad_specs_and_kinds():
     assert call.addresses[0][1] is not None
     faults.remove(fid)
     assert faults.describe_view().addresses == []
+
+
+def test_control_api_takes_both_kinds_and_refuses_bad_ones_in_one_line(vpc):
+    import json
+
+    import urllib3
+
+    cloud, _ = vpc
+    http = urllib3.PoolManager()
+    base = cloud.endpoint + "/_cnikit/faults"
+    for spec in ({"kind": "error", "code": "IncorrectInstanceState", "status": 400,
+                  "message": "Instance 'i-1' is not 'running' or 'stopped'.",
+                  "target": {"action": "AttachNetworkInterface"}},
+                 {"kind": "addresses_lag", "seconds": 3, "new_enis": True, "duration": 30}):
+        r = http.request("POST", base, body=json.dumps(spec))
+        assert r.status == 201, r.data
+        fault = json.loads(r.data)["fault"]
+        assert {k: fault[k] for k in spec if k != "duration"} == {
+            k: v for k, v in spec.items() if k != "duration"}
+    for bad in ({"kind": "error", "code": "not a code"}, {"kind": "error", "status": 99},
+                {"kind": "addresses_lag", "new_enis": 1}, {"kind": "addresses_lag", "seconds": -2}):
+        r = http.request("POST", base, body=json.dumps(bad))
+        reason = json.loads(r.data)["error"]
+        assert r.status == 400 and reason and "\n" not in reason
+    kinds = json.loads(http.request("GET", cloud.endpoint + "/_cnikit/kinds").data)
+    assert "addresses_lag" in json.dumps(kinds) and "message" in json.dumps(kinds)
+    assert len(json.loads(http.request("GET", base).data)["faults"]) == 2
