@@ -28,9 +28,9 @@ BURST = 4
     why="upstream #1148 and #989 (fixed by #1174): after an attach the daemon waited only for "
         "the ENI to show attached, entered it empty and its next Assign hit "
         "PrivateIpAddressLimitExceeded, ignored. The upstream profiles take a new ENI's "
-        "addresses from IMDS and hardened from the create answer: they hold (hardened's "
-        "reconcile drops the new ENI's free addresses Describe does not show and asks again, "
-        "#989's symptom, no violation). It guards builds that trust the lagging list.",
+        "addresses from IMDS and hardened from the create answer: they hold (no "
+        "PrivateIpAddressLimitExceeded on seeds 1-5). It guards builds that trust the "
+        "lagging list; the planted bug that does (#989 exactly) only makes pods wait.",
     nodes=2,
     env={},  # upstream's defaults (WARM_ENI_TARGET 1): a new ENI comes with all its addresses
 )
