@@ -268,6 +268,27 @@ MUTANTS: list[Mutant] = [
         "recorded it, is never adopted (only ENIs the daemon attached itself or holds pods "
         "on are): it leaks for good and the node runs out of ENIs for its pods",
         "eni-lifecycle"),
+    # ---- issue 30 rows A and H: EC2 answers during attach (ec2-faults) -------------------
+    Mutant(
+        "attach-error-gives-up", IPAMD,
+        '            log.warning("attach %s at %d failed: %s; deleting it", view.eni_id, index, e)\n',
+        '            log.warning("attach %s at %d failed: %s; deleting it", view.eni_id, index, e)\n'
+        "            self.capacity = Capacity(len(self.ds.enis), self.capacity.slots_per_eni)\n",
+        "cilium #11088: an Attach error (an outage's misleading 'instance is not running') is "
+        "believed: the node is never given another ENI and new pods wait for ever",
+        "eni-lifecycle"),
+    Mutant(
+        "eni-used-before-addresses-show", R,
+        "    if not trusts_imds(d):\n        d._setup_eni(created)\n        return\n",
+        "    if not trusts_imds(d):\n        try:  # attached is enough (before #1174)\n"
+        "            shown = d.ec2.describe_eni(created.eni_id)\n"
+        "        except ApiError:\n            shown = None\n"
+        "        d._setup_eni(shown if shown is not None and shown.attachment_id else created)\n"
+        "        return\n",
+        "#1148/#989: a new ENI enters the datastore with the addresses Describe shows once it "
+        "is attached, none while they lag; the next Assign on it hits "
+        "PrivateIpAddressLimitExceeded and new pods wait",
+        "ec2-trust"),
 ]
 
 BY_NAME = {m.name: m for m in MUTANTS}

@@ -181,3 +181,19 @@ def the_daemon_died_after_the_assign_and_the_addresses_were_adopted(r, seen) -> 
     assert kill["after_call"] == "AssignPrivateIpAddresses" and kill["target"]["node"] == 0
     assert any(s["title"].startswith("after the restart the assigned addresses were")
                for s in r.steps)
+
+
+# -- attach-misleading-error (issue 30 row H): the outage reached the build, which recovered ---
+
+@check("attach-misleading-error", profiles=("hardened",))
+def attach_refused_then_attached(r, seen) -> None:
+    """The outage's misleading error answered the build's Attach calls, and an Attach
+    succeeded once it was over (the liveness the scenario asserts had an ENI behind it)."""
+    import json
+
+    with open(r.report["json"]) as f:
+        audit = json.load(f)["audit"]
+    attaches = [a for a in audit if a["action"] == "AttachNetworkInterface"]
+    refused = [a for a in attaches if a["outcome"] == "IncorrectInstanceState"]
+    assert refused and attaches[-1]["outcome"] == "ok", attaches[-3:]
+    assert max(a["time"] for a in refused) < attaches[-1]["time"]

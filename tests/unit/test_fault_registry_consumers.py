@@ -210,10 +210,11 @@ def test_random_chaos_draws_new_kinds_with_their_attributes(truncate, partial):
 # (the draw of IMDS_KINDS and EC2_KINDS, the lists the scenario had). A seed's schedule is
 # what its verdicts are tested on: a new drawable kind changes every seed's schedule, so
 # making a kind drawable updates this digest on purpose, and says so.
-# stale_until_change made drawable (issue 30 row B, VPC CNI #1008): digest updated.
+# stale_until_change (issue 30 row B, VPC CNI #1008) and addresses_lag (row A, #1148) made
+# drawable: digest updated.
 DRAWN = {"imds": ["stale", "missing", "lag", "error", "latency", "drop", "stale_until_change"],
-         "ec2": ["throttle", "error", "latency", "describe_lag"]}
-DIGEST = "e9eadadd511352814a897828919d595d7cf105e018ebb0cf157c64645c5124c3"
+         "ec2": ["throttle", "error", "latency", "describe_lag", "addresses_lag"]}
+DIGEST = "5e41bc34375d9d458f75b1db1ff9acb2e43a68d114bd0cede8b80af73644c9a2"
 
 
 def test_existing_seeds_draw_the_schedules_they_drew():

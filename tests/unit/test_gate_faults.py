@@ -165,7 +165,7 @@ def test_describe_lag_shows_old_state_then_catches_up(vpc):
 def test_fault_set_refuses_bad_specs():
     faults = FaultSet()
     for kind, attrs in [("nope", {}), ("throttle", {"probability": 2}), ("latency", {"ms": -1}),
-                        ("error", {"code": "Teapot"}), ("throttle", {"colour": "red"}),
+                        ("error", {"code": "no such code!"}), ("throttle", {"colour": "red"}),
                         ("latency", {"ms": "fast"})]:
         with pytest.raises(UsageError):
             faults.add(kind, **attrs)
@@ -243,7 +243,7 @@ def test_gate_and_imds_fault_apis_answer_the_same_shapes(gate_cloud, gate_new_vp
                                    {**common, "target": {"action": "DescribeImages"},
                                     "code": "Unavailable"})
     imds_fault, gate_fault = imds_talk[0][2]["fault"], gate_talk[0][2]["fault"]
-    assert set(imds_fault) - {"status"} == set(gate_fault) - {"code"} == {
+    assert set(imds_fault) - {"status"} == set(gate_fault) - {"code", "message", "status"} == {
         "id", "kind", "target", "duration", "probability", "created", "expires"}
     assert imds_fault["target"] == {"path": "*/ami-id"}
     assert gate_fault["target"] == {"action": "DescribeImages"}

@@ -7,7 +7,8 @@ a `probability` (0..1, default 1, rolled in `Fault.fires`) and an optional `dura
 after which the fault expires by itself. Every module here is imported below, so adding a
 kind, or a stage (`KINDS.add_stage`), is adding its file. Kinds today: `throttle`, `error`,
 `latency` (request stage), `lost_response` (response stage), `describe_lag` (describe
-stage); see base.py for the stages and the gate's hook points that run them.
+stage), `addresses_lag` (addresses stage, at the describe hook); see base.py for the
+stages and the gate's hook points that run them.
 
 None of them applies to the fault IMDS's own calls (faultcore.caller, read by the gate, cnikit.cloud.gate.server):
 IMDS staleness is modelled by the IMDS's fault kinds, not by the EC2 API's.
@@ -186,8 +187,12 @@ class FaultSet:
         return self.run_hook(AFTER, action, region).error
 
     def describe_lag(self, region: str | None = None) -> float:
-        """The gate's describe hook point: seconds of lag for this DescribeNetworkInterfaces
-        call (0: the current state)."""
+        """Seconds of lag for this DescribeNetworkInterfaces call (0: the current state)."""
+        return self.describe_view(region).lag
+
+    def describe_view(self, region: str | None = None) -> Call:
+        """The gate's describe hook point: what this DescribeNetworkInterfaces call shows,
+        `lag` (the state's age) and `addresses` (the address lists' lags; base.py)."""
         if not self._faults:
-            return 0.0
-        return self.run_hook(DESCRIBE, "DescribeNetworkInterfaces", region).lag
+            return Call("DescribeNetworkInterfaces", 0.0, self.rng, region)
+        return self.run_hook(DESCRIBE, "DescribeNetworkInterfaces", region)

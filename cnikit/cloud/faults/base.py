@@ -9,7 +9,7 @@ chaos may draw it, its `chaos`.
 
 Stages are registered here (`KINDS.add_stage`); a new one is one more registration, in this
 file or in a module of its own in this package. The gate calls three hook points, each
-from one place (`FaultSet.before_call`, `on_response`, `describe_lag`), and each runs every
+from one place (`FaultSet.before_call`, `on_response`, `describe_view`), and each runs every
 stage registered at it on one `Call`, which carries what the hook lets a stage change:
 - hook "before" (before a call is served): `call.delay` (seconds to wait first, they add
   up), `call.error` (an Ec2Error to answer instead; the first set wins), `call.params`
@@ -21,7 +21,9 @@ stage registered at it on one `Call`, which carries what the hook lets a stage c
   or None; the first one answers.
 - hook "describe" (which state DescribeNetworkInterfaces answers from): `call.lag`, in
   seconds (the gate keeps MAX_LAG_S of history). The "describe" stage: kinds' `age()`, the
-  largest that fires wins.
+  largest that fires wins. `call.addresses`: (seconds, since) per firing fault of the
+  "addresses" stage (addresses_lag.py): each ENI's address list is shown as of the largest
+  `seconds` whose `since` (None: any ENI) its attachment is not older than.
 Every fault's `target` names one `action` and one `region` (the region a call is signed
 for); a field left out matches all of them. The spec has the fault IMDS's shape:
 `{"kind": K, "target": {"action": A, "region": R}, "duration": s, "probability": p, ...}`.
@@ -62,7 +64,8 @@ class Call:
     """What EC2 fault kinds see of one API call, and what the stages of its hook point
     decide (see the module docstring)."""
 
-    __slots__ = ("action", "region", "now", "rng", "delay", "params", "error", "lag")
+    __slots__ = ("action", "region", "now", "rng", "delay", "params", "error", "lag",
+                 "addresses")
 
     def __init__(self, action: str, now: float, rng: random.Random, region: str | None = None,
                  params: dict[str, str] | None = None):
@@ -74,6 +77,7 @@ class Call:
         self.delay = 0.0
         self.error: Ec2Error | None = None
         self.lag = 0.0
+        self.addresses: list[tuple[float, float | None]] = []
 
 
 # The gate's hook points (see the module docstring).

@@ -69,6 +69,7 @@ class Actions:
         self._resync = backend._resync
         self._ensure_limits = backend._ensure_limits
         self._enis_as_of = backend._enis_as_of
+        self._addresses_as_of = backend._addresses_as_of
 
     @property
     def _lock(self) -> asyncio.Lock:

@@ -16,7 +16,9 @@
 from __future__ import annotations
 
 import asyncio
+import bisect
 import collections
+import dataclasses
 import logging
 import threading
 import time
@@ -242,3 +244,39 @@ class Backend:
                 break
             chosen = enis
         return chosen
+
+    @staticmethod
+    def _state_at(r: Region, t: float) -> dict[str, Eni] | None:
+        """The region's ENIs as of monotonic time `t` (None: older than the history kept)."""
+        i = bisect.bisect_right(r.history, t, key=lambda h: h[0]) - 1
+        return r.history[i][1] if i >= 0 else None
+
+    @classmethod
+    def _attached_since(cls, r: Region, eni: Eni, t: float) -> bool:
+        """Whether `eni`'s attachment is newer than monotonic time `t`: the region's state
+        as of `t` did not show it (a `t` older than the history kept: not newer)."""
+        then_all = cls._state_at(r, t)
+        if eni.attachment is None or then_all is None:
+            return False
+        then = then_all.get(eni.eni_id)
+        return then is None or then.attachment is None or (
+            then.attachment.attachment_id != eni.attachment.attachment_id)
+
+    @classmethod
+    def _addresses_as_of(cls, r: Region, enis: dict[str, Eni],
+                         lags: list[tuple[float, float | None]]) -> dict[str, Eni]:
+        """`enis` with each one's address list as of the largest lag covering it (a lag with
+        a `since` covers ENIs attached since then): what the ENI held then, its primary
+        address alone if it did not exist yet. Attachments are shown as they are."""
+        out, states = {}, {}
+        for eni_id, eni in enis.items():
+            lag = max((s for s, since in lags
+                       if since is None or cls._attached_since(r, eni, since)), default=0.0)
+            if lag > 0:
+                if lag not in states:
+                    states[lag] = cls._enis_as_of(r, lag)
+                then = states[lag].get(eni_id)
+                ips, prefixes = (then.ips, then.prefixes) if then else ((eni.primary_ip,), ())
+                eni = dataclasses.replace(eni, ips=ips, prefixes=prefixes)
+            out[eni_id] = eni
+        return out

@@ -3,7 +3,8 @@ DetachNetworkInterface and DescribeNetworkInterfaces.
 
 The gate picks a new ENI's addresses (the upstream is given them, so it never chooses);
 Describe is answered from the mirror, rendered from the upstream's own XML for each ENI
-with the gate's addresses, prefixes and attachment, as of the Describe lag's age.
+with the gate's addresses, prefixes and attachment, as of the Describe lag's age (and its
+address lists as of the address lag's, faults/addresses_lag.py).
 """
 
 from __future__ import annotations
@@ -90,7 +91,10 @@ class InterfaceActions(Actions):
 
     @action("DescribeNetworkInterfaces")
     async def _describe_enis(self, r: Region, params, headers) -> tuple[int, bytes]:
-        enis = self._enis_as_of(r, 0.0 if _spared(headers) else self.faults.describe_lag(r.name))
+        view = None if _spared(headers) else self.faults.describe_view(r.name)
+        enis = self._enis_as_of(r, view.lag if view else 0.0)
+        if view and view.addresses:  # addresses_lag: address lists behind the attachments
+            enis = self._addresses_as_of(r, enis, view.addresses)
         wanted = R.filters(params)
         for name in wanted:
             R.check_filter_name(name)
