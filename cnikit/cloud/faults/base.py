@@ -19,6 +19,10 @@ stage registered at it on one `Call`, which carries what the hook lets a stage c
 - hook "after" (after a call that changed EC2 succeeded): `call.error`, answered instead of
   the success (the change stands). The "response" stage: `apply(call)` returns an Ec2Error,
   or None; the first one answers.
+- hook "transition" (an Attach or Detach that succeeded, before its answer): `call.settle`,
+  in seconds: how long EC2 shows the attachment "attaching"/"detaching" before it is
+  "attached"/gone (cnikit.cloud.gate.transition_stage). The "transition" stage: kinds'
+  `settle_s(call)`, the largest that fires wins.
 - hook "describe" (which state DescribeNetworkInterfaces answers from): `call.lag`, in
   seconds (the gate keeps MAX_LAG_S of history). The "describe" stage: kinds' `age()`, the
   largest that fires wins.
@@ -48,7 +52,7 @@ from faultcore.fault import (
 from faultcore.stage import Stage
 
 __all__ = [
-    "AFTER", "BEFORE", "DESCRIBE", "KINDS", "MAX_LAG_S", "TARGET_KEYS", "Call", "Chaos",
+    "AFTER", "BEFORE", "DESCRIBE", "KINDS", "TRANSITION", "MAX_LAG_S", "TARGET_KEYS", "Call", "Chaos",
     "Ec2Error", "Ec2Fault", "Param", "Stage", "choice", "integer", "jittered_delay", "number",
     "optional",
 ]
@@ -62,7 +66,7 @@ class Call:
     """What EC2 fault kinds see of one API call, and what the stages of its hook point
     decide (see the module docstring)."""
 
-    __slots__ = ("action", "region", "now", "rng", "delay", "params", "error", "lag")
+    __slots__ = ("action", "region", "now", "rng", "delay", "params", "error", "lag", "settle")
 
     def __init__(self, action: str, now: float, rng: random.Random, region: str | None = None,
                  params: dict[str, str] | None = None):
@@ -74,10 +78,11 @@ class Call:
         self.delay = 0.0
         self.error: Ec2Error | None = None
         self.lag = 0.0
+        self.settle = 0.0
 
 
 # The gate's hook points (see the module docstring).
-BEFORE, AFTER, DESCRIBE = "before", "after", "describe"
+BEFORE, AFTER, DESCRIBE, TRANSITION = "before", "after", "describe", "transition"
 
 
 class RequestStage(Stage):
@@ -105,6 +110,13 @@ class DescribeStage(Stage):
         call.lag = max([call.lag, *(f.age() for f in faults)])
 
 
+class TransitionStage(Stage):
+    """An attach or detach takes the longest time a firing fault gives it."""
+
+    def run(self, faults, call: Call) -> None:
+        call.settle = max([call.settle, *(f.settle_s(call) for f in faults)])
+
+
 KINDS = Kinds("EC2 fault kind")
 KINDS.add_stage(RequestStage("request", hook=BEFORE,
                              description="before a call is served: an error or a delay"))
@@ -112,6 +124,8 @@ KINDS.add_stage(ResponseStage("response", hook=AFTER,
                               description="after a change took effect: an error answered"))
 KINDS.add_stage(DescribeStage("describe", hook=DESCRIBE,
                               description="the age of the state DescribeNetworkInterfaces shows"))
+KINDS.add_stage(TransitionStage("transition", hook=TRANSITION,
+                                description="how long an attach or detach takes to complete"))
 
 
 class Ec2Fault(Fault):
@@ -171,3 +185,4 @@ class Ec2Fault(Fault):
 
     # Request and response kinds implement:  apply(self, call) -> Ec2Error | None
     # Describe kinds implement: age(self) -> float (seconds)
+    # Transition kinds implement: settle_s(self, call) -> float (seconds)
