@@ -21,8 +21,6 @@ class EniLeak(Checker):
     severity = VIOLATION
     order = 45
     subject_names = "eni"  # neither a pod nor an address: no pod lane, no IP story
-    colour = "#8c564b"
-    legend = "ENI leaked"
 
     def __init__(self, options: dict | None = None) -> None:
         super().__init__(options)
