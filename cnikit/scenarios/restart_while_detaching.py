@@ -9,8 +9,8 @@ account an ENI and the subnet its addresses.
 Node 0 (t3.small: 3 ENIs of 3 secondary addresses, WARM_ENI_TARGET=1) fills a secondary
 ENI with pods under the gate's `slow_attachment` fault (detaches take DETACH_S seconds);
 the pods leave, and once EC2 shows one of the node's ENIs detaching, the node's daemon is
-restarted. Then new pods come to node 0 and the run goes on past the eni-leak checker's
-grace. A correct build deletes the ENI once the detach completes and never hands out its
+restarted. Once that detach is over, the same again without a restart; then new pods come
+to node 0 and the run goes on past the eni-leak checker's grace. A correct build deletes the ENI once the detach completes and never hands out its
 addresses: `eni-leak` catches an ENI left available, `ip-not-owned`/unreachable pods an
 ENI taken back while it was leaving.
 """
@@ -47,6 +47,30 @@ def run(ctx: Ctx) -> None:
     peers(ctx, node=1, count=2)
     ctx.ec2_fault("slow_attachment", target={"action": "DetachNetworkInterface"},
                   attach_s=0.0, detach_s=DETACH_S)
+    # 1: a restart while the freed ENI is detaching.
+    first = _free_an_eni(ctx, "first")
+    ctx.step(f"{first.eni_id} detaching: restarting node {NODE}'s daemon", **_focus(first))
+    ctx.restart_daemon(NODE)
+    still = _status(ctx, first.eni_id) == "detaching"
+    ctx.step(f"node {NODE}'s daemon ready again, {first.eni_id} "
+             f"{'still detaching' if still else 'detached by then'}", **_focus(first))
+    _detached(ctx, first)
+    # 2: the same without a restart (a restart would sweep what a build forgot in 1); the
+    # pods that fill the node first get any address of an ENI taken back in 1.
+    second = _free_an_eni(ctx, "second")
+    _detached(ctx, second)
+    new = [p for _ in range(SLOTS) if (p := ctx.add_pod(NODE, retry_for=10.0))]
+    ctx.step(f"{len(new)} new pods on node {NODE}", node=NODE)
+    leak = ctx.watch.invariants.checkers.get("eni-leak")
+    grace = getattr(leak, "grace", ctx.run_seconds(360))
+    ctx.run_for(grace + max(2.0, ctx.run_seconds(60)))
+    ctx.step(f"past the eni-leak grace ({grace:.0f}s): {first.eni_id} "
+             f"{_where(ctx, first.eni_id)}, {second.eni_id} {_where(ctx, second.eni_id)}",
+             node=NODE)
+
+
+def _free_an_eni(ctx: Ctx, which: str):
+    """Pods onto a secondary ENI of node 0, then deleted: the ENI EC2 then shows detaching."""
     pods = _onto_a_secondary_eni(ctx)
     ctx.step(f"{len(pods)} pods on node {NODE}, some on a secondary ENI; detaches take "
              f"{DETACH_S:g}s", node=NODE)
@@ -54,27 +78,20 @@ def run(ctx: Ctx) -> None:
         ctx.delete_pod(pod)
     ctx.step(f"node {NODE}'s pods deleted: the build may free an ENI", node=NODE)
     leaving = ctx.design(lambda: _detaching(ctx), DETACH_S + ctx.run_seconds(180),
-                         f"node {NODE}'s build detaches an ENI")
+                         f"node {NODE}'s build detaches a {which} ENI")
     if leaving is None:
-        ctx.not_exposed(f"node {NODE}'s build detached no ENI: no detach to restart in")
-    eni = leaving.eni_id
-    focus = {"node": NODE, "eni": eni, "mac": leaving.mac}
-    ctx.step(f"{eni} detaching: restarting node {NODE}'s daemon", **focus)
-    ctx.restart_daemon(NODE)
-    still = _status(ctx, eni) == "detaching"
-    ctx.step(f"node {NODE}'s daemon ready again, {eni} "
-             f"{'still detaching' if still else 'detached by then'}", **focus)
-    ctx.precondition(lambda: _status(ctx, eni) != "detaching", DETACH_S + 15,
-                     f"{eni}'s detach completes")
-    ctx.step(f"{eni}'s detach completed", **focus)
-    # New pods on node 0: a build that took the leaving ENI back hands out its addresses.
-    new = [p for _ in range(2 * SLOTS) if (p := ctx.add_pod(NODE, retry_for=10.0))]
-    ctx.step(f"{len(new)} new pods on node {NODE}", **focus)
-    leak = ctx.watch.invariants.checkers.get("eni-leak")
-    grace = getattr(leak, "grace", ctx.run_seconds(360))
-    ctx.run_for(grace + max(2.0, ctx.run_seconds(60)))
-    ctx.step(f"past the eni-leak grace ({grace:.0f}s): {eni} is "
-             f"{_where(ctx, eni)}", **focus)
+        ctx.not_exposed(f"node {NODE}'s build detached no {which} ENI: no detach to judge")
+    return leaving
+
+
+def _detached(ctx: Ctx, eni) -> None:
+    ctx.precondition(lambda: _status(ctx, eni.eni_id) != "detaching", DETACH_S + 15,
+                     f"{eni.eni_id}'s detach completes")
+    ctx.step(f"{eni.eni_id}'s detach completed", **_focus(eni))
+
+
+def _focus(eni) -> dict:
+    return {"node": NODE, "eni": eni.eni_id, "mac": eni.mac}
 
 
 def _onto_a_secondary_eni(ctx: Ctx) -> list:
