@@ -9,8 +9,9 @@ account an ENI and the subnet its addresses.
 Node 0 (t3.small: 3 ENIs of 3 secondary addresses, WARM_ENI_TARGET=1) fills a secondary
 ENI with pods under the gate's `slow_attachment` fault (detaches take DETACH_S seconds);
 the pods leave, and once EC2 shows one of the node's ENIs detaching, the node's daemon is
-restarted. Once that detach is over, the same again without a restart; then new pods come
-to node 0 and the run goes on past the eni-leak checker's grace. A correct build deletes the ENI once the detach completes and never hands out its
+restarted, and pods come to node 0 at once (up to its 3 ENIs' worth: the last may wait for
+the detach). Once it is over, the node's pods leave again and an ENI is freed without a
+restart; then new pods, and the run goes on past the eni-leak checker's grace. A correct build deletes the ENI once the detach completes and never hands out its
 addresses: `eni-leak` catches an ENI left available, `ip-not-owned`/unreachable pods an
 ENI taken back while it was leaving.
 """
@@ -47,17 +48,23 @@ def run(ctx: Ctx) -> None:
     peers(ctx, node=1, count=2)
     ctx.ec2_fault("slow_attachment", target={"action": "DetachNetworkInterface"},
                   attach_s=0.0, detach_s=DETACH_S)
-    # 1: a restart while the freed ENI is detaching.
-    first = _free_an_eni(ctx, "first")
+    # 1: a restart while the freed ENI is detaching, and pods that come at once after it
+    # (a build that took the ENI back hands them its addresses).
+    first = _free_an_eni(ctx, _onto_a_secondary_eni(ctx), "first")
     ctx.step(f"{first.eni_id} detaching: restarting node {NODE}'s daemon", **_focus(first))
     ctx.restart_daemon(NODE)
     still = _status(ctx, first.eni_id) == "detaching"
     ctx.step(f"node {NODE}'s daemon ready again, {first.eni_id} "
              f"{'still detaching' if still else 'detached by then'}", **_focus(first))
+    # The node's ENI slots may all be taken until the detach completes: the last pods wait.
+    wait = DETACH_S + max(10.0, ctx.run_seconds(120))
+    window = [p for _ in range(min(ENIS * SLOTS, ctx.room(NODE)))
+              if (p := ctx.add_pod(NODE, retry_for=wait))]
+    ctx.step(f"{len(window)} pods on node {NODE} after the restart", **_focus(first))
     _detached(ctx, first)
-    # 2: the same without a restart (a restart would sweep what a build forgot in 1); the
-    # pods that fill the node first get any address of an ENI taken back in 1.
-    second = _free_an_eni(ctx, "second")
+    ctx.run_for(max(2.0, ctx.run_seconds(60)))  # those pods keep working past the detach
+    # 2: the same without a restart (a restart would sweep what a build forgot in 1).
+    second = _free_an_eni(ctx, ctx.pods_on(NODE), "second")
     _detached(ctx, second)
     new = [p for _ in range(SLOTS) if (p := ctx.add_pod(NODE, retry_for=10.0))]
     ctx.step(f"{len(new)} new pods on node {NODE}", node=NODE)
@@ -69,9 +76,8 @@ def run(ctx: Ctx) -> None:
              node=NODE)
 
 
-def _free_an_eni(ctx: Ctx, which: str):
-    """Pods onto a secondary ENI of node 0, then deleted: the ENI EC2 then shows detaching."""
-    pods = _onto_a_secondary_eni(ctx)
+def _free_an_eni(ctx: Ctx, pods: list, which: str):
+    """Node 0's pods (some on a secondary ENI) deleted: the ENI EC2 then shows detaching."""
     ctx.step(f"{len(pods)} pods on node {NODE}, some on a secondary ENI; detaches take "
              f"{DETACH_S:g}s", node=NODE)
     for pod in pods:
