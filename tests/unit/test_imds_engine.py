@@ -221,3 +221,14 @@ def test_a_kinds_declared_order_places_it_in_the_composition():
         assert [f.kind for f in e.content_faults] == ["stale", "test_add_one", "missing"]
     finally:
         KINDS.remove("test_add_one")
+
+
+def test_a_detaching_eni_is_listed_and_an_attaching_one_is_not():
+    """The gate's slow_attachment (upstream #732): real IMDS lists an ENI until its detach
+    completes, and not before its attach has."""
+    m = build_models(state(0, [
+        eni("eni-0", MAC0, "i-1", 0, ["10.0.1.4"]),
+        eni("eni-1", MAC1, "i-1", 1, ["10.0.1.9"], status="detaching"),
+        eni("eni-2", "02:00:00:00:00:03", "i-1", 2, ["10.0.1.20"], status="attaching"),
+    ]))["i-1"]
+    assert [e.mac for e in m.enis] == [MAC0, MAC1]
