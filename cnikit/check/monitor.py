@@ -4,7 +4,9 @@ is given, the daemon's view of each node, as observations in the history.
 Ownership is recorded as diffs: a full map first, then what changed per version.
 `loose-enis` is the set of ENIs that were attached to one of the run's instances during the
 run and are now attached nowhere ("available"), each with the instance it was last on, its
-MAC and addresses; recorded whenever that set changes (the `eni-leak` checker judges it).
+MAC and addresses, and (`detaching`) those EC2 shows detaching; recorded whenever either
+set changes (the `eni-leak` checker judges the first; the `leak` checker does not count a
+detaching ENI's addresses as the node's).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class Monitor:
         self._recorded = threading.Condition()
         self._was_on: dict[str, str] = {}  # eni -> the run's instance it was last attached to
         self._loose: dict[str, dict] = {}
+        self._leaving: dict[str, dict] = {}  # still attached, detaching (slow_attachment)
 
     def start(self) -> Monitor:
         self.record(self.gate.owners())
@@ -73,16 +76,18 @@ class Monitor:
         for eni_id, info in snap.enis.items():
             if info.instance_id in self.instances:
                 self._was_on[eni_id] = info.instance_id
-        loose = {}
+        loose, leaving = {}, {}
         for eni_id, inst in self._was_on.items():
             info = snap.enis.get(eni_id)
             if info is not None and info.instance_id is None:
                 loose[eni_id] = {"was_on": inst, "mac": info.mac, "ips": list(info.ips)}
+            elif info is not None and info.attachment_status == "detaching":
+                leaving[eni_id] = {"was_on": inst, "mac": info.mac, "ips": list(info.ips)}
         for eni_id in [e for e in self._was_on if e not in snap.enis]:
             del self._was_on[eni_id]  # deleted: never loose again
-        if loose.keys() != self._loose.keys():
-            self.history.info(MONITOR, "loose-enis", {"enis": loose})
-        self._loose = loose
+        if loose.keys() != self._loose.keys() or leaving.keys() != self._leaving.keys():
+            self.history.info(MONITOR, "loose-enis", {"enis": loose, "detaching": leaving})
+        self._loose, self._leaving = loose, leaving
 
     def wait_version(self, version: int, timeout: float = 5.0) -> bool:
         with self._recorded:
