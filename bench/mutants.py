@@ -289,6 +289,25 @@ MUTANTS: list[Mutant] = [
         "is attached, none while they lag; the next Assign on it hits "
         "PrivateIpAddressLimitExceeded and new pods wait",
         "ec2-trust"),
+    # ---- issue 30 row C: attach and detach take time (upstream #732, #401, #608, #1223) --
+    Mutant(
+        "delete-eni-once", IPAMD,
+        "        return self._delete_pending(eni_id)\n",
+        "        ok = self._delete_pending(eni_id)\n"
+        "        self.pending_deletes.discard(eni_id)  # tried once, then forgotten\n"
+        "        return ok\n",
+        "a freed ENI's delete is tried once right after the detach; EC2 answers 'in use' "
+        "while the detach takes its seconds, and the ENI is left available (upstream #1399, "
+        "#732)",
+        "eni-lifecycle"),
+    Mutant(
+        "adopt-detaching-eni", IPAMD,
+        "        self.pending_deletes |= self._detaching()\n",
+        "",
+        "a daemon restarted while an ENI it freed is detaching takes the ENI back (IMDS and "
+        "Describe still list it): its addresses go to pods after EC2 detached it, and the "
+        "ENI is never deleted (upstream #732)",
+        "eni-lifecycle"),
 ]
 
 BY_NAME = {m.name: m for m in MUTANTS}

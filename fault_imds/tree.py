@@ -218,7 +218,9 @@ def build_models(state: Ec2State) -> dict[str, InstanceMeta]:
     for eni in state.enis:
         att = eni.get("Attachment") or {}
         iid = att.get("InstanceId")
-        if iid and att.get("Status", "attached") in ("attached", "attaching"):
+        # An attaching ENI is not on the instance yet; a detaching one still is (real IMDS
+        # lists it until the detach completes: upstream #732's restart window).
+        if iid and att.get("Status", "attached") in ("attached", "detaching"):
             by_instance.setdefault(iid, []).append(eni)
     out: dict[str, InstanceMeta] = {}
     for iid, inst in state.instances.items():

@@ -2,6 +2,11 @@
 is given, the daemon's view of each node, as observations in the history.
 
 Ownership is recorded as diffs: a full map first, then what changed per version.
+`loose-enis` is the set of ENIs that were attached to one of the run's instances during the
+run and are now attached nowhere ("available"), each with the instance it was last on, its
+MAC and addresses, and (`detaching`) those EC2 shows detaching; recorded whenever either
+set changes (the `eni-leak` checker judges the first; the `leak` checker does not count a
+detaching ENI's addresses as the node's).
 """
 
 from __future__ import annotations
@@ -36,6 +41,9 @@ class Monitor:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._recorded = threading.Condition()
+        self._was_on: dict[str, str] = {}  # eni -> the run's instance it was last attached to
+        self._loose: dict[str, dict] = {}
+        self._leaving: dict[str, dict] = {}  # still attached, detaching (slow_attachment)
 
     def start(self) -> Monitor:
         self.record(self.gate.owners())
@@ -59,9 +67,27 @@ class Monitor:
         self._ips, self._prefixes = ips, prefixes
         if full or value["set"] or value["unset"] or value["prefixes_set"] or value["prefixes_unset"]:
             self.history.info(MONITOR, "ownership", value)
+        self._record_loose(snap)
         with self._recorded:
             self.version = snap.version
             self._recorded.notify_all()
+
+    def _record_loose(self, snap) -> None:
+        for eni_id, info in snap.enis.items():
+            if info.instance_id in self.instances:
+                self._was_on[eni_id] = info.instance_id
+        loose, leaving = {}, {}
+        for eni_id, inst in self._was_on.items():
+            info = snap.enis.get(eni_id)
+            if info is not None and info.instance_id is None:
+                loose[eni_id] = {"was_on": inst, "mac": info.mac, "ips": list(info.ips)}
+            elif info is not None and info.attachment_status == "detaching":
+                leaving[eni_id] = {"was_on": inst, "mac": info.mac, "ips": list(info.ips)}
+        for eni_id in [e for e in self._was_on if e not in snap.enis]:
+            del self._was_on[eni_id]  # deleted: never loose again
+        if loose.keys() != self._loose.keys() or leaving.keys() != self._leaving.keys():
+            self.history.info(MONITOR, "loose-enis", {"enis": loose, "detaching": leaving})
+        self._loose, self._leaving = loose, leaving
 
     def wait_version(self, version: int, timeout: float = 5.0) -> bool:
         with self._recorded:

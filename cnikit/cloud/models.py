@@ -84,6 +84,10 @@ class Mirror:
         self._ip_owner: dict[tuple[str, str], str] = {}  # (vpc, ip) -> eni
         self._used: dict[str, set[int]] = {}  # subnet -> addresses held (IPs and prefixes)
         self._snapshot: OwnershipSnapshot | None = None
+        # ENIs in an attach or detach that takes time (the `slow_attachment` fault): eni ->
+        # its attachment as EC2 shows it meanwhile ("attaching", "detaching"). The upstream
+        # made the change at once, so a resync keeps these over what it reads.
+        self.pending: dict[str, Attachment] = {}
 
     # -- loading and changing -------------------------------------------------------------
 
@@ -96,7 +100,9 @@ class Mirror:
         self._ip_owner = {}
         self._used = {s: set() for s in self.subnets}
         for eni in enis:
-            self._index(eni)
+            held = self.pending.get(eni.eni_id)
+            self._index(eni if held is None else replace(eni, attachment=held))
+        self.pending = {e: a for e, a in self.pending.items() if e in self.enis}
         self.changed()
 
     def put_eni(self, eni: Eni) -> None:
@@ -432,15 +438,22 @@ class Mirror:
         if eni is None:
             raise Ec2Error("InvalidAttachmentID.NotFound",
                            f"The attachment ID '{attachment_id}' does not exist")
+        if eni.attachment.status == "attaching":
+            raise Ec2Error("IncorrectState",
+                           f"Interface: [{eni.eni_id}] is attaching; it cannot be detached yet.")
         if eni.attachment.device_index == 0:
             raise Ec2Error("OperationNotPermitted",
                            "The network interface at device index 0 cannot be detached.")
         return eni
 
     def plan_delete(self, eni_id: str | None) -> Eni:
+        """What real EC2 answers Delete of an attached, attaching or detaching ENI:
+        InvalidParameterValue "... is currently in use." (seen in upstream #1399 and in
+        cloud-nuke #431/#1132's logs; InvalidNetworkInterface.InUse is Attach's and
+        RunInstances' code for an ENI attached elsewhere, not Delete's)."""
         eni = self.eni(eni_id)
         if eni.attachment is not None:
-            raise Ec2Error("InvalidNetworkInterface.InUse", f"Interface: [{eni.eni_id}] in use.")
+            raise invalid_value(f"Network interface '{eni.eni_id}' is currently in use.")
         return eni
 
     def apply_new_eni(self, eni: Eni) -> None:
@@ -448,12 +461,33 @@ class Mirror:
         self.changed()
 
     def apply_delete(self, eni_id: str) -> None:
+        self.pending.pop(eni_id, None)
         self.drop_eni(eni_id)
         self.changed()
 
     def set_attachment(self, eni_id: str, attachment: Attachment | None) -> None:
+        self.pending.pop(eni_id, None)
         self.put_eni(replace(self.enis[eni_id], attachment=attachment))
         self.changed()
+
+    def set_attachment_status(self, eni_id: str, attachment: Attachment, status: str) -> None:
+        """An attach or detach that takes time: `attachment` shown with `status` ("attaching",
+        "detaching") until `settle_attachment`."""
+        held = replace(attachment, status=status)
+        self.pending[eni_id] = held
+        self.put_eni(replace(self.enis[eni_id], attachment=held))
+        self.changed()
+
+    def settle_attachment(self, eni_id: str, attachment_id: str) -> bool:
+        """The pending attach or detach of `attachment_id` completes: attaching becomes
+        attached, detaching becomes no attachment (the ENI is available). False when it is no
+        longer pending (the ENI was deleted, the mirror reloaded without it)."""
+        held = self.pending.get(eni_id)
+        if held is None or held.attachment_id != attachment_id or eni_id not in self.enis:
+            return False
+        done = replace(held, status="attached") if held.status == "attaching" else None
+        self.set_attachment(eni_id, done)
+        return True
 
     # -- ownership ------------------------------------------------------------------------
 

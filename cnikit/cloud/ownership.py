@@ -35,6 +35,9 @@ class EniInfo:
     subnet_id: str
     ips: list[str] = field(default_factory=list)  # primary first
     prefixes: list[str] = field(default_factory=list)
+    # The attachment's status: "attached", or "attaching"/"detaching" while the gate's
+    # slow_attachment fault holds it; None when attached nowhere (available).
+    attachment_status: str | None = None
 
 
 @dataclass(frozen=True)
@@ -82,5 +85,6 @@ def build_snapshot(version: int, enis: dict[str, Eni], region: str = "us-east-1"
         for p in eni.prefixes:
             prefixes[p] = Owner(eni.eni_id, inst, dev, primary=False)
         infos[eni.eni_id] = EniInfo(eni.eni_id, inst, dev, eni.mac, eni.primary_ip,
-                                    eni.subnet_id, list(eni.ips), list(eni.prefixes))
+                                    eni.subnet_id, list(eni.ips), list(eni.prefixes),
+                                    att.status if att else None)
     return OwnershipSnapshot(version, ips, prefixes, infos, region, regions or (region,))

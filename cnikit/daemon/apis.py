@@ -33,6 +33,8 @@ class EniView:
     attachment_id: str | None = None
     instance_id: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
+    # EC2's attachment status ("attaching", "attached", "detaching"); None from IMDS.
+    attachment_status: str | None = None
 
     @property
     def secondary_ips(self) -> list[str]:

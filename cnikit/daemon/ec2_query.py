@@ -88,6 +88,7 @@ def _view(ni: ET.Element) -> EniView:
         attachment_id=_text(att, "attachmentId") or None,
         instance_id=instance,
         tags={_text(t, "key"): _text(t, "value") for t in _items(ni, "tagSet")},
+        attachment_status=_text(att, "status") or None if instance else None,
     )
 
 

@@ -26,6 +26,9 @@ class FakeEc2:
         self.calls: list[str] = []
         self.fail: dict[str, str] = {}  # method -> error code, to inject failures
         self.reuse_freed = False  # hand a released IP straight back out, lowest first (like the gate)
+        # A detach takes time (the gate's slow_attachment): the ENI stays attached,
+        # "detaching", until finish_detaches(); Delete answers "in use" meanwhile.
+        self.slow_detach = False
         self._ids = itertools.count(1)
         hosts = list(self.subnet.hosts())[3:]  # AWS reserves the first three
         self._free = [str(h) for h in hosts]
@@ -101,7 +104,15 @@ class FakeEc2:
         self._call("detach_eni")
         for e in self.enis.values():
             if e.attachment_id == attachment_id:
-                e.instance_id = e.device_index = e.attachment_id = None
+                if self.slow_detach:
+                    e.attachment_status = "detaching"
+                else:
+                    e.instance_id = e.device_index = e.attachment_id = None
+
+    def finish_detaches(self) -> None:
+        for e in self.enis.values():
+            if e.attachment_status == "detaching":
+                e.instance_id = e.device_index = e.attachment_id = e.attachment_status = None
 
     def delete_eni(self, eni_id):
         self._call("delete_eni")

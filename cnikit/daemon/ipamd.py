@@ -31,7 +31,10 @@ log = logging.getLogger("cnikit.daemon")
 TAG_INSTANCE = "node.k8s.amazonaws.com/instance_id"
 TAG_CLUSTER = "cluster.k8s.amazonaws.com/name"
 TAG_CREATED = "node.k8s.amazonaws.com/createdAt"
-LEAKED_ENI_CHECK_EVERY = 10  # reconciles
+# Reconciles between two leaked-ENI sweeps. The sweep is the last resort for an ENI nobody
+# knows any more; an ENI the daemon meant to delete is retried every reconcile instead
+# (pending_deletes, upstream #732/#754), so the sweep need not run often.
+LEAKED_ENI_CHECK_EVERY = 60
 
 
 class Metrics:
@@ -92,6 +95,10 @@ class IpamD:
         self.last_reconcile = clock.now()
         self.last_decrease = float("-inf")
         self.reconcile_runs = 0
+        # ENIs this daemon detached (or found detaching at start-up) and has not deleted
+        # yet: EC2 answers "in use" until a detach completes, which takes seconds (upstream
+        # #732, #1399). Retried every reconcile; never taken back into the datastore.
+        self.pending_deletes: set[str] = set()
         # Pool steps taken for a CNI ADD (outside the pool manager): an IMDS view read
         # before one is older than the pool and must not be reconciled against it.
         self.add_pool_steps = 0
@@ -109,8 +116,10 @@ class IpamD:
         self.capacity = Capacity(max_enis, self.limits.ipv4_per_eni - 1)
         self.subnet_cidr = self._subnet_cidr()
         enis = reconcile.startup_view(self)
+        self.pending_deletes |= self._detaching()
         for view in sorted(enis, key=lambda v: v.device_index or 0):
-            self._setup_eni(view)
+            if view.eni_id not in self.pending_deletes:
+                self._setup_eni(view)
         rows = self.checkpoint.read() if self.checkpoint is not None else []
         if self.cfg.strategy.keeps_ip_cooldowns and self.checkpoint is not None:
             # Before the restore rewrites the checkpoint: without them a restart hands an
@@ -206,8 +215,46 @@ class IpamD:
             reconcile.run(self, imds_view)
         finally:
             self.last_reconcile = self.clock.now()
+        self.retry_deletes()
         if self.reconcile_runs % LEAKED_ENI_CHECK_EVERY == 0:
             self.cleanup_leaked_enis()
+
+    def leaving(self) -> set[str]:
+        """ENIs on their way out (detached or detaching, not deleted yet): IMDS may still
+        list them, and nothing may take them (back) into the datastore."""
+        return set(self.pending_deletes)
+
+    def _detaching(self) -> set[str]:
+        """This instance's ENIs EC2 shows detaching: a restart in the middle of freeing one
+        (upstream #732) must finish the job, not adopt it."""
+        try:
+            views = self.ec2.describe_enis(self.instance.instance_id)
+        except ApiError:
+            self.metrics.inc("awscni_ipamd_error_count", fn="describeDetaching")
+            return set()
+        return {v.eni_id for v in views if v.attachment_status == "detaching"}
+
+    def retry_deletes(self) -> None:
+        """Delete the ENIs still pending; one still detaching waits for the next pass."""
+        for eni_id in sorted(self.pending_deletes):
+            self._delete_pending(eni_id)
+
+    def _delete_pending(self, eni_id: str) -> bool:
+        try:
+            view = self.ec2.describe_eni(eni_id)
+            if view is None:
+                self.pending_deletes.discard(eni_id)
+                return True
+            if view.attachment_id and view.attachment_status != "detaching":
+                self.ec2.detach_eni(view.attachment_id)
+            self.ec2.delete_eni(eni_id)
+        except ApiError as e:
+            self.metrics.inc("awscni_ipamd_error_count", fn="deletePendingENI")
+            log.info("ENI %s not deleted yet (%s): retried next reconcile", eni_id, e)
+            return False
+        self.pending_deletes.discard(eni_id)
+        self._event("eni-freed", eni=eni_id)
+        return True
 
     def cleanup_leaked_enis(self) -> None:
         """Delete ENIs tagged for this instance that are attached nowhere: what a failed
@@ -319,10 +366,8 @@ class IpamD:
         except ApiError as e:
             self.metrics.inc("awscni_ipamd_error_count", fn="increaseIPPoolAttachENI")
             log.warning("attach %s at %d failed: %s; deleting it", view.eni_id, index, e)
-            try:
-                self.ec2.delete_eni(view.eni_id)
-            except ApiError:
-                self.metrics.inc("awscni_ipamd_error_count", fn="deleteENI")
+            self.pending_deletes.add(view.eni_id)
+            self._delete_pending(view.eni_id)
             return None
         view.device_index = index
         self._event("eni-attached", eni=view.eni_id, device=index)
@@ -416,17 +461,16 @@ class IpamD:
         if eni is None or eni.is_primary:
             return False
         self.ds.remove_eni(eni_id)
+        self.pending_deletes.add(eni_id)
         try:
             view = self.ec2.describe_eni(eni_id)
             if view is not None and view.attachment_id:
                 self.ec2.detach_eni(view.attachment_id)
-            self.ec2.delete_eni(eni_id)
         except ApiError as e:
             self.metrics.inc("awscni_ipamd_error_count", fn="freeENI")
-            log.warning("free ENI %s failed: %s (the reconcile will find it again)", eni_id, e)
+            log.warning("free ENI %s failed: %s (retried every reconcile)", eni_id, e)
             return False
-        self._event("eni-freed", eni=eni_id)
-        return True
+        return self._delete_pending(eni_id)
 
     # ---- bookkeeping ------------------------------------------------------------------
 

@@ -535,7 +535,10 @@ def _cidr(addr: str, prefixes: bool) -> str:
 
 
 def _add_eni(d, view) -> None:
-    """Take an ENI the datastore does not know yet; a failure is counted, not raised."""
+    """Take an ENI the datastore does not know yet; a failure is counted, not raised. One
+    the daemon is deleting (detaching, still listed by IMDS: upstream #732) is not taken."""
+    if view.eni_id in d.leaving():
+        return
     try:
         d._setup_eni(view)
         d.metrics.inc("awscni_reconcile_count", fn="eniReconcileAdd")

@@ -197,3 +197,15 @@ def attach_refused_then_attached(r, seen) -> None:
     refused = [a for a in attaches if a["outcome"] == "IncorrectInstanceState"]
     assert refused and attaches[-1]["outcome"] == "ok", attaches[-3:]
     assert max(a["time"] for a in refused) < attaches[-1]["time"]
+
+
+# -- restart-while-detaching: the restart fell inside the detach, and no ENI was left ----------
+
+@check("restart-while-detaching")
+def the_restart_fell_inside_the_detach_and_every_freed_eni_went(r, seen) -> None:
+    """The run exercised the window of upstream #732 (the daemon was ready again while EC2
+    still showed the ENI detaching), and the monitor saw every ENI it freed leave again."""
+    titles = [s["title"] for s in r.steps]
+    assert any("daemon ready again" in t and "still detaching" in t for t in titles), titles
+    loose = [e["value"]["enis"] for e in r.history if e["f"] == "loose-enis"]
+    assert loose and loose[-1] == {}, loose[-1:]

@@ -160,3 +160,19 @@ def test_certification_runs_are_strict_and_exploratory_ones_are_not(monkeypatch)
     with strict_leaks():
         assert os.environ[STRICT_LEAKS_ENV] == "1"
     assert os.environ[STRICT_LEAKS_ENV] == "0"
+
+
+def test_a_detaching_enis_addresses_are_no_unknown_leak():
+    """EC2 still gives a node a detaching ENI's addresses (slow_attachment, upstream #732)
+    after the build let the ENI go: on their way out, not leaked."""
+    for detaching, found in ((True, []), (False, ["10.0.1.10", "10.0.1.9"])):
+        h, inv = live(False)
+        owners(h, T0, **{"10_0_1_4": "", "10_0_1_9": "", "10_0_1_10": ""})
+        if detaching:
+            h.info("monitor", "loose-enis", {"enis": {}, "detaching": {"eni-1": {
+                "was_on": "i-1", "mac": "0a:00:00:00:00:01",
+                "ips": ["10.0.1.9", "10.0.1.10"]}}}, at=T0)
+        view(h, T0 + 0.5, [])
+        for s in range(1, 10):
+            tick(h, T0 + s)
+        assert sorted(x.subject for x in inv.warnings() if x.kind == "leak") == found

@@ -312,3 +312,28 @@ def test_restart_skips_an_eni_imds_lists_and_ec2_deleted(profile, tmp_path):
     assert d2.metrics.get("awscni_ipamd_error_count", fn="startupDepartedENI") == 1
     ip = d2.add(key(1)).ip
     assert ip in ec2.all_ips()
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_an_eni_detaching_across_a_restart_is_deleted_not_adopted(profile):
+    """Upstream #732: a detach takes seconds and Delete answers "in use" meanwhile. The ENI
+    stays pending (retried every reconcile); a daemon restarted meanwhile finds it detaching
+    in Describe and finishes the job instead of taking it back from IMDS."""
+    d, ec2, imds, clock, ckpt = make(profile)
+    for n in range(12):
+        d.add(key(n))
+    settle(d, clock, 10)
+    idle = [e for e, eni in d.ds.enis.items()
+            if not eni.is_primary and not any(a.assigned for a in eni.addresses())]
+    assert idle, "no ENI without pods to free"
+    eni_id = idle[0]
+    ec2.slow_detach = True
+    assert not d.free_eni(eni_id)
+    assert eni_id in d.leaving() and eni_id in ec2.enis
+    d.reconcile()
+    assert eni_id not in d.ds.enis, "the reconcile took a leaving ENI back from IMDS"
+    d2 = start(profile, ec2, imds, clock, ckpt)
+    assert eni_id not in d2.ds.enis and eni_id in d2.leaving()
+    ec2.finish_detaches()
+    d2.reconcile()
+    assert eni_id not in ec2.enis and not d2.leaving()

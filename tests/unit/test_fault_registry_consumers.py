@@ -210,11 +210,12 @@ def test_random_chaos_draws_new_kinds_with_their_attributes(truncate, partial):
 # (the draw of IMDS_KINDS and EC2_KINDS, the lists the scenario had). A seed's schedule is
 # what its verdicts are tested on: a new drawable kind changes every seed's schedule, so
 # making a kind drawable updates this digest on purpose, and says so.
-# stale_until_change (issue 30 row B, VPC CNI #1008) and addresses_lag (row A, #1148) made
-# drawable: digest updated.
+# stale_until_change (issue 30 row B, VPC CNI #1008), addresses_lag (row A, #1148) and
+# slow_attachment (row C, #732) made drawable: digest updated.
 DRAWN = {"imds": ["stale", "missing", "lag", "error", "latency", "drop", "stale_until_change"],
-         "ec2": ["throttle", "error", "latency", "describe_lag", "addresses_lag"]}
-DIGEST = "5e41bc34375d9d458f75b1db1ff9acb2e43a68d114bd0cede8b80af73644c9a2"
+         "ec2": ["throttle", "error", "latency", "describe_lag", "addresses_lag",
+                 "slow_attachment"]}
+DIGEST = "789922271f3a3be456791c25f472dbe2d938c2de304af2a5098c62f170e592c0"
 
 
 def test_existing_seeds_draw_the_schedules_they_drew():

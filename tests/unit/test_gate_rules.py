@@ -188,9 +188,9 @@ def test_delete_attached_eni_refused_and_terminate_cleans_up(gate_vpc):
     att = ec2.attach_network_interface(NetworkInterfaceId=keep, InstanceId=inst.instance_id,
                                        DeviceIndex=1)["AttachmentId"]
     refused(lambda: ec2.delete_network_interface(NetworkInterfaceId=keep),
-            "InvalidNetworkInterface.InUse")
+            "InvalidParameterValue")
     refused(lambda: ec2.delete_network_interface(NetworkInterfaceId=inst.primary_eni_id),
-            "InvalidNetworkInterface.InUse")
+            "InvalidParameterValue")
     ec2.modify_network_interface_attribute(
         NetworkInterfaceId=keep, Attachment={"AttachmentId": att, "DeleteOnTermination": False})
     ec2.terminate_instances(InstanceIds=[inst.instance_id])

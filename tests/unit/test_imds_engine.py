@@ -270,3 +270,14 @@ def test_stale_until_change_default_ends_at_the_first_change_and_hides_new_enis(
     e.set_state(state(3, [e0, eni("eni-1", MAC1, "i-1", 1, ["10.0.1.9"]),
                           eni("eni-2", "02:00:00:00:00:03", "i-1", 2, ["10.0.1.20"])]))
     assert f2.id in e.faults and served_ips(e, mac="02:00:00:00:00:03") is None
+
+
+def test_a_detaching_eni_is_listed_and_an_attaching_one_is_not():
+    """The gate's slow_attachment (upstream #732): real IMDS lists an ENI until its detach
+    completes, and not before its attach has."""
+    m = build_models(state(0, [
+        eni("eni-0", MAC0, "i-1", 0, ["10.0.1.4"]),
+        eni("eni-1", MAC1, "i-1", 1, ["10.0.1.9"], status="detaching"),
+        eni("eni-2", "02:00:00:00:00:03", "i-1", 2, ["10.0.1.20"], status="attaching"),
+    ]))["i-1"]
+    assert [e.mac for e in m.enis] == [MAC0, MAC1]

@@ -12,6 +12,7 @@ keeps `open` (violations still holding) and `closed` ones. They read only the hi
   monitor    ownership {full, set: {ip: [instance, eni, primary]}, unset: [ip],
                         prefixes_set: {cidr: [instance, eni]}, prefixes_unset: [cidr]}
              daemon-view {instance_id, ips, assigned: {ip: container}}  daemon-view-error
+             loose-enis {enis: {eni: {was_on, mac, ips}}, detaching: {eni: {...}}}
 """
 
 from __future__ import annotations

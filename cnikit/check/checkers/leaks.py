@@ -34,6 +34,9 @@ class Leaks(Checker):
         self.asked: dict[str, float] = {}  # instance -> when its view was asked for
         self.deleted: dict[str, float] = {}  # pod (= container id) -> deleted at
         self.unknown_since: dict[str, float] = {}
+        # Addresses of ENIs EC2 shows detaching (monitor's loose-enis): still the node's in
+        # EC2, but on their way out with their ENI, which the build already let go.
+        self.leaving: set[str] = set()
 
     def step(self, e: dict, state) -> None:
         ownership = state.checker(Ownership.kind)
@@ -46,6 +49,9 @@ class Leaks(Checker):
             # The build's view is unknown while its daemon is down: judge nothing there.
             self.daemon.pop(v.get("instance_id"), None)
             self.assigned.pop(v.get("instance_id"), None)
+        elif proc == "monitor" and f == "loose-enis":
+            self.leaving = {ip for info in (v.get("detaching") or {}).values()
+                            for ip in info.get("ips") or ()}
         elif proc == "client" and f == "pod-delete" and v.get("pod"):
             if e["type"] == "ok":
                 self.deleted[v["pod"]] = at
@@ -59,7 +65,7 @@ class Leaks(Checker):
             return
         candidates = set()
         for ip, (instance, _eni, primary) in ownership.ips.items():
-            if instance not in self.daemon or primary or ip in state.by_ip:
+            if instance not in self.daemon or primary or ip in state.by_ip or ip in self.leaving:
                 continue
             holder = self.assigned.get(instance, {}).get(ip)
             if holder is not None and holder not in self.deleted:

@@ -7,8 +7,8 @@ a `probability` (0..1, default 1, rolled in `Fault.fires`) and an optional `dura
 after which the fault expires by itself. Every module here is imported below, so adding a
 kind, or a stage (`KINDS.add_stage`), is adding its file. Kinds today: `throttle`, `error`,
 `latency` (request stage), `lost_response` (response stage), `describe_lag` (describe
-stage), `addresses_lag` (addresses stage, at the describe hook); see base.py for the
-stages and the gate's hook points that run them.
+stage), `addresses_lag` (addresses stage, at the describe hook), `slow_attachment`
+(transition stage); see base.py for the stages and the gate's hook points that run them.
 
 None of them applies to the fault IMDS's own calls (faultcore.caller, read by the gate, cnikit.cloud.gate.server):
 IMDS staleness is modelled by the IMDS's fault kinds, not by the EC2 API's.
@@ -23,7 +23,16 @@ import time
 from collections import deque
 
 from cnikit.cloud.errors import Ec2Error
-from cnikit.cloud.faults.base import AFTER, BEFORE, DESCRIBE, KINDS, MAX_LAG_S, Call, Ec2Fault
+from cnikit.cloud.faults.base import (
+    AFTER,
+    BEFORE,
+    DESCRIBE,
+    KINDS,
+    MAX_LAG_S,
+    TRANSITION,
+    Call,
+    Ec2Fault,
+)
 from cnikit.errors import UsageError
 from faultcore.errors import SpecError
 
@@ -196,3 +205,10 @@ class FaultSet:
         if not self._faults:
             return Call("DescribeNetworkInterfaces", 0.0, self.rng, region)
         return self.run_hook(DESCRIBE, "DescribeNetworkInterfaces", region)
+
+    def transition_s(self, action: str, region: str | None = None) -> float:
+        """The gate's transition hook point, for an Attach or Detach that succeeded: how many
+        seconds EC2 shows it "attaching"/"detaching" (0: done at once)."""
+        if not self._faults:
+            return 0.0
+        return self.run_hook(TRANSITION, action, region).settle

@@ -19,6 +19,10 @@ stage registered at it on one `Call`, which carries what the hook lets a stage c
 - hook "after" (after a call that changed EC2 succeeded): `call.error`, answered instead of
   the success (the change stands). The "response" stage: `apply(call)` returns an Ec2Error,
   or None; the first one answers.
+- hook "transition" (an Attach or Detach that succeeded, before its answer): `call.settle`,
+  in seconds: how long EC2 shows the attachment "attaching"/"detaching" before it is
+  "attached"/gone (cnikit.cloud.gate.transition_stage). The "transition" stage: kinds'
+  `settle_s(call)`, the largest that fires wins.
 - hook "describe" (which state DescribeNetworkInterfaces answers from): `call.lag`, in
   seconds (the gate keeps MAX_LAG_S of history). The "describe" stage: kinds' `age()`, the
   largest that fires wins. `call.addresses`: (seconds, since) per firing fault of the
@@ -50,7 +54,7 @@ from faultcore.fault import (
 from faultcore.stage import Stage
 
 __all__ = [
-    "AFTER", "BEFORE", "DESCRIBE", "KINDS", "MAX_LAG_S", "TARGET_KEYS", "Call", "Chaos",
+    "AFTER", "BEFORE", "DESCRIBE", "KINDS", "TRANSITION", "MAX_LAG_S", "TARGET_KEYS", "Call", "Chaos",
     "Ec2Error", "Ec2Fault", "Param", "Stage", "choice", "integer", "jittered_delay", "number",
     "optional",
 ]
@@ -65,7 +69,7 @@ class Call:
     decide (see the module docstring)."""
 
     __slots__ = ("action", "region", "now", "rng", "delay", "params", "error", "lag",
-                 "addresses")
+                 "addresses", "settle")
 
     def __init__(self, action: str, now: float, rng: random.Random, region: str | None = None,
                  params: dict[str, str] | None = None):
@@ -78,10 +82,11 @@ class Call:
         self.error: Ec2Error | None = None
         self.lag = 0.0
         self.addresses: list[tuple[float, float | None]] = []
+        self.settle = 0.0
 
 
 # The gate's hook points (see the module docstring).
-BEFORE, AFTER, DESCRIBE = "before", "after", "describe"
+BEFORE, AFTER, DESCRIBE, TRANSITION = "before", "after", "describe", "transition"
 
 
 class RequestStage(Stage):
@@ -109,6 +114,13 @@ class DescribeStage(Stage):
         call.lag = max([call.lag, *(f.age() for f in faults)])
 
 
+class TransitionStage(Stage):
+    """An attach or detach takes the longest time a firing fault gives it."""
+
+    def run(self, faults, call: Call) -> None:
+        call.settle = max([call.settle, *(f.settle_s(call) for f in faults)])
+
+
 KINDS = Kinds("EC2 fault kind")
 KINDS.add_stage(RequestStage("request", hook=BEFORE,
                              description="before a call is served: an error or a delay"))
@@ -116,6 +128,8 @@ KINDS.add_stage(ResponseStage("response", hook=AFTER,
                               description="after a change took effect: an error answered"))
 KINDS.add_stage(DescribeStage("describe", hook=DESCRIBE,
                               description="the age of the state DescribeNetworkInterfaces shows"))
+KINDS.add_stage(TransitionStage("transition", hook=TRANSITION,
+                                description="how long an attach or detach takes to complete"))
 
 
 class Ec2Fault(Fault):
@@ -175,3 +189,4 @@ class Ec2Fault(Fault):
 
     # Request and response kinds implement:  apply(self, call) -> Ec2Error | None
     # Describe kinds implement: age(self) -> float (seconds)
+    # Transition kinds implement: settle_s(self, call) -> float (seconds)

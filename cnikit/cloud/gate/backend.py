@@ -29,6 +29,7 @@ from cnikit.cloud import responses as R
 from cnikit.cloud.audit import AuditLog
 from cnikit.cloud.errors import Ec2Error, internal_error
 from cnikit.cloud.faults import MAX_LAG_S, FaultSet
+from cnikit.cloud.gate.transition_stage import Transitions
 from cnikit.cloud.limits import FALLBACK, InstanceLimits
 from cnikit.cloud.models import Mirror, Versions
 from cnikit.cloud.records import Eni
@@ -87,6 +88,7 @@ class Backend:
         self._lock: asyncio.Lock | None = None
         self._changed: asyncio.Event | None = None
         self._closing = False
+        self.transitions = Transitions(self)  # attaches and detaches that take time
 
     async def _open(self) -> None:
         self._lock = asyncio.Lock()

@@ -72,7 +72,12 @@ class InterfaceActions(Actions):
             if status >= 300:
                 raise UpstreamError(status, out)
             att = R.attachment_from(out, inst.instance_id, device)
-            self._mutate(r, r.mirror.set_attachment, eni.eni_id, att)
+            settle = 0.0 if _spared(headers) else self.faults.transition_s(
+                "AttachNetworkInterface", r.name)
+            if settle > 0:
+                self.backend.transitions.begin(r, eni.eni_id, att, "attaching", settle)
+            else:
+                self._mutate(r, r.mirror.set_attachment, eni.eni_id, att)
             self.audit.add("AttachNetworkInterface", eni.eni_id, eni.ips, eni.prefixes,
                            instance_id=inst.instance_id, region=r.name)
         return status, out
@@ -81,10 +86,19 @@ class InterfaceActions(Actions):
     async def _detach(self, r: Region, params, headers) -> tuple[int, bytes]:
         async with self._lock:
             eni = r.mirror.plan_detach(params.get("AttachmentId"))
+            if eni.attachment.status == "detaching":
+                # Already on its way out (the upstream detached it): EC2 answers as done.
+                return 200, R.return_true_xml("DetachNetworkInterface")
             status, out = await self._forward(r.name, params, headers)
             if status >= 300:
                 raise UpstreamError(status, out)
-            self._mutate(r, r.mirror.set_attachment, eni.eni_id, None)
+            settle = 0.0 if _spared(headers) else self.faults.transition_s(
+                "DetachNetworkInterface", r.name)
+            if settle > 0:
+                self.backend.transitions.begin(r, eni.eni_id, eni.attachment, "detaching",
+                                               settle)
+            else:
+                self._mutate(r, r.mirror.set_attachment, eni.eni_id, None)
             self.audit.add("DetachNetworkInterface", eni.eni_id, eni.ips, eni.prefixes,
                            instance_id=eni.attachment.instance_id, region=r.name)
         return status, out

@@ -170,6 +170,7 @@ class Gate(Backend):
     async def _shutdown(self) -> None:
         # Long polls of the change feed (the IMDS's) end now: cleanup waits for every handler.
         self._closing = True
+        self.transitions.cancel_all()
         if self._changed is not None:
             self._changed.set()
         if self._runner is not None:
