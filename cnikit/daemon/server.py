@@ -4,6 +4,8 @@ introspection over HTTP. One lock serialises every call into the logic.
 Socket protocol (one JSON object per line each way):
   -> {"cmd": "add"|"del"|"check"|"ping", "network": N, "containerID": C, "ifName": I,
       "metadata": {...}}
+     a DEL may carry "prevIp" (the runtime's prevResult's address): a hint, never what is
+     freed; a DEL frees what its sandbox (containerID, ifName) holds (cilium #10065)
   <- {"ok": true, "ip": ..., "eniId": ..., "deviceNumber": ..., "subnetCidr": ..., "router": ...}
   <- {"ok": false, "code": <CNI error code>, "error": "one line"}
 """
