@@ -159,8 +159,8 @@ class CniCluster:
         the scenario's variables) as a node's runtime would have it; libcni adds CNI_*."""
         return {**os.environ, **self.daemon_env()}
 
-    def delete_pod(self, pod, netns_path: str | None = None) -> None:
-        self.fabric.delete_pod(pod, netns_path)
+    def delete_pod(self, pod, netns_path: str | None = None, send_del: bool = True) -> None:
+        self.fabric.delete_pod(pod, netns_path, send_del)
 
     # ---- daemons ----------------------------------------------------------------------
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from cnikit.check.checkers.runtime_retries import RETRY
 from cnikit.check.history import CLIENT
 from cnikit.scenarios.engine.outcomes import (
     SCENARIO,
@@ -57,12 +58,100 @@ class Pods:
                            {"last CNI error": self.last_add_error.get(node, "-")})
         return pod
 
-    def delete_pod(self, pod) -> None:
+    def delete_pod(self, pod, netns_path: str | None = None) -> Exception | None:
+        """DEL and the namespace removed (the runtime gives up on a DEL that fails: its error
+        is recorded and returned). `netns_path` "": a runtime that lost the namespace."""
         self.pods.pop(pod.name, None)
         try:
-            self.cluster.delete_pod(pod)
+            self.cluster.delete_pod(pod, netns_path)
         except Exception as e:  # noqa: BLE001 - a failing DEL is recorded, the pod is gone anyway
             self.history.append(CLIENT, "fail", "pod-delete", {"pod": pod.name, "error": str(e)[:200]})
+            return e
+        return None
+
+    # -- the runtime's retries (CNI spec 1.0.0; judged by cnikit.check.checkers.runtime_retries)
+
+    def _retry_op(self, op: str, pod, error: Exception | None, **value) -> None:
+        """One of the runtime's retries, as a client operation: ok, or fail with the
+        plugin's error, CNI code and exit status (None: the plugin never answered)."""
+        v = {"op": op, "pod": pod.name, "node": pod.node.index, "ip": pod.ip, **value}
+        if error is not None:
+            v.update(error=str(error)[:200], code=getattr(error, "code", None),
+                     status=getattr(error, "status", None))
+        self.history.append(CLIENT, "fail" if error is not None else "ok", RETRY, v)
+
+    def repeat_add(self, pod) -> str | None:
+        """ADD again for a live pod's sandbox (same CNI_CONTAINERID, netns and ifname), as a
+        runtime does when it lost the first answer. Returns the IP answered, or None."""
+        first = pod.cni.result
+        try:
+            got = pod.cni.add(pod_nl=pod.ns.nl)
+        except Exception as e:  # noqa: BLE001 - recorded: an error is the plugin's answer
+            pod.cni.result = first
+            self._retry_op("add-repeat", pod, e)
+            return None
+        answer = got.ips[0].split("/")[0]
+        self._retry_op("add-repeat", pod, None, answer=answer)
+        return answer
+
+    def replay_delete(self, pod) -> bool:
+        """DEL of a deleted pod's sandbox again, with its old prevResult and netns path, as
+        a runtime replays one (the address may be a new pod's by now). True if it answered
+        success."""
+        if pod.cni is None:
+            return True
+        holders = sorted(p.name for p in self.pods.values() if p.ip == pod.ip)
+        try:
+            pod.cni.delete()
+        except Exception as e:  # noqa: BLE001 - recorded and judged
+            self._retry_op("del-replayed", pod, e, held_by=holders)
+            return False
+        self._retry_op("del-replayed", pod, None, held_by=holders)
+        return True
+
+    def delete_without_netns(self, pod) -> bool:
+        """The pod deleted with an empty CNI_NETNS (the runtime lost its namespace: VPC CNI
+        #1939); the spec lets DEL be called so and requires it to succeed."""
+        e = self.delete_pod(pod, netns_path="")
+        self._retry_op("del-empty-netns", pod, e)
+        return e is None
+
+    def try_delete(self, pod, op: str) -> bool:
+        """A DEL of a live pod's sandbox that keeps the pod (the runtime keeps a sandbox
+        until its DEL succeeds), e.g. while the node's daemon is down: op names it. True if
+        it answered success (the runtime then removes the namespace: `delete_pod` after)."""
+        try:
+            pod.cni.delete()
+        except Exception as e:  # noqa: BLE001 - recorded; whether judged depends on op
+            self._retry_op(op, pod, e)
+            return False
+        self._retry_op(op, pod, None)
+        return True
+
+    def retry_delete(self, pod, op: str, retry_for: float = 10.0, poll: float = 0.2) -> bool:
+        """The runtime's DEL retried until it succeeds or `retry_for` has passed, then the
+        namespace removed either way; one operation `op` with the attempts and the last
+        error. True if a DEL succeeded."""
+        end = time.monotonic() + retry_for
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                pod.cni.delete()
+                error = None
+            except Exception as e:  # noqa: BLE001 - retried, then recorded
+                error = e
+            if error is None or time.monotonic() >= end:
+                break
+            time.sleep(poll)  # the runtime's back-off between retries, not a wait on a state
+        self._retry_op(op, pod, error, attempts=attempts)
+        # The sandbox goes now: its DEL succeeded, or the runtime gave up on it.
+        self.pods.pop(pod.name, None)
+        self.cluster.delete_pod(pod, send_del=False)
+        if error is not None:
+            self.history.append(CLIENT, "fail", "pod-delete",
+                                {"pod": pod.name, "error": str(error)[:200]})
+        return error is None
 
     def pods_on(self, node: int) -> list:
         return [p for p in self.pods.values() if p.node.index == node]
