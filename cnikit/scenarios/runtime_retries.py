@@ -52,9 +52,12 @@ def run(ctx: Ctx) -> None:
 
     # A DEL replayed with its old prevResult after the address went to a new pod.
     old = pods.pop(0)
+    deleted = time.monotonic()
     ctx.delete_pod(old)
-    until = time.monotonic() + ctx.ip_cooldown + ctx.run_seconds(30) + 5
-    new = pods_until_reuse(ctx, NODE, old.ip, until, room=max(0, min(4, ctx.room(NODE))))
+    # Past its cooldown the address may go to a new pod (a build hands out fresh ones first).
+    ctx.run_for(max(0.0, deleted + ctx.ip_cooldown + 0.2 - time.monotonic()))
+    until = time.monotonic() + ctx.run_seconds(30) + 5
+    new = pods_until_reuse(ctx, NODE, old.ip, until, room=max(0, min(6, ctx.room(NODE))))
     pods += new
     reused = next((p for p in new if p.ip == old.ip), None)
     if reused is None:
