@@ -58,17 +58,27 @@ def run(ctx: Ctx) -> None:
     ctx.run_for(max(0.0, deleted + ctx.ip_cooldown + 0.2 - time.monotonic()))
     until = time.monotonic() + ctx.run_seconds(30) + 5
     new = pods_until_reuse(ctx, NODE, old.ip, until, room=max(0, min(6, ctx.room(NODE))))
-    pods += new
     reused = next((p for p in new if p.ip == old.ip), None)
+    for pod in new:
+        if pod is not reused:
+            ctx.delete_pod(pod)  # room for the pods below
     if reused is None:
         # A build that never hands a freed address on (or not soon) leaves the replayed DEL
         # nothing to take: it is replayed all the same.
         ctx.adapt(f"no new pod got {old.ip} (deleted {old.name}'s) within the scenario's bound")
+    else:
+        pods.append(reused)
     ctx.replay_delete(old)
     ctx.step(f"DEL of {old.name} replayed"
              + (f" while {reused.name} holds {old.ip}" if reused else ""), **focus)
-    # Long enough for the prober to see a pod whose address or route was taken.
-    ctx.run_for(ctx.run_seconds(10) + 0.5)
+    if reused is not None:
+        # Had the DEL freed it, the address would be out of its cooldown by now and go to
+        # one of the next pods (shared-ip); the prober meanwhile sees a pod left dark.
+        ctx.run_for(ctx.ip_cooldown + ctx.run_seconds(10) + 0.2)
+        until = time.monotonic() + ctx.run_seconds(30) + 5
+        pods += pods_until_reuse(ctx, NODE, old.ip, until,
+                                 room=max(0, min(4, ctx.room(NODE))))
+        ctx.step(f"new pods after the replayed DEL ({reused.name} keeps {old.ip})", **focus)
 
     # DELs while the daemon is down: one retried after it is back, one given up on.
     waiting, abandoned = pods.pop(0), pods.pop(0)
