@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from cnikit.check.checkers.runtime_retries import RETRY
 from cnikit.check.history import CLIENT
+from cnikit.cluster import retries
 from cnikit.scenarios.engine.outcomes import (
     SCENARIO,
     Liveness,
@@ -69,64 +69,28 @@ class Pods:
             return e
         return None
 
-    # -- the runtime's retries (CNI spec 1.0.0; judged by cnikit.check.checkers.runtime_retries)
-
-    def _retry_op(self, op: str, pod, error: Exception | None, **value) -> None:
-        """One of the runtime's retries, as a client operation: ok, or fail with the
-        plugin's error, CNI code and exit status (None: the plugin never answered)."""
-        v = {"op": op, "pod": pod.name, "node": pod.node.index, "ip": pod.ip, **value}
-        if error is not None:
-            v.update(error=str(error)[:200], code=getattr(error, "code", None),
-                     status=getattr(error, "status", None))
-        self.history.append(CLIENT, "fail" if error is not None else "ok", RETRY, v)
+    # -- the runtime's retries (cnikit.cluster.retries; judged by the runtime-retry checker)
 
     def repeat_add(self, pod) -> str | None:
-        """ADD again for a live pod's sandbox (same CNI_CONTAINERID, netns and ifname), as a
-        runtime does when it lost the first answer. Returns the IP answered, or None."""
-        first = pod.cni.result
-        try:
-            got = pod.cni.add(pod_nl=pod.ns.nl)
-        except Exception as e:  # noqa: BLE001 - recorded: an error is the plugin's answer
-            pod.cni.result = first
-            self._retry_op("add-repeat", pod, e)
-            return None
-        answer = got.ips[0].split("/")[0]
-        self._retry_op("add-repeat", pod, None, answer=answer)
-        return answer
+        """ADD again for a live pod's sandbox: the IP answered, or None."""
+        return self.cluster.repeat_add(pod)
 
     def replay_delete(self, pod) -> bool:
-        """DEL of a deleted pod's sandbox again, with its old prevResult and netns path, as
-        a runtime replays one (the address may be a new pod's by now). True if it answered
-        success."""
-        if pod.cni is None:
-            return True
-        holders = sorted(p.name for p in self.pods.values() if p.ip == pod.ip)
-        try:
-            pod.cni.delete()
-        except Exception as e:  # noqa: BLE001 - recorded and judged
-            self._retry_op("del-replayed", pod, e, held_by=holders)
-            return False
-        self._retry_op("del-replayed", pod, None, held_by=holders)
-        return True
+        """DEL of a deleted pod's sandbox again, with its old prevResult and netns path (its
+        address may be a new pod's by now). True if it answered success."""
+        return self.cluster.replay_delete(pod)
 
     def delete_without_netns(self, pod) -> bool:
         """The pod deleted with an empty CNI_NETNS (the runtime lost its namespace: VPC CNI
         #1939); the spec lets DEL be called so and requires it to succeed."""
-        e = self.delete_pod(pod, netns_path="")
-        self._retry_op("del-empty-netns", pod, e)
-        return e is None
+        self.pods.pop(pod.name, None)
+        return self.cluster.delete_without_netns(pod)
 
     def try_delete(self, pod, op: str) -> bool:
         """A DEL of a live pod's sandbox that keeps the pod (the runtime keeps a sandbox
         until its DEL succeeds), e.g. while the node's daemon is down: op names it. True if
         it answered success (the runtime then removes the namespace: `delete_pod` after)."""
-        try:
-            pod.cni.delete()
-        except Exception as e:  # noqa: BLE001 - recorded; whether judged depends on op
-            self._retry_op(op, pod, e)
-            return False
-        self._retry_op(op, pod, None)
-        return True
+        return self.cluster.try_delete(pod, op) is None
 
     def retry_delete(self, pod, op: str, retry_for: float = 10.0, poll: float = 0.2) -> bool:
         """The runtime's DEL retried until it succeeds or `retry_for` has passed, then the
@@ -144,7 +108,7 @@ class Pods:
             if error is None or time.monotonic() >= end:
                 break
             time.sleep(poll)  # the runtime's back-off between retries, not a wait on a state
-        self._retry_op(op, pod, error, attempts=attempts)
+        retries.record(self.history, op, pod, error, attempts=attempts)
         # The sandbox goes now: its DEL succeeded, or the runtime gave up on it.
         self.pods.pop(pod.name, None)
         self.cluster.delete_pod(pod, send_del=False)
