@@ -150,8 +150,8 @@ class PodNet:
         dark meanwhile)."""
         try:
             view, problem = self._check(netns_path, ip, host_veth, ifname)
-        except OSError:
-            return None
+        except (OSError, PodNetError):
+            return None  # no such pod yet: ADD wires it (and answers what is wrong)
         host = self.node.link(host_veth)
         if problem or host is None:
             return None

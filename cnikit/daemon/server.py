@@ -129,13 +129,13 @@ class Daemon:
         if not netns_path:
             return self._answer(a)
         veth = self._veth(key, req)
-        # A repeated ADD of a sandbox already wired with this address (a runtime that lost
-        # the first answer): the same answer, the pod's interface left as it is.
-        wired = self._podnet().wired(netns_path, a.ip, veth, key.if_name)
-        if wired is not None:
-            return self._answer(a, **wired)
         mtu = req.get("mtu") if isinstance(req.get("mtu"), int) else None
         try:
+            # A repeated ADD of a sandbox already wired with this address (a runtime that
+            # lost the first answer): the same answer, the pod's interface left as it is.
+            wired = self._podnet().wired(netns_path, a.ip, veth, key.if_name)
+            if wired is not None:
+                return self._answer(a, **wired)
             router = router_of(self.ipamd.known_subnet_cidr())
             if a.device_number and not router:
                 # Without the subnet the ENI's route table cannot be made, and the pod would
