@@ -109,10 +109,28 @@ def copy_is_imported(copy: Path, pristine: Path, mutant: Mutant | None) -> str |
     return None
 
 
-def plugin_binary() -> str:
-    """The kit's CNI plugin (unchanged: the bugs are the daemon's), beside this Python."""
-    here = Path(sys.executable).parent / "cnikit-cni"
-    return str(here) if here.exists() else (shutil.which("cnikit-cni") or str(here))
+_PLUGINS: dict[Path, str] = {}
+
+
+def plugin_binary(pristine: Path) -> str:
+    """The snapshot's CNI plugin (unchanged: the bugs are the daemon's), made from the
+    snapshot as `make setup` makes the venv's: the venv's plugin is built from the checkout
+    it was set up from, which may predate the snapshot (a worktree's branch that changed
+    what the plugin sends the daemon measured main's plugin). The venv's when that fails."""
+    if pristine not in _PLUGINS:
+        bin_dir = pristine / "bin"
+        bin_dir.mkdir(exist_ok=True)
+        try:
+            r = subprocess.run([sys.executable, "-P", "-m", "cnikit.plugin.launcher",
+                                str(bin_dir)], env={**os.environ, "PYTHONPATH": str(pristine)},
+                               cwd=pristine, capture_output=True, text=True, timeout=600)
+            made = r.returncode == 0 and (bin_dir / "cnikit-cni").exists()
+        except (OSError, subprocess.SubprocessError):
+            made = False
+        here = Path(sys.executable).parent / "cnikit-cni"
+        venv = str(here) if here.exists() else (shutil.which("cnikit-cni") or str(here))
+        _PLUGINS[pristine] = str(bin_dir / "cnikit-cni") if made else venv
+    return _PLUGINS[pristine]
 
 
 def write_target(copy: Path, pristine: Path, name: str) -> Path:
@@ -127,7 +145,7 @@ def write_target(copy: Path, pristine: Path, name: str) -> Path:
         f'env = {{ CNIKIT_PROFILE = "hardened", PYTHONPATH = {s(search_path(copy, pristine))} }}',
         'ready = { socket = "{state_dir}/ipamd.sock", timeout = 60 }',
         "[plugin]",
-        f"binaries = [{s(plugin_binary())}]",
+        f"binaries = [{s(plugin_binary(pristine))}]",
         'conflist = { cniVersion = "1.0.0", name = "aws-cni", plugins = [ { type = "cnikit-cni", '
         'daemonSocket = "{state_dir}/ipamd.sock" } ] }',
         "[observe]",

@@ -308,6 +308,23 @@ MUTANTS: list[Mutant] = [
         "Describe still list it): its addresses go to pods after EC2 detached it, and the "
         "ENI is never deleted (upstream #732)",
         "eni-lifecycle"),
+    # ---- issue 30 row G: the runtime's retries (scenario runtime-retries) ------------------
+    Mutant(
+        "del-not-idempotent", DS,
+        "            self._forget_lost(key)\n            return None\n",
+        "            self._forget_lost(key)\n"
+        "            raise DatastoreError(f\"no IP held by {key}\")\n",
+        "a DEL of a sandbox that holds nothing (already deleted, a replay) fails: the runtime "
+        "retries it forever and the pod is stuck terminating (VPC CNI #2048, #2331)",
+        "allocation"),
+    Mutant(
+        "replayed-del-frees-by-ip", "cnikit/daemon/server.py",
+        "            a = self.ipamd.check(key)\n        if netns_path or a is not None:",
+        "            key = self.ipamd.ds.holder(str(req.get(\"prevIp\") or \"\")) or key\n"
+        "            a = self.ipamd.check(key)\n        if netns_path or a is not None:",
+        "a DEL frees the address its prevResult names, not what its sandbox holds: a DEL "
+        "replayed after the address went to a new pod takes it from that pod (cilium #10065)",
+        "allocation"),
 ]
 
 BY_NAME = {m.name: m for m in MUTANTS}

@@ -143,19 +143,46 @@ class PodNet:
                     self._pending[k] = self._pending.get(k, 0) + 1
             self._queue.put((keys, index))
 
+    def wired(self, netns_path: str, ip: str, host_veth: str, ifname: str) -> dict | None:
+        """The answer an ADD gave (add's dict) when the pod's network is already as that ADD
+        left it with `ip`, else None: a repeated ADD of the same sandbox answers it again
+        instead of tearing the pod's interface down and making it anew (the pod would be
+        dark meanwhile)."""
+        try:
+            view, problem = self._check(netns_path, ip, host_veth, ifname)
+        except (OSError, PodNetError):
+            return None  # no such pod yet: ADD wires it (and answers what is wrong)
+        host = self.node.link(host_veth)
+        if problem or host is None:
+            return None
+        return {"hostVeth": host_veth, "hostMac": host.mac, "podMac": view["mac"]}
+
     def check(self, netns_path: str, ip: str, host_veth: str, ifname: str) -> str | None:
         """None when the pod's network is as ADD left it, else what is wrong (one line)."""
+        return self._check(netns_path, ip, host_veth, ifname)[1]
+
+    def _check(self, netns_path: str, ip: str, host_veth: str,
+               ifname: str) -> tuple[dict, str | None]:
+        view = self._view(netns_path, ifname)
+        return view, self._problem(view, netns_path, ip, host_veth, ifname)
+
+    def _view(self, netns_path: str, ifname: str) -> dict:
         from cnikit.fabric import wiring
 
         fd = _open_ns(netns_path)
         pod = None
         try:
             pod = wiring.netlink_in(fd)
-            view = wiring.pod_view(pod, ifname)
+            return wiring.pod_view(pod, ifname)
         finally:
             if pod is not None:
                 pod.close()
             os.close(fd)
+
+    def _problem(self, view: dict, netns_path: str, ip: str, host_veth: str,
+                 ifname: str) -> str | None:
+        from cnikit.fabric import wiring
+
         if not view["present"]:
             return f"{ifname} is missing in {netns_path}"
         if f"{ip}/32" not in view["ips"]:

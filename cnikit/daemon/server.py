@@ -4,6 +4,8 @@ introspection over HTTP. One lock serialises every call into the logic.
 Socket protocol (one JSON object per line each way):
   -> {"cmd": "add"|"del"|"check"|"ping", "network": N, "containerID": C, "ifName": I,
       "metadata": {...}}
+     a DEL may carry "prevIp" (the runtime's prevResult's address): a hint, never what is
+     freed; a DEL frees what its sandbox (containerID, ifName) holds (cilium #10065)
   <- {"ok": true, "ip": ..., "eniId": ..., "deviceNumber": ..., "subnetCidr": ..., "router": ...}
   <- {"ok": false, "code": <CNI error code>, "error": "one line"}
 """
@@ -129,6 +131,11 @@ class Daemon:
         veth = self._veth(key, req)
         mtu = req.get("mtu") if isinstance(req.get("mtu"), int) else None
         try:
+            # A repeated ADD of a sandbox already wired with this address (a runtime that
+            # lost the first answer): the same answer, the pod's interface left as it is.
+            wired = self._podnet().wired(netns_path, a.ip, veth, key.if_name)
+            if wired is not None:
+                return self._answer(a, **wired)
             router = router_of(self.ipamd.known_subnet_cidr())
             if a.device_number and not router:
                 # Without the subnet the ENI's route table cannot be made, and the pod would

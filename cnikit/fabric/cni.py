@@ -24,10 +24,12 @@ class CniError(CnikitError):
 
     exit_code = 1
 
-    def __init__(self, message: str, code: int | None = None, details: str = ""):
+    def __init__(self, message: str, code: int | None = None, details: str = "",
+                 status: int | None = None):
         super().__init__(message)
         self.code = code
         self.details = details
+        self.status = status  # the plugin's exit status; None: the plugin never answered
 
 
 class CniResult:
@@ -100,13 +102,13 @@ class CniSandbox:
                 raise
             raise CniError(f"the node's network namespace {self.runner_ns} is gone") from None
 
-    def _exec(self, command: str, conf: dict) -> dict | None:
+    def _exec(self, command: str, conf: dict, netns_path: str | None = None) -> dict | None:
         env = {
             **{k: v for k, v in self.env.items() if not k.startswith("CNI_")},
             "PATH": self.env.get("PATH") or os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
             "CNI_COMMAND": command,
             "CNI_CONTAINERID": self.container_id,
-            "CNI_NETNS": self.netns_path,
+            "CNI_NETNS": self.netns_path if netns_path is None else netns_path,
             "CNI_IFNAME": self.ifname,
             "CNI_PATH": ":".join(self.cni_path),
         }
@@ -128,7 +130,8 @@ class CniSandbox:
                 msg, code, details = e.get("msg", ""), e.get("code"), e.get("details", "")
             except ValueError:
                 msg, code, details = (err or out).decode(errors="replace").strip(), None, ""
-            raise CniError(f"{conf['type']} {command} failed (code {code}): {msg}", code, details)
+            raise CniError(f"{conf['type']} {command} failed (code {code}): {msg}", code, details,
+                           proc.returncode)
         if command != "ADD":
             return None
         try:
@@ -147,17 +150,23 @@ class CniSandbox:
         self.result = result
         return result
 
-    def delete(self) -> None:
-        errors = []
+    def delete(self, netns_path: str | None = None, prev: CniResult | None = None) -> None:
+        """DEL, each plugin given the sandbox's last result as prevResult (`prev`: another
+        result, e.g. a runtime replaying an old one). `netns_path` overrides CNI_NETNS: ""
+        for a runtime that has already lost the namespace (CNI spec: allowed for DEL)."""
+        errors: list[CniError] = []
+        prev = self.result if prev is None else prev
         for conf in reversed(_plugin_list(self.config)):
-            if self.result is not None:
-                conf = {**conf, "prevResult": self.result.raw}
+            if prev is not None:
+                conf = {**conf, "prevResult": prev.raw}
             try:
-                self._exec("DEL", conf)
+                self._exec("DEL", conf, netns_path)
             except CniError as e:
-                errors.append(str(e))
+                errors.append(e)
         if errors:
-            raise CniError("; ".join(errors))
+            first = errors[0]
+            raise CniError("; ".join(str(e) for e in errors), first.code, first.details,
+                           first.status)
 
     def check_against_namespace(self, result: CniResult, pod_nl=None) -> None:
         if result.raw.get("cniVersion") is None:

@@ -450,8 +450,11 @@ class Fabric:
         for fn in list(self.observers):
             fn(event, pod)
 
-    def delete_pod(self, pod: Pod | str) -> None:
-        """DEL (plugin pods) or unwire (direct pods), then remove the namespace."""
+    def delete_pod(self, pod: Pod | str, netns_path: str | None = None,
+                   send_del: bool = True) -> None:
+        """DEL (plugin pods) or unwire (direct pods), then remove the namespace.
+        `netns_path`: the CNI_NETNS the DEL is given ("" as a runtime that lost it sends);
+        `send_del` False: a plugin pod whose DEL the runtime has already sent."""
         pod = self.pods[pod if isinstance(pod, str) else pod.name]
         try:
             self._notify("delete", pod)
@@ -459,7 +462,8 @@ class Fabric:
             del self.pods[pod.name]
         try:
             if pod.cni is not None:
-                pod.cni.delete()
+                if send_del:
+                    pod.cni.delete(netns_path)
             else:
                 with contextlib.suppress(NetlinkError):
                     wiring.unwire(pod.node.ns.nl, pod.ip, pod.host_veth, pod.device_index,

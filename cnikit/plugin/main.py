@@ -183,6 +183,13 @@ def _result(conf, req, resp, netns):
 
 def cmd_del(conf):
     req = _request("del", conf)
+    # The address the runtime's prevResult names, as upstream's DelNetworkRequest carries it
+    # (IPv4Addr): a hint only. A DEL frees what its sandbox holds, never an address by
+    # itself: a replayed DEL's prevResult may name an address another pod holds now
+    # (cilium #10065).
+    prev_ip = _prev_ip_or_none(conf)
+    if prev_ip:
+        req["prevIp"] = prev_ip
     resp = _call(_socket(conf), req)
     if conf.get("wiring") == "plugin":
         PodNet, PodNetError, veth_name = _local()
@@ -193,6 +200,13 @@ def cmd_del(conf):
         except PodNetError as e:
             raise CniError(e.code, str(e)) from None
     return None
+
+
+def _prev_ip_or_none(conf):
+    try:
+        return _prev_ip(conf)
+    except CniError:
+        return None
 
 
 def _prev_ip(conf):

@@ -46,12 +46,10 @@ def run(ctx: Ctx) -> None:
             reused += new.ip == old.ip
             # The scenario tests anything only when a pod can come inside the cooldown.
             in_window += in_cooldown(ctx, deleted, new)
-        if old.cni is not None:
-            try:
-                old.cni.delete()  # the runtime's retried DEL of the old sandbox
-            except Exception as e:  # noqa: BLE001 - a failing DEL is recorded, not fatal
-                ctx.history.append("client", "fail", "pod-delete-retry",
-                                   {"pod": old.name, "error": str(e)[:200]})
+        # The runtime's retried DEL of the old sandbox, with its old prevResult: it must
+        # succeed (what it would remove is gone) and free nothing the new pod holds
+        # (cnikit.check.checkers.runtime_retries).
+        ctx.replay_delete(old)
     ctx.step(f"{CYCLES} delete/add cycles ({reused} reused an IP)", **focus)
     ctx.wait_reconciles(NODE, 1)
     ctx.step("reconcile", **focus)

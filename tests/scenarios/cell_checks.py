@@ -209,3 +209,23 @@ def the_restart_fell_inside_the_detach_and_every_freed_eni_went(r, seen) -> None
     assert any("daemon ready again" in t and "still detaching" in t for t in titles), titles
     loose = [e["value"]["enis"] for e in r.history if e["f"] == "loose-enis"]
     assert loose and loose[-1] == {}, loose[-1:]
+
+
+# -- runtime-retries: every retry of the runtime ran and was answered as the spec wants --------
+
+@check("runtime-retries")
+def every_retry_of_the_runtime_was_made(r, seen) -> None:
+    """Each kind of retry is in the history, the ones the spec judges answered success (or,
+    for a repeated ADD, the same address), and the replayed DEL came after its address went
+    to a new pod, which kept it."""
+    ops = [e for e in r.history if e["process"] == "client" and e["f"] == "cni-retry"]
+    kinds = {e["value"]["op"] for e in ops}
+    assert kinds >= {"add-repeat", "del-empty-netns", "del-replayed", "del-daemon-down",
+                     "del-given-up"}, kinds
+    for e in ops:
+        v = e["value"]
+        if v["op"] == "add-repeat":
+            assert e["type"] == "ok" and v["answer"] == v["ip"], e
+        elif v["op"] in ("del-empty-netns", "del-replayed", "del-after-restart"):
+            assert e["type"] == "ok", e
+    assert any(e["value"]["op"] == "del-replayed" and e["value"]["held_by"] for e in ops), ops

@@ -23,5 +23,10 @@ PROFILE = Profile(
         # entry past the new assign); the storm's churn gets there only now and then.
         "ec2-throttle-storm": None,
         "random-chaos": None,  # depends on what the seed draws
+        # The address the scenario waits to see reused went back to EC2 with the warm
+        # surplus and came back to the same ENI for the new pod: upstream's reconcile then
+        # sweeps it from under that pod inside the reconcile cooldown and gives it to a
+        # later pod (released-address-comes-back's bug, not the retries'): on most seeds.
+        "runtime-retries": None,
     },
 )

@@ -449,6 +449,10 @@ func cmdDel(conf map[string]any) (any, *cniError) {
 	if err != nil {
 		return nil, err
 	}
+	// The prevResult's address as a hint (main.py's cmd_del): DEL frees by sandbox.
+	if ip, perr := prevIP(conf); perr == nil {
+		req = req.with("prevIp", ip)
+	}
 	_, err = call(socketPath(conf), req)
 	return nil, err
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from cnikit.check.history import CLIENT
+from cnikit.cluster import retries
 from cnikit.scenarios.engine.outcomes import (
     SCENARIO,
     Liveness,
@@ -57,12 +58,64 @@ class Pods:
                            {"last CNI error": self.last_add_error.get(node, "-")})
         return pod
 
-    def delete_pod(self, pod) -> None:
+    def delete_pod(self, pod, netns_path: str | None = None) -> Exception | None:
+        """DEL and the namespace removed (the runtime gives up on a DEL that fails: its error
+        is recorded and returned). `netns_path` "": a runtime that lost the namespace."""
         self.pods.pop(pod.name, None)
         try:
-            self.cluster.delete_pod(pod)
+            self.cluster.delete_pod(pod, netns_path)
         except Exception as e:  # noqa: BLE001 - a failing DEL is recorded, the pod is gone anyway
             self.history.append(CLIENT, "fail", "pod-delete", {"pod": pod.name, "error": str(e)[:200]})
+            return e
+        return None
+
+    # -- the runtime's retries (cnikit.cluster.retries; judged by the runtime-retry checker)
+
+    def repeat_add(self, pod) -> str | None:
+        """ADD again for a live pod's sandbox: the IP answered, or None."""
+        return self.cluster.repeat_add(pod)
+
+    def replay_delete(self, pod) -> bool:
+        """DEL of a deleted pod's sandbox again, with its old prevResult and netns path (its
+        address may be a new pod's by now). True if it answered success."""
+        return self.cluster.replay_delete(pod)
+
+    def delete_without_netns(self, pod) -> bool:
+        """The pod deleted with an empty CNI_NETNS (the runtime lost its namespace: VPC CNI
+        #1939); the spec lets DEL be called so and requires it to succeed."""
+        self.pods.pop(pod.name, None)
+        return self.cluster.delete_without_netns(pod)
+
+    def try_delete(self, pod, op: str) -> bool:
+        """A DEL of a live pod's sandbox that keeps the pod (the runtime keeps a sandbox
+        until its DEL succeeds), e.g. while the node's daemon is down: op names it. True if
+        it answered success (the runtime then removes the namespace: `delete_pod` after)."""
+        return self.cluster.try_delete(pod, op) is None
+
+    def retry_delete(self, pod, op: str, retry_for: float = 10.0, poll: float = 0.2) -> bool:
+        """The runtime's DEL retried until it succeeds or `retry_for` has passed, then the
+        namespace removed either way; one operation `op` with the attempts and the last
+        error. True if a DEL succeeded."""
+        end = time.monotonic() + retry_for
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                pod.cni.delete()
+                error = None
+            except Exception as e:  # noqa: BLE001 - retried, then recorded
+                error = e
+            if error is None or time.monotonic() >= end:
+                break
+            time.sleep(poll)  # the runtime's back-off between retries, not a wait on a state
+        retries.record(self.history, op, pod, error, attempts=attempts)
+        # The sandbox goes now: its DEL succeeded, or the runtime gave up on it.
+        self.pods.pop(pod.name, None)
+        self.cluster.delete_pod(pod, send_del=False)
+        if error is not None:
+            self.history.append(CLIENT, "fail", "pod-delete",
+                                {"pod": pod.name, "error": str(error)[:200]})
+        return error is None
 
     def pods_on(self, node: int) -> list:
         return [p for p in self.pods.values() if p.node.index == node]

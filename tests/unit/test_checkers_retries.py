@@ -1,0 +1,73 @@
+"""The runtime-retry checker over histories written by hand: what the CNI spec requires of a
+plugin under the runtime's retries (cnikit.check.checkers.runtime_retries)."""
+
+from __future__ import annotations
+
+from cnikit.check.checkers.runtime_retries import RETRY
+from cnikit.check.history import History
+from cnikit.check.invariants import Invariants, judge
+
+T0 = 1000.0
+PLUGIN_ERROR = "cnikit-cni DEL failed (code 5): DatastoreError: no IP held by x"
+
+
+def live() -> tuple[History, Invariants]:
+    h = History()
+    inv = Invariants(leak_grace=5, ip_cooldown=1.5)
+    h.subscribe(inv.step)
+    h.append("client", "ok", "pod-add", {"pod": "x", "node": 0, "instance_id": "i-1",
+                                         "ip": "10.0.1.7"}, at=T0 - 10)
+    return h, inv
+
+
+def retry(h: History, op: str, ok: bool, at: float = T0, **value) -> None:
+    v = {"op": op, "pod": "x", "node": 0, "ip": "10.0.1.7", **value}
+    h.append("client", "ok" if ok else "fail", RETRY, v, at=at)
+
+
+def test_a_repeated_add_answering_another_ip_is_a_violation():
+    h, inv = live()
+    retry(h, "add-repeat", True, answer="10.0.1.8")
+    [v] = inv.violations("runtime-retry")
+    assert (v.subject, v.since, v.until) == ("x", T0, T0)
+    assert (v.detail["ip"], v.detail["answer"]) == ("10.0.1.7", "10.0.1.8")
+    assert "answered 10.0.1.8" in v.detail["what"]
+    assert [x.subject for x in judge(h.entries()).violations("runtime-retry")] == ["x"]
+
+
+def test_a_repeated_add_answering_the_same_ip_or_an_error_holds():
+    h, inv = live()
+    retry(h, "add-repeat", True, answer="10.0.1.7")
+    retry(h, "add-repeat", False, error="busy", code=11, status=1)
+    assert inv.violations("runtime-retry") == []
+
+
+def test_a_replayed_del_or_one_without_netns_or_after_a_restart_must_succeed():
+    for op in ("del-replayed", "del-empty-netns", "del-after-restart"):
+        h, inv = live()
+        retry(h, op, False, error=PLUGIN_ERROR, code=5, status=1, held_by=["y"])
+        [v] = inv.violations("runtime-retry")
+        assert v.detail["op"] == op and "failed" in v.detail["what"], v.detail
+        assert op != "del-replayed" or "held by y" in v.detail["what"]
+
+
+def test_dels_while_the_daemon_is_down_or_given_up_are_not_judged():
+    h, inv = live()
+    retry(h, "del-daemon-down", False, error="daemon is not running", code=11, status=1)
+    retry(h, "del-given-up", False, error="daemon is not running", code=11, status=1)
+    assert inv.violations("runtime-retry") == []
+
+
+def test_a_del_the_plugin_never_answered_is_the_kits_not_the_builds():
+    h, inv = live()
+    retry(h, "del-replayed", False, error="cnikit-cni DEL timed out after 30s", code=None,
+          status=None)
+    assert inv.violations("runtime-retry") == []
+
+
+def test_an_older_historys_failed_repeated_del_is_judged_when_the_plugin_answered_it():
+    h, inv = live()
+    h.append("client", "fail", "pod-delete-retry", {"pod": "x", "error": PLUGIN_ERROR}, at=T0)
+    h.append("client", "fail", "pod-delete-retry",
+             {"pod": "z", "error": "the node's network namespace /run/netns/n0 is gone"}, at=T0)
+    assert [v.subject for v in inv.violations("runtime-retry")] == ["x"]
