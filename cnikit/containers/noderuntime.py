@@ -230,7 +230,6 @@ class Docker:
         """The kit's daemon image (cnikit.containers.image), imported through the API when
         the engine lacks this version: no registry, no Dockerfile build."""
         import fcntl
-        import tarfile
 
         from cnikit.containers import image
         from cnikit.containers.podman import CONF_ROOT
@@ -247,24 +246,34 @@ class Docker:
             work = image.build_dir()
             shutil.rmtree(work, ignore_errors=True)
             rootfs = image.build_rootfs(work / "rootfs")
-            tar = work / "rootfs.tar"
-            with tarfile.open(tar, "w") as tf:
-                for entry in sorted(os.listdir(rootfs)):
-                    tf.add(rootfs / entry, arcname=entry)
-            repo, _, tag = ref.rpartition(":")
-            out = self._api("import", self.client.api.import_image, src=str(tar),
-                            repository=repo, tag=tag, changes=_import_changes(image),
-                            missing=_RAISE)
+            self.import_rootfs(rootfs, ref, _import_changes(image))
             shutil.rmtree(work, ignore_errors=True)
-            if not self.image_exists(ref):  # podman 4.3's import tags `latest`, whatever asked
-                image_id = _imported_id(out)
-                if image_id:
-                    self._api("tag", self.client.api.tag, image_id, repo, tag)
-            if not self.image_exists(ref):
-                raise EnvironmentProblem(f"docker import: {ref} is not there after the import")
-            self._drop_old_images(repo, keep=ref)
+            self._drop_old_images(ref.rpartition(":")[0], keep=ref)
             if log:
                 log(f"built {ref} in {time.monotonic() - t0:.1f}s")
+        return ref
+
+    def import_rootfs(self, rootfs: Path, ref: str, changes: list[str]) -> str:
+        """A root file system imported as image `ref` with Dockerfile-style `changes`
+        (ENTRYPOINT, ENV, ...) through the API: `docker import`, no registry."""
+        import tarfile
+
+        tar = rootfs.parent / "rootfs.tar"
+        with tarfile.open(tar, "w") as tf:
+            for entry in sorted(os.listdir(rootfs)):
+                tf.add(rootfs / entry, arcname=entry)
+        repo, _, tag = ref.rpartition(":")
+        try:
+            out = self._api("import", self.client.api.import_image, src=str(tar),
+                            repository=repo, tag=tag, changes=changes, missing=_RAISE)
+        finally:
+            tar.unlink(missing_ok=True)
+        if not self.image_exists(ref):  # podman 4.3's import tags `latest`, whatever asked
+            image_id = _imported_id(out)
+            if image_id:
+                self._api("tag", self.client.api.tag, image_id, repo, tag)
+        if not self.image_exists(ref):
+            raise EnvironmentProblem(f"docker import: {ref} is not there after the import")
         return ref
 
     def _drop_old_images(self, repo: str, keep: str) -> None:
