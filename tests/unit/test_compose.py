@@ -3,7 +3,7 @@
 Every service reached by URL exists and listens on that port, every dependency exists (and
 has a healthcheck where one is waited for), every kit command line parses under the real
 cnikit/fault-imds commands after Compose's ${VAR:-default} interpolation, the scenario and
-profiles exist, node containers are privileged, and podman-compose normalises the file."""
+profiles exist, node containers have the capabilities they need (never privileged), and podman-compose normalises the file."""
 
 from __future__ import annotations
 
@@ -53,7 +53,10 @@ def listens_on(name: str, svc: dict) -> set[int]:
 def test_services_and_roles(stack):
     assert set(stack["services"]) == {"localstack", "ec2-gate", "fault-imds", "node", "scenario"}
     for name in ("node", "scenario"):
-        assert stack["services"][name].get("privileged") is True, f"{name} makes namespaces"
+        svc = stack["services"][name]
+        assert not svc.get("privileged"), f"{name}: runc refuses privileged where caps lack"
+        assert {"NET_ADMIN", "SYS_ADMIN"} <= set(svc.get("cap_add") or []), f"{name} makes namespaces"
+        assert "apparmor=unconfined" in (svc.get("security_opt") or []), f"{name} remounts /proc/sys"
         # The kit's prober exits when its parent is PID 1: an init must be PID 1 instead.
         assert stack["services"][name].get("init") is True, f"{name} needs an init as PID 1"
     assert stack["services"]["localstack"]["environment"]["SERVICES"] == "ec2"
