@@ -6,6 +6,8 @@ has one, is used or touched. The tests of the docker runtime start one per sessi
     with PrivateDockerd() as engine:
         os.environ["DOCKER_HOST"] = engine.url
 
+or for one command: `python -m cnikit.containers.dockerd run -- ARGV...` (make compose-docker).
+
 A supervisor process (`python -m cnikit.containers.dockerd supervise RUN_DIR DATA_ROOT`, in a
 session of its own) owns the engine: it starts dockerd, says "ready", then waits on a pipe
 whose write end only its owner holds. When the owner closes it, or dies by any means (the
@@ -300,10 +302,31 @@ def sweep_dead() -> list[str]:
     return gone
 
 
+def run_with_engine(argv: list[str]) -> int:
+    """ARGV with DOCKER_HOST at a private engine started for it, removed after; its exit code."""
+    try:
+        engine = PrivateDockerd().start()
+    except EnvironmentProblem as e:
+        print(f"cnikit: {e}", file=sys.stderr)
+        return 2
+    try:
+        return subprocess.run(argv, env={**os.environ, "DOCKER_HOST": engine.url}).returncode
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        engine.stop()
+
+
+USAGE = """usage: python -m cnikit.containers.dockerd run -- ARGV...   (ARGV under a private engine)
+       python -m cnikit.containers.dockerd supervise RUN_DIR DATA_ROOT   (internal)"""
+
+
 def main(argv: list[str]) -> int:
     if len(argv) == 3 and argv[0] == "supervise":
         return supervise(Path(argv[1]), Path(argv[2]))
-    print("usage: python -m cnikit.containers.dockerd supervise RUN_DIR DATA_ROOT", file=sys.stderr)
+    if len(argv) >= 3 and argv[:2] == ["run", "--"]:
+        return run_with_engine(argv[2:])
+    print(USAGE, file=sys.stderr)
     return 2
 
 
