@@ -5,8 +5,10 @@ Docker and podman mount /proc/sys read-only in a container that is not privilege
 `systempaths=unconfined` would lift it, but Compose v1 hands the option to the Engine API,
 which refuses it). The container of compose/docker-compose.yml has CAP_SYS_ADMIN and no
 AppArmor confinement, so a bind remount without MS_RDONLY lifts it, for that container's
-mount namespace alone. Done only inside a container (the engines' marker files), only once
-a write has failed with EROFS, never on a host.
+mount namespace alone. Done only where the container says so (CNIKIT_REMOUNT_PROC_SYS=1,
+which the Compose file sets for the kit's containers), and only once a write has failed with
+EROFS: never on a host, nor in a container the kit did not make (this very machine may be
+one: a marker file such as /.dockerenv proves nothing).
 """
 
 from __future__ import annotations
@@ -19,16 +21,16 @@ MS_RDONLY = 0x1
 MS_REMOUNT = 0x20
 MS_BIND = 0x1000
 PROC_SYS = "/proc/sys"
-MARKERS = ("/.dockerenv", "/run/.containerenv")  # Docker's, podman's
+OPT_IN = "CNIKIT_REMOUNT_PROC_SYS"
 
 
-def in_container() -> bool:
-    return any(os.path.exists(m) for m in MARKERS)
+def allowed() -> bool:
+    return os.environ.get(OPT_IN) == "1"
 
 
 def make_writable() -> bool:
     """Remount /proc/sys read-write in this container; True when it did."""
-    if not in_container():
+    if not allowed():
         return False
     libc = ctypes.CDLL(None, use_errno=True)
     return libc.mount(None, PROC_SYS.encode(), None, MS_REMOUNT | MS_BIND, None) == 0

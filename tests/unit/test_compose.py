@@ -140,3 +140,32 @@ def test_podman_compose_normalises_the_file():
     assert set(cfg["services"]) == {"localstack", "ec2-gate", "fault-imds", "node", "scenario"}
     assert cfg["services"]["scenario"]["command"][1] == "imds-stale-equal-length"
     assert cfg["services"]["ec2-gate"]["build"]["dockerfile"] == "compose/Dockerfile"
+
+
+@pytest.mark.skipif(shutil.which("docker-compose") is None,
+                    reason="docker-compose not installed (make setup: apt package docker-compose)")
+def test_compose_v1_takes_the_file_without_its_name(tmp_path):
+    """Debian's docker-compose 1.29 (Compose v1) rejects the top-level `name:`; the copy
+    compose_docker hands it differs by that line alone and normalises, ports from variables."""
+    from cnikit.containers.compose_docker import v1_file
+
+    v1 = v1_file(tmp_path / "v1.yml")
+    original = yaml.safe_load(COMPOSE.read_text())
+    assert yaml.safe_load(v1.read_text()) == {k: v for k, v in original.items() if k != "name"}
+    env = {**os.environ, "CNIKIT_GATE_PORT": "15000"}
+    p = subprocess.run(["docker-compose", "-p", "cnikit", "-f", str(v1), "--project-directory",
+                        str(COMPOSE.parent), "config"], capture_output=True, text=True,
+                       timeout=60, cwd=ROOT, env=env)
+    assert p.returncode == 0, p.stderr
+    cfg = yaml.safe_load(p.stdout)
+    assert cfg["services"]["ec2-gate"]["ports"][0]["published"] == 15000
+    assert not cfg["services"]["node"].get("privileged")
+    assert "NET_ADMIN" in cfg["services"]["node"]["cap_add"]
+
+
+def test_proc_sys_is_remounted_only_where_the_kits_container_asks(monkeypatch):
+    from cnikit.containers import writable_sys
+
+    monkeypatch.delenv(writable_sys.OPT_IN, raising=False)
+    assert writable_sys.make_writable() is False  # never on a host or a foreign container
+    assert yaml.safe_load(COMPOSE.read_text())["x-kit"]["environment"][writable_sys.OPT_IN] == "1"
