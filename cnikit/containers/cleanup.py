@@ -21,8 +21,7 @@ def kit_containers(engine) -> list[tuple[str, str]]:
     """(name, run id) of every container with the kit's label."""
     if not isinstance(engine, Podman):  # the Docker runtime asks the Engine API
         return engine.kit_containers()
-    # podman's Labels is a map; docker has a Label method instead.
-    label = (f'index .Labels "{LABEL_RUN}"' if isinstance(engine, Podman) else f'.Label "{LABEL_RUN}"')
+    label = f'index .Labels "{LABEL_RUN}"'  # podman's Labels is a map
     out = engine.out("ps", "-a", "--filter", f"label={LABEL_KIT}", "--format",
                      f"{{{{.Names}}}}\t{{{{{label}}}}}", check=False)
     rows = []
