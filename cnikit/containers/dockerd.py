@@ -14,7 +14,7 @@ whose write end only its owner holds. When the owner closes it, or dies by any m
 kernel closes the pipe), the supervisor removes the engine's containers, stops dockerd (and the
 containerd it started, and the shims), unmounts what is left under the engine's roots, removes
 its directories, and removes the directories dockerd makes outside them (/run/containerd,
-/run/docker/plugins) when they are empty, were not there before, and no other private engine
+/run/docker/plugins) when they are empty, were not the machine's before (MADE), and no other private engine
 lives. dockerd itself gets SIGTERM if the supervisor dies (PR_SET_PDEATHSIG); an engine whose
 supervisor was SIGKILLed is removed by the next start's sweep.
 """
@@ -41,6 +41,7 @@ ROOT = Path(os.environ.get("CNIKIT_DOCKERD_ROOT", "/run/cnikit-dockerd"))
 DATA = Path(os.environ.get("CNIKIT_DOCKERD_DATA", "/var/lib/cnikit/dockerd"))
 # Made by dockerd wherever its roots are (its plugin directory, containerd's shim sockets).
 OUTSIDE = ("/run/docker/plugins", "/run/docker", "/run/containerd")
+MADE = "made-outside.json"  # in ROOT: which of OUTSIDE the private engines made
 PR_SET_PDEATHSIG = 1
 MNT_DETACH = 2
 
@@ -146,7 +147,12 @@ def supervise(run_dir: Path, data_root: Path) -> int:
     data_root.mkdir(parents=True)
     runtime.write_owner(run_dir)
     (run_dir / "data-root").write_text(str(data_root))
-    (run_dir / "before.json").write_text(json.dumps({p: os.path.exists(p) for p in OUTSIDE}))
+    # "There before" means the machine's: a directory another private engine made (and
+    # MADE lists) is the kit's, and goes with the last engine.
+    made = _made()
+    (run_dir / "before.json").write_text(json.dumps(
+        {p: os.path.exists(p) and p not in made for p in OUTSIDE}))
+    _write_made(made | {p for p in OUTSIDE if not os.path.exists(p)})
     (run_dir / "daemon.json").write_text("{}\n")  # not the machine's /etc/docker/daemon.json
     sock = run_dir / "docker.sock"
     stopping = False
@@ -276,17 +282,36 @@ def _remove_outside(run_dir: Path, before: dict) -> None:
     engine, and no other private engine lives (its shims' sockets may come there)."""
     if any(d != run_dir and runtime.run_is_alive(d) for d in _engine_dirs()):
         return
+    made = _made()
     for top in OUTSIDE:
         if before.get(top, True) is False and os.path.isdir(top):
             for d, _, _ in sorted(os.walk(top), key=lambda w: len(w[0]), reverse=True):
                 with contextlib.suppress(OSError):
                     os.rmdir(d)  # only an empty one
+        if not os.path.exists(top):
+            made.discard(top)
+    _write_made(made)
+
+
+def _made() -> set[str]:
+    """The directories outside their roots that private engines made (MADE)."""
+    with contextlib.suppress(OSError, ValueError):
+        return set(json.loads((ROOT / MADE).read_text()))
+    return set()
+
+
+def _write_made(made: set[str]) -> None:
+    ROOT.mkdir(parents=True, exist_ok=True)
+    if made:
+        (ROOT / MADE).write_text(json.dumps(sorted(made)))
+    else:
+        (ROOT / MADE).unlink(missing_ok=True)
 
 
 def _engine_dirs() -> list[Path]:
     with contextlib.suppress(OSError):
         return [d for d in ROOT.iterdir() if d.is_dir()]
-    return []
+    return []  # (MADE is a file: never taken for an engine)
 
 
 def sweep_dead() -> list[str]:
