@@ -63,7 +63,8 @@ DAEMONSET_ENV = {
 # bounding set lacks any ("unable to apply caps"), as some VMs and CI runners do.
 #   NET_ADMIN  links, addresses, routes, neighbours in the node and pod namespaces (veths)
 #   SYS_ADMIN  setns() into the node's namespace (Docker's entry) and the pods' namespaces
-#   NET_RAW    raw and packet sockets: the daemon's ARP/ICMP on its links
+#   NET_RAW    upstream's aws-node DaemonSet grants it with NET_ADMIN: a vendor's image gets
+#              what it has in production (the reference daemon opens no raw socket)
 CAPABILITIES = ("NET_ADMIN", "SYS_ADMIN", "NET_RAW")
 #   seccomp    the default profile refuses setns/unshare/mount for some flag combinations
 #   apparmor   docker-default denies mounts and writes under /proc/sys where AppArmor runs
