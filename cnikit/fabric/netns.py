@@ -144,7 +144,7 @@ def exists(name: str) -> bool:
 
 def write_sysctl(ns_fd: int, key: str, value: str) -> None:
     """Write net.* sysctl `key` (dotted) inside a namespace: /proc/sys/net follows the thread's netns."""
-    from cnikit.containers import writable_sys
+    from cnikit.fabric import writable_sys
 
     with entered(ns_fd):
         writable_sys.write("/proc/sys/" + key.replace(".", "/"), value)

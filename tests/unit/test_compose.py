@@ -164,7 +164,7 @@ def test_compose_v1_takes_the_file_without_its_name(tmp_path):
 
 
 def test_proc_sys_is_remounted_only_where_the_kits_container_asks(monkeypatch):
-    from cnikit.containers import writable_sys
+    from cnikit.fabric import writable_sys
 
     monkeypatch.delenv(writable_sys.OPT_IN, raising=False)
     assert writable_sys.make_writable() is False  # never on a host or a foreign container
