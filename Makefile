@@ -3,12 +3,12 @@ SHELL := /bin/bash
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-APT_PACKAGES := iproute2 containernetworking-plugins podman runc catatonit golang-github-containernetworking-plugin-dnsname cloud-init golang-go golang-github-appc-cni-dev
+APT_PACKAGES := iproute2 containernetworking-plugins podman runc catatonit golang-github-containernetworking-plugin-dnsname cloud-init golang-go golang-github-appc-cni-dev docker.io docker-compose
 STAMP := $(VENV)/.setup-stamp
 # Lines pip prints for this machine's optional local indexes; not ours to fix.
 PIP_NOISE := is ignored: it is neither\|BuildBackendWarning\|^ *!!\|^ *\*\*\*\|^ *$$
 
-.PHONY: setup bytecode test test-under-load unit lint demo bench mutants localstack clean compose-up compose-down compose-podman
+.PHONY: setup bytecode test test-under-load unit lint demo bench mutants localstack clean compose-up compose-down compose-podman compose-docker
 
 setup: $(STAMP)
 
@@ -109,6 +109,10 @@ compose-down:
 # The same file on this machine (no Docker engine, no registry): podman-compose with local images.
 compose-podman: setup localstack
 	$(BIN)/python -m cnikit.containers.compose_local
+
+# The same file under a private Docker Engine (Debian's dockerd) with Debian's docker-compose 1.29.
+compose-docker: setup localstack
+	$(BIN)/python -m cnikit.containers.dockerd run -- $(BIN)/python -m cnikit.containers.compose_docker
 
 clean:
 	-@test -x $(BIN)/cnikit && $(BIN)/cnikit cleanup --images || true

@@ -12,5 +12,14 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "cnikit: installing Debian packages: ${missing[*]} (apt-get; the first time takes a minute)"
 export DEBIAN_FRONTEND=noninteractive
+# No package's postinst may start a service of the machine's own (docker.io would start the
+# machine's dockerd): a policy-rc.d answering 101 ("not allowed") during the install, removed
+# after, and only if the machine had none of its own.
+policy=/usr/sbin/policy-rc.d
+if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\n# cnikit (scripts/apt-deps.sh): no service starts during this install\nexit 101\n' >"$policy"
+    chmod 755 "$policy"
+    trap 'rm -f "$policy"' EXIT
+fi
 apt-get update -qq >/dev/null
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -25,7 +25,8 @@ def cleanup(quiet: bool, dry_run: bool, images: bool, runs: tuple[str, ...]) -> 
     only = set(runs) or None
     # Asking the container engine costs a second or so: for chosen runs only when one of
     # them started containers (the run dir says so, and goes below).
-    engines = {"podman"} if only is None else {
+    # Docker too where an engine is configured (DOCKER_HOST, or the default socket exists).
+    engines = {"podman", *(["docker"] if _docker_configured() else [])} if only is None else {
         e for rid in only if (e := reaper.containers_of(runtime.RUN_ROOT / rid))}
 
     def dead_containers(dry: bool) -> list[str]:
@@ -55,6 +56,12 @@ def cleanup(quiet: bool, dry_run: bool, images: bool, runs: tuple[str, ...]) -> 
             click.echo(f"cnikit cleanup: images kept: {why}")
         elif removed or not quiet:
             click.echo(f"cnikit cleanup: removed {len(removed)} kit images")
+
+
+def _docker_configured() -> bool:
+    import os
+
+    return bool(os.environ.get("DOCKER_HOST")) or os.path.exists("/var/run/docker.sock")
 
 
 def dry_run_lines(report, containers: list[str],

@@ -10,14 +10,18 @@ them touches nothing else; it is refused while a kit container is still there.
 
 from __future__ import annotations
 
+import contextlib
+
 from cnikit import runtime
 from cnikit.containers.podman import LABEL_KIT, LABEL_RUN, Podman
+from cnikit.errors import EnvironmentProblem
 
 
 def kit_containers(engine) -> list[tuple[str, str]]:
     """(name, run id) of every container with the kit's label."""
-    # podman's Labels is a map; docker has a Label method instead.
-    label = (f'index .Labels "{LABEL_RUN}"' if isinstance(engine, Podman) else f'.Label "{LABEL_RUN}"')
+    if not isinstance(engine, Podman):  # the Docker runtime asks the Engine API
+        return engine.kit_containers()
+    label = f'index .Labels "{LABEL_RUN}"'  # podman's Labels is a map
     out = engine.out("ps", "-a", "--filter", f"label={LABEL_KIT}", "--format",
                      f"{{{{.Names}}}}\t{{{{{label}}}}}", check=False)
     rows = []
@@ -42,8 +46,12 @@ def remove_dead_containers(engine=None, dry_run: bool = False,
     live = runtime.live_run_ids()
     dead = [name for name, rid in kit_containers(engine) if name in dead and rid not in live]
     if dead and not dry_run:
-        extra = ["--time", "0"] if isinstance(engine, Podman) else []
-        engine.run("rm", "-f", *extra, *dead, check=False)
+        if isinstance(engine, Podman):
+            engine.run("rm", "-f", "--time", "0", *dead, check=False)
+        else:
+            for name in dead:
+                with contextlib.suppress(EnvironmentProblem):
+                    engine.remove(name)
     return dead
 
 

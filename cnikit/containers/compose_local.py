@@ -4,7 +4,7 @@ No registry is reachable from this machine, so the Dockerfile's and LocalStack's
 replaced by local stand-ins (cnikit.containers.stack_images), named through the variables
 the Compose file reads (CNIKIT_IMAGE, LOCALSTACK_IMAGE). Everything else is the file as a
 Docker user runs it: the same services, commands, network (podman's CNI bridge with the
-dnsname plugin, so services find each other by name), published ports, privileged node
+dnsname plugin, so services find each other by name), published ports, the node
 containers. The scenario container's exit code is the verdict.
 
     python -m cnikit.containers.compose_local [--keep]      (make compose-podman)
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     scenario = os.environ.get("CNIKIT_SCENARIO", "imds-stale-equal-length")
     try:
         if os.geteuid() != 0:
-            raise EnvironmentProblem("compose-podman needs root (privileged node containers)")
+            raise EnvironmentProblem("compose-podman needs root (node containers make namespaces)")
         from cnikit.containers.stack_images import kit_image, localstack_image
 
         t0 = time.monotonic()

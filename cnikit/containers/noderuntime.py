@@ -13,8 +13,9 @@ All three are a cnikit.daemon.handle.DaemonHandle (start, wait until ready, kill
 ContainerDaemon is the container runtime's part of it). The container shares
 the state directory as a volume at the same path, so the plugin on the host finds the socket
 where the process runtime puts it, and ipam.json survives restarts like a DaemonSet's
-host-path volume. Containers run privileged (the daemon moves veths into pod namespaces)
-and see /run/netns with slave propagation, so pod namespaces made later appear inside.
+host-path volume. Containers are never privileged: they get the capabilities and security
+options in CAPABILITIES and SECURITY_OPTS (docs/containers.md says why each), and see
+/run/netns with slave propagation, so pod namespaces made later appear inside.
 """
 
 from __future__ import annotations
@@ -55,6 +56,20 @@ DAEMONSET_ENV = {
     "WARM_ENI_TARGET": "1",
     "WARM_PREFIX_TARGET": "1",
 }
+
+
+# What the daemon container is given instead of --privileged, for every engine. A privileged
+# container asks for every capability, and runc refuses to start one on a machine whose
+# bounding set lacks any ("unable to apply caps"), as some VMs and CI runners do.
+#   NET_ADMIN  links, addresses, routes, neighbours in the node and pod namespaces (veths)
+#   SYS_ADMIN  setns() into the node's namespace (Docker's entry) and the pods' namespaces
+#   NET_RAW    upstream's aws-node DaemonSet grants it with NET_ADMIN: a vendor's image gets
+#              what it has in production (the reference daemon opens no raw socket)
+CAPABILITIES = ("NET_ADMIN", "SYS_ADMIN", "NET_RAW")
+#   seccomp    the default profile refuses setns/unshare/mount for some flag combinations
+#   apparmor   docker-default denies mounts and writes under /proc/sys where AppArmor runs
+#   label      SELinux labels would hide the host's /run/netns and state dir where it runs
+SECURITY_OPTS = ("seccomp=unconfined", "apparmor=unconfined", "label=disable")
 
 
 def check_runtime(name: str) -> str:
@@ -160,7 +175,8 @@ class Docker:
         """Create and start daemon's container; (its id, its main process's pid here)."""
         spec, api = daemon.spec(), self.client.api
         host_config = api.create_host_config(
-            privileged=True, network_mode=spec.network,
+            cap_add=list(CAPABILITIES), security_opt=list(SECURITY_OPTS),
+            network_mode=spec.network,
             binds=[f"{src}:{dst}:{mode}" if mode else f"{src}:{dst}" for src, dst, mode in spec.binds])
         created = self._api("create", api.create_container, spec.image, command=spec.command,
                             entrypoint=spec.entrypoint, name=spec.name, labels=spec.labels,
@@ -215,7 +231,6 @@ class Docker:
         """The kit's daemon image (cnikit.containers.image), imported through the API when
         the engine lacks this version: no registry, no Dockerfile build."""
         import fcntl
-        import tarfile
 
         from cnikit.containers import image
         from cnikit.containers.podman import CONF_ROOT
@@ -232,24 +247,34 @@ class Docker:
             work = image.build_dir()
             shutil.rmtree(work, ignore_errors=True)
             rootfs = image.build_rootfs(work / "rootfs")
-            tar = work / "rootfs.tar"
-            with tarfile.open(tar, "w") as tf:
-                for entry in sorted(os.listdir(rootfs)):
-                    tf.add(rootfs / entry, arcname=entry)
-            repo, _, tag = ref.rpartition(":")
-            out = self._api("import", self.client.api.import_image, src=str(tar),
-                            repository=repo, tag=tag, changes=_import_changes(image),
-                            missing=_RAISE)
+            self.import_rootfs(rootfs, ref, _import_changes(image))
             shutil.rmtree(work, ignore_errors=True)
-            if not self.image_exists(ref):  # podman 4.3's import tags `latest`, whatever asked
-                image_id = _imported_id(out)
-                if image_id:
-                    self._api("tag", self.client.api.tag, image_id, repo, tag)
-            if not self.image_exists(ref):
-                raise EnvironmentProblem(f"docker import: {ref} is not there after the import")
-            self._drop_old_images(repo, keep=ref)
+            self._drop_old_images(ref.rpartition(":")[0], keep=ref)
             if log:
                 log(f"built {ref} in {time.monotonic() - t0:.1f}s")
+        return ref
+
+    def import_rootfs(self, rootfs: Path, ref: str, changes: list[str]) -> str:
+        """A root file system imported as image `ref` with Dockerfile-style `changes`
+        (ENTRYPOINT, ENV, ...) through the API: `docker import`, no registry."""
+        import tarfile
+
+        tar = rootfs.parent / "rootfs.tar"
+        with tarfile.open(tar, "w") as tf:
+            for entry in sorted(os.listdir(rootfs)):
+                tf.add(rootfs / entry, arcname=entry)
+        repo, _, tag = ref.rpartition(":")
+        try:
+            out = self._api("import", self.client.api.import_image, src=str(tar),
+                            repository=repo, tag=tag, changes=changes, missing=_RAISE)
+        finally:
+            tar.unlink(missing_ok=True)
+        if not self.image_exists(ref):  # podman 4.3's import tags `latest`, whatever asked
+            image_id = _imported_id(out)
+            if image_id:
+                self._api("tag", self.client.api.tag, image_id, repo, tag)
+        if not self.image_exists(ref):
+            raise EnvironmentProblem(f"docker import: {ref} is not there after the import")
         return ref
 
     def _drop_old_images(self, repo: str, keep: str) -> None:
@@ -431,8 +456,11 @@ class ContainerDaemon(DaemonHandle):
     def command(self) -> list[str]:
         """spec() as the `run` arguments of the podman (or docker) CLI, after the binary."""
         s = self.spec()
-        args = ["run", "-d", "--name", s.name, "--privileged",
-                "--log-opt", f"path={self.log_path}"]
+        args = ["run", "-d", "--name", s.name, "--log-opt", f"path={self.log_path}"]
+        for cap in CAPABILITIES:
+            args += ["--cap-add", cap]
+        for opt in SECURITY_OPTS:
+            args += ["--security-opt", opt]
         for k, v in s.labels.items():
             args += ["--label", f"{k}={v}"]
         for src, dst, mode in s.binds:

@@ -110,25 +110,33 @@ def _import(podman: Podman, rootfs: Path, ref: str, changes: list[str]) -> None:
     podman.run(*args, str(tar), ref, timeout=900)
 
 
-def _build(podman: Podman, repo: str, digest: str, fill, changes: list[str], log) -> str:
+def _build(engine, repo: str, digest: str, fill, changes: list[str], log) -> str:
+    """The image in `engine`: Podman (its CLI), or the Docker runtime's engine (its API)."""
     ref = f"{repo}:{digest}"
-    if podman.image_exists(ref):
+    if engine.image_exists(ref):
         return ref
     CONF_ROOT.mkdir(parents=True, exist_ok=True)
     with open(CONF_ROOT / "image.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if podman.image_exists(ref):
+        if engine.image_exists(ref):
             return ref
         work = img.build_dir().parent / repo.rsplit("/", 1)[-1]
         shutil.rmtree(work, ignore_errors=True)
         fill(work / "rootfs")
-        _import(podman, work / "rootfs", ref, changes + [f"LABEL {LABEL_KIT}=stack"])
+        changes = changes + [f"LABEL {LABEL_KIT}=stack"]
+        if not isinstance(engine, Podman):
+            engine.import_rootfs(work / "rootfs", ref, changes)
+            shutil.rmtree(work, ignore_errors=True)
+            engine._drop_old_images(repo, keep=ref)
+            log(f"built {ref}")
+            return ref
+        _import(engine, work / "rootfs", ref, changes)
         shutil.rmtree(work, ignore_errors=True)
-        out = podman.out("images", "--format", "{{.Repository}}:{{.Tag}}", "--filter",
+        out = engine.out("images", "--format", "{{.Repository}}:{{.Tag}}", "--filter",
                          f"reference={repo}", check=False)
         for old in out.split():
             if old != ref:
-                podman.run("rmi", old, check=False)
+                engine.run("rmi", old, check=False)
         log(f"built {ref}")
     return ref
 
@@ -142,8 +150,9 @@ def _copy_site(kept: list[Path], dst: Path) -> None:
             img._copy_file(p, dst / p.name)
 
 
-def kit_image(podman: Podman | None = None, log=print) -> str:
-    podman = (podman or Podman()).require()
+def kit_image(engine=None, log=print) -> str:
+    """engine: Podman (the default) or noderuntime.Docker."""
+    engine = (engine or Podman()).require()
     site = _site(Path(sys.prefix))
     kept = _kept(site)
     digest = _hash([p.name for p in kept], sources=True)
@@ -161,16 +170,17 @@ def kit_image(podman: Podman | None = None, log=print) -> str:
             script.chmod(0o755)
         (rootfs / "usr/bin/python").symlink_to("/usr/local/bin/python3")
 
-    return _build(podman, "localhost/cnikit", digest, fill, [
+    return _build(engine, "localhost/cnikit", digest, fill, [
         'ENTRYPOINT ["cnikit"]', 'CMD ["--help"]', "ENV PYTHONUNBUFFERED=1",
         f"ENV PYTHONPATH=/{dst}", "ENV PATH=/usr/local/bin:/usr/bin:/usr/sbin:/bin:/sbin",
     ], log)
 
 
-def localstack_image(podman: Podman | None = None, log=print) -> str:
+def localstack_image(engine=None, log=print) -> str:
+    """engine: Podman (the default) or noderuntime.Docker."""
     from cnikit.cloud.localstack import VENV
 
-    podman = (podman or Podman()).require()
+    engine = (engine or Podman()).require()
     site = _site(VENV)
     if not site.is_dir():
         from cnikit.errors import EnvironmentProblem
@@ -186,7 +196,7 @@ def localstack_image(podman: Podman | None = None, log=print) -> str:
         _libs_of_tree(rootfs, kept)
         (rootfs / "usr/bin/python").symlink_to("/usr/local/bin/python3")
 
-    return _build(podman, "localhost/cnikit-localstack", digest, fill, [
+    return _build(engine, "localhost/cnikit-localstack", digest, fill, [
         'ENTRYPOINT ["/usr/local/bin/python3", "-m", "localstack.runtime.main"]',
         "ENV PYTHONUNBUFFERED=1", f"ENV PYTHONPATH=/{dst}",
         "ENV PATH=/usr/local/bin:/usr/bin:/usr/sbin:/bin:/sbin",

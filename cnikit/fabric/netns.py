@@ -144,6 +144,7 @@ def exists(name: str) -> bool:
 
 def write_sysctl(ns_fd: int, key: str, value: str) -> None:
     """Write net.* sysctl `key` (dotted) inside a namespace: /proc/sys/net follows the thread's netns."""
+    from cnikit.fabric import writable_sys
+
     with entered(ns_fd):
-        with open("/proc/sys/" + key.replace(".", "/"), "w") as f:
-            f.write(value)
+        writable_sys.write("/proc/sys/" + key.replace(".", "/"), value)

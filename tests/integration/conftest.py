@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 
@@ -80,3 +81,36 @@ def make_fabric(fab_cloud):
     yield make
     for fabric in made:
         fabric.close()
+
+
+@contextlib.contextmanager
+def docker_host(url: str):
+    """DOCKER_HOST=url for the body, as a user of a real engine would export it."""
+    kept = os.environ.get("DOCKER_HOST")
+    os.environ["DOCKER_HOST"] = url
+    try:
+        yield
+    finally:
+        if kept is None:
+            os.environ.pop("DOCKER_HOST", None)
+        else:
+            os.environ["DOCKER_HOST"] = kept
+
+
+@pytest.fixture(scope="session")
+def docker_engine():
+    """A private Docker Engine for the session (cnikit.containers.dockerd: Debian's dockerd
+    on its own socket, data and exec roots, removed at the end even if pytest crashes); its
+    DOCKER_HOST is `.url`. Skipped with the one-line reason where dockerd cannot start."""
+    from cnikit.containers import dockerd
+    from cnikit.errors import EnvironmentProblem
+
+    reason = dockerd.available()
+    if reason:
+        pytest.skip(reason)
+    try:
+        engine = dockerd.PrivateDockerd().start()
+    except EnvironmentProblem as e:
+        pytest.skip(str(e))
+    yield engine
+    engine.stop()

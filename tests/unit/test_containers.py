@@ -49,7 +49,11 @@ def test_podman_command_joins_the_node_namespace_with_daemonset_env(tmp_path):
                                                                  "WARM_ENI_TARGET": "2"},
                         netns="/run/netns/ck-abcde-n1", image="localhost/img:1")
     argv = d.command()
-    assert argv[:2] == ["run", "-d"] and "--privileged" in argv
+    assert argv[:2] == ["run", "-d"] and "--privileged" not in argv
+    caps = [argv[i + 1] for i, a in enumerate(argv) if a == "--cap-add"]
+    assert caps == ["NET_ADMIN", "SYS_ADMIN", "NET_RAW"]
+    opts = [argv[i + 1] for i, a in enumerate(argv) if a == "--security-opt"]
+    assert opts == ["seccomp=unconfined", "apparmor=unconfined", "label=disable"]
     assert argv[argv.index("--network") + 1] == "ns:/run/netns/ck-abcde-n1"
     vols = [argv[i + 1] for i, a in enumerate(argv) if a == "-v"]
     assert f"{tmp_path / 'st'}:{tmp_path / 'st'}" in vols and "/run/netns:/run/netns:rslave" in vols
