@@ -180,3 +180,23 @@ def crash_while_adding(ctx: Ctx, node: int, action: str, most: int) -> dict:
     adder.join(90)
     ctx.step("restarted; the ADD in flight retried", node=node)
     return fired
+
+
+def pods_until(ctx: Ctx, node: int, settled, most: int) -> str | None:
+    """After a crash_while_adding: new pods on `node`, one at a time, until settled() says
+    what became of what the crashed call made (a string), the node has no room, or it holds
+    `most` pods. Returns settled()'s last answer (None: neither)."""
+    while not settled() and ctx.room(node) > 0 and len(ctx.pods_on(node)) < most:
+        ctx.require_pod(node, retry_for=max(15.0, ctx.run_seconds(60)))
+    return settled()
+
+
+def pods_come_and_go(ctx: Ctx, node: int, count: int = 3) -> None:
+    """Delete `count` pods of `node`, add as many, wait for a reconcile: the old pods keep
+    working, new ones get addresses."""
+    for pod in ctx.pods_on(node)[:count]:
+        ctx.delete_pod(pod)
+    for _ in range(count):
+        ctx.require_pod(node)
+    ctx.wait_reconciles(node, 1)
+    ctx.step("pods deleted and added; a reconcile", node=node)

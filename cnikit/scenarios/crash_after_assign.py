@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from cnikit.scenarios.common import crash_while_adding, peers
+from cnikit.scenarios.common import crash_while_adding, peers, pods_come_and_go, pods_until
 from cnikit.scenarios.engine import Ctx, scenario
 from cnikit.scenarios.engine.outcomes import Liveness
 
@@ -59,9 +59,7 @@ def run(ctx: Ctx) -> None:
 
     # New pods until one gets an address of the crashed assign (or the build released
     # them): bounded by what two ENIs hold, the node's limit here.
-    while not settled() and ctx.room(NODE) > 0 and len(ctx.pods_on(NODE)) < 2 * CAPACITY:
-        ctx.require_pod(NODE, retry_for=max(15.0, ctx.run_seconds(60)))
-    state = settled()
+    state = pods_until(ctx, NODE, settled, 2 * CAPACITY)
     if state is None:
         raise Liveness(f"node {NODE}", "the addresses assigned before the crash are neither "
                        "used by a pod nor released",
@@ -69,9 +67,4 @@ def run(ctx: Ctx) -> None:
                         "pods on node": len(ctx.pods_on(NODE))})
     ctx.step(f"after the restart the assigned addresses were {state}", node=NODE, eni=eni)
 
-    for pod in ctx.pods_on(NODE)[:3]:
-        ctx.delete_pod(pod)
-    for _ in range(3):
-        ctx.require_pod(NODE)
-    ctx.wait_reconciles(NODE, 1)
-    ctx.step("pods deleted and added; a reconcile", node=NODE)
+    pods_come_and_go(ctx, NODE)

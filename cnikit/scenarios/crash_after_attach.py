@@ -11,7 +11,7 @@ nowhere to put the next pods, a liveness violation.
 
 from __future__ import annotations
 
-from cnikit.scenarios.common import crash_while_adding, peers
+from cnikit.scenarios.common import crash_while_adding, peers, pods_come_and_go, pods_until
 from cnikit.scenarios.engine import Ctx, scenario
 from cnikit.scenarios.engine.outcomes import Liveness
 
@@ -47,9 +47,7 @@ def run(ctx: Ctx) -> None:
 
     # New pods until one lands on the ENI (or the build deleted it): bounded by what two
     # ENIs hold, the node's limit here.
-    while not settled() and ctx.room(NODE) > 0 and len(ctx.pods_on(NODE)) < 2 * CAPACITY:
-        ctx.require_pod(NODE, retry_for=max(15.0, ctx.run_seconds(60)))
-    state = settled()
+    state = pods_until(ctx, NODE, settled, 2 * CAPACITY)
     if state is None:
         e = ctx.ec2_eni(eni)
         raise Liveness(f"node {NODE}", "the ENI attached before the crash is neither used "
@@ -58,10 +56,4 @@ def run(ctx: Ctx) -> None:
                         "pods on node": len(ctx.pods_on(NODE))})
     ctx.step(f"after the restart the ENI was {state}", node=NODE, eni=eni)
 
-    # Pods come and go on the node: the old ones keep working, new ones get addresses.
-    for pod in ctx.pods_on(NODE)[:3]:
-        ctx.delete_pod(pod)
-    for _ in range(3):
-        ctx.require_pod(NODE)
-    ctx.wait_reconciles(NODE, 1)
-    ctx.step("pods deleted and added; a reconcile", node=NODE)
+    pods_come_and_go(ctx, NODE)
