@@ -18,8 +18,6 @@ are still up, 1 otherwise, 2 when it cannot run; always `docker-compose down -v`
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import shutil
 import socket
@@ -29,10 +27,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from cnikit.containers.compose_local import COMPOSE_FILE, PROJECT, ROOT, expected_exit
+from cnikit.containers.compose_local import (
+    COMPOSE_FILE,
+    PROJECT,
+    ROOT,
+    options,
+    run_stack,
+    wait_exited,
+)
 from cnikit.errors import CnikitError, EnvironmentProblem
-
-SERVICES = ("localstack", "ec2-gate", "fault-imds", "node", "scenario")
 
 
 def log(msg: str) -> None:
@@ -86,13 +89,7 @@ class DockerStack:
         return (self.docker.inspect(self.container(service)) or {}).get("State") or {}
 
     def wait_exit(self, service: str, timeout: float) -> int:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            st = self.state(service)
-            if st and not st.get("Running") and st.get("Status") in ("exited", "dead"):
-                return int(st.get("ExitCode", -1))
-            time.sleep(0.5)
-        raise EnvironmentProblem(f"{service} still running after {timeout:.0f}s")
+        return wait_exited(self.state, service, timeout, ("exited", "dead"))
 
     def logs(self, service: str, tail: int = 20) -> str:
         out = self.docker._api("logs", self.docker.client.api.logs, self.container(service),
@@ -109,12 +106,7 @@ class DockerStack:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="compose-docker")
-    ap.add_argument("--keep", action="store_true", help="leave the stack running")
-    ap.add_argument("--timeout", type=float, default=300)
-    args = ap.parse_args(argv)
-    profile = os.environ.get("CNIKIT_PROFILE", "vpc-cni-1.18.3")
-    scenario = os.environ.get("CNIKIT_SCENARIO", "imds-stale-equal-length")
+    args, profile, scenario = options("compose-docker", argv)
     try:
         if os.geteuid() != 0:
             raise EnvironmentProblem("compose-docker needs root (node containers make namespaces)")
@@ -132,25 +124,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{env['LOCALSTACK_IMAGE']}")
         (ROOT / "reports" / "compose").mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="cnikit-compose-") as work:
-            stack = DockerStack(env, Path(work))
-            stack.down()  # a previous run's leftovers
-            t1 = time.monotonic()
-            up: dict[str, bool] = {}
-            try:
-                stack.compose("up", "-d", "--no-build")
-                code = stack.wait_exit("scenario", args.timeout)
-                log(f"scenario {scenario} [{profile}] exited {code} after "
-                    f"{time.monotonic() - t1:.0f}s")
-                print(stack.logs("scenario"))
-                up = {s: bool(stack.state(s).get("Running")) for s in SERVICES[:-1]}
-                log(f"still running: {json.dumps(up)}")
-            finally:
-                if not args.keep:
-                    stack.down()
-        expected = expected_exit(profile, scenario)
-        ok = code == expected and all(up.values())
-        log("as expected" if ok else f"NOT as expected (exit {code}, expected {expected}; {up})")
-        return 0 if ok else 1
+            return run_stack(DockerStack(env, Path(work)), profile, scenario, args, log)
     except CnikitError as e:
         print(f"compose-docker: {e}", file=sys.stderr)
         return e.exit_code

@@ -32,6 +32,7 @@ from cnikit.errors import CnikitError, EnvironmentProblem
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "compose" / "docker-compose.yml"
 PROJECT = "cnikit"
+SERVICES = ("localstack", "ec2-gate", "fault-imds", "node", "scenario")
 
 
 def expected_exit(profile: str, scenario: str) -> int | None:
@@ -44,6 +45,50 @@ def expected_exit(profile: str, scenario: str) -> int | None:
 
 def log(msg: str) -> None:
     print(f"compose-podman: {msg}", file=sys.stderr, flush=True)
+
+
+def options(prog: str, argv: list[str] | None) -> tuple[argparse.Namespace, str, str]:
+    """The command line (--keep, --timeout) and CNIKIT_PROFILE/CNIKIT_SCENARIO with defaults."""
+    ap = argparse.ArgumentParser(prog=prog)
+    ap.add_argument("--keep", action="store_true", help="leave the stack running")
+    ap.add_argument("--timeout", type=float, default=300)
+    args = ap.parse_args(argv)
+    return (args, os.environ.get("CNIKIT_PROFILE", "vpc-cni-1.18.3"),
+            os.environ.get("CNIKIT_SCENARIO", "imds-stale-equal-length"))
+
+
+def wait_exited(state, service: str, timeout: float, statuses: tuple[str, ...]) -> int:
+    """The exit code of `service` once state(service) shows it stopped in one of `statuses`."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        st = state(service)
+        if st and not st.get("Running") and st.get("Status") in statuses:
+            return int(st.get("ExitCode", -1))
+        time.sleep(0.5)
+    raise EnvironmentProblem(f"{service} still running after {timeout:.0f}s")
+
+
+def run_stack(stack, profile: str, scenario: str, args: argparse.Namespace, log) -> int:
+    """Bring the stack up (after clearing a previous run's leftovers), wait for the scenario
+    container's exit, print its logs, take it down unless --keep; 0 when the exit is what
+    the profile expects and the other services are still up, else 1."""
+    stack.down()  # a previous run's leftovers
+    t1 = time.monotonic()
+    up: dict[str, bool] = {}
+    try:
+        stack.compose("up", "-d", "--no-build")
+        code = stack.wait_exit("scenario", args.timeout)
+        log(f"scenario {scenario} [{profile}] exited {code} after {time.monotonic() - t1:.0f}s")
+        print(stack.logs("scenario"))
+        up = {s: bool(stack.state(s).get("Running")) for s in SERVICES[:-1]}
+        log(f"still running: {json.dumps(up)}")
+    finally:
+        if not args.keep:
+            stack.down()
+    expected = expected_exit(profile, scenario)
+    ok = code == expected and all(up.values())
+    log("as expected" if ok else f"NOT as expected (exit {code}, expected {expected}; {up})")
+    return 0 if ok else 1
 
 
 def podman_compose() -> str:
@@ -72,13 +117,7 @@ class Stack:
         return info.get("State") or {}
 
     def wait_exit(self, service: str, timeout: float) -> int:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            st = self.state(service)
-            if st and not st.get("Running") and st.get("Status") in ("exited", "stopped"):
-                return int(st.get("ExitCode", -1))
-            time.sleep(0.5)
-        raise EnvironmentProblem(f"{service} still running after {timeout:.0f}s")
+        return wait_exited(self.state, service, timeout, ("exited", "stopped"))
 
     def logs(self, service: str, tail: int = 20) -> str:
         return self.podman.out("logs", "--tail", str(tail), f"{PROJECT}_{service}_1", check=False)
@@ -95,12 +134,7 @@ class Stack:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="compose-podman")
-    ap.add_argument("--keep", action="store_true", help="leave the stack running")
-    ap.add_argument("--timeout", type=float, default=300)
-    args = ap.parse_args(argv)
-    profile = os.environ.get("CNIKIT_PROFILE", "vpc-cni-1.18.3")
-    scenario = os.environ.get("CNIKIT_SCENARIO", "imds-stale-equal-length")
+    args, profile, scenario = options("compose-podman", argv)
     try:
         if os.geteuid() != 0:
             raise EnvironmentProblem("compose-podman needs root (node containers make namespaces)")
@@ -111,23 +145,7 @@ def main(argv: list[str] | None = None) -> int:
                "CNIKIT_PROFILE": profile, "CNIKIT_SCENARIO": scenario}
         log(f"images ready in {time.monotonic() - t0:.0f}s: {env['CNIKIT_IMAGE']}, {env['LOCALSTACK_IMAGE']}")
         (ROOT / "reports" / "compose").mkdir(parents=True, exist_ok=True)
-        stack = Stack(env)
-        stack.down()  # a previous run's leftovers
-        t1 = time.monotonic()
-        try:
-            stack.compose("up", "-d", "--no-build")
-            code = stack.wait_exit("scenario", args.timeout)
-            log(f"scenario {scenario} [{profile}] exited {code} after {time.monotonic() - t1:.0f}s")
-            print(stack.logs("scenario"))
-            up = {s: bool(stack.state(s).get("Running")) for s in ("localstack", "ec2-gate", "fault-imds", "node")}
-            log(f"still running: {json.dumps(up)}")
-        finally:
-            if not args.keep:
-                stack.down()
-        expected = expected_exit(profile, scenario)
-        ok = code == expected and all(up.values())
-        log("as expected" if ok else f"NOT as expected (exit {code}, expected {expected}; {up})")
-        return 0 if ok else 1
+        return run_stack(Stack(env), profile, scenario, args, log)
     except CnikitError as e:
         print(f"compose-podman: {e}", file=sys.stderr)
         return e.exit_code
