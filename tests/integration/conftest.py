@@ -97,6 +97,52 @@ def docker_host(url: str):
             os.environ["DOCKER_HOST"] = kept
 
 
+def replay_3019_in_docker(url: str, profile: str, code: int, verdict: str, report_dir,
+                          env: dict[str, str], timeout: float) -> dict:
+    """`cnikit run imds-stale-equal-length --runtime docker` against the engine at `url`,
+    asking the engine for the kit's containers while it runs: the exit code and verdict
+    expected, the daemons really ran as that engine's containers (2 nodes) and none is left.
+    Returns the report."""
+    import json
+    import re
+    import subprocess
+    import sys
+    import threading
+
+    from cnikit.containers.noderuntime import Docker
+
+    seen: set[str] = set()
+    done = threading.Event()
+
+    def watch():
+        with docker_host(url):
+            docker = Docker()
+            while not done.is_set():
+                seen.update(n for n, _ in docker.kit_containers())
+                done.wait(0.2)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        r = subprocess.run([sys.executable, "-m", "cnikit.cli", "run", "imds-stale-equal-length",
+                            "--runtime", "docker", "--profile", profile,
+                            "--report", str(report_dir)],
+                           capture_output=True, text=True, timeout=timeout, env=env)
+    finally:
+        done.set()
+        watcher.join(10)
+    assert r.returncode == code, r.stdout + r.stderr
+    assert verdict in r.stdout
+    report = json.loads((report_dir / "report.json").read_text())
+    rid = re.search(r"ck-([0-9a-z]{5})-n\d", r.stdout + json.dumps(report["nodes"]))
+    assert rid, "no run id in the output"
+    assert len({n for n in seen if n.startswith(f"ck-{rid.group(1)}-n")}) >= 2, seen
+    with docker_host(url):
+        left = [n for n, run in Docker().kit_containers() if run == rid.group(1)]
+    assert left == [], f"containers left behind: {left}"
+    return report
+
+
 @pytest.fixture(scope="session")
 def docker_engine():
     """A private Docker Engine for the session (cnikit.containers.dockerd: Debian's dockerd

@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
-import threading
 
 import pytest
 
 from cnikit.containers.podman import LABEL_KIT, LABEL_RUN
-from tests.integration.conftest import docker_host
+from tests.integration.conftest import docker_host, replay_3019_in_docker
 
 pytestmark = [
     pytest.mark.root,
@@ -37,38 +35,10 @@ def _env(engine) -> dict[str, str]:
 @pytest.mark.parametrize("profile,code,verdict", [("vpc-cni-1.18.3", 1, "VIOLATION"),
                                                   ("hardened", 0, "HOLDS")])
 def test_3019_replay_with_the_daemon_in_docker(docker_engine, profile, code, verdict, tmp_path):
-    from cnikit.containers.noderuntime import Docker
-
-    # The daemons must really run as containers of this engine: ask it while the run is on.
-    seen: set[str] = set()
-    done = threading.Event()
-
-    def watch():
-        with docker_host(docker_engine.url):
-            docker = Docker()
-            while not done.is_set():
-                seen.update(n for n, _ in docker.kit_containers())
-                done.wait(0.2)
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    try:
-        r = subprocess.run(CNIKIT + ["run", "imds-stale-equal-length", "--runtime", "docker",
-                                     "--profile", profile, "--report", str(tmp_path)],
-                           capture_output=True, text=True, timeout=300, env=_env(docker_engine))
-    finally:
-        done.set()
-        watcher.join(10)
-    assert r.returncode == code, r.stdout + r.stderr
-    assert verdict in r.stdout
-    report = json.loads((tmp_path / "report.json").read_text())
+    # The daemons must really run as containers of this engine: asked while the run is on.
+    report = replay_3019_in_docker(docker_engine.url, profile, code, verdict, tmp_path,
+                                   _env(docker_engine), 300)
     assert report["verdict"] == verdict.lower()
-    rid = re.search(r"ck-([0-9a-z]{5})-n\d", r.stdout + json.dumps(report["nodes"]))
-    assert rid, "no run id in the output"
-    assert len({n for n in seen if n.startswith(f"ck-{rid.group(1)}-n")}) >= 2, seen
-    with docker_host(docker_engine.url):
-        left = [n for n, run in Docker().kit_containers() if run == rid.group(1)]
-    assert left == [], f"containers left behind: {left}"
 
 
 def test_daemon_container_is_not_privileged_and_has_the_capabilities_it_needs(docker_engine):

@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from cnikit.containers.podman import LABEL_KIT, LABEL_RUN, Podman
-from tests.integration.conftest import docker_host
+from tests.integration.conftest import docker_host, replay_3019_in_docker
 from tests.waiting import wait_for
 
 pytestmark = [
@@ -273,38 +273,7 @@ def test_docker_sweep_removes_dead_runs_containers_only(docker_env):
 @pytest.mark.parametrize("profile,code,verdict", [("vpc-cni-1.18.3", 1, "VIOLATION"),
                                                   ("hardened", 0, "HOLDS")])
 def test_3019_replay_with_the_daemon_in_docker(docker_api, profile, code, verdict, tmp_path):
-    import threading
-
-    from cnikit.containers.noderuntime import Docker
-
-    env = {**os.environ, "DOCKER_HOST": docker_api}
-    # The daemons must really run as containers the Engine API knows. Ask the API while the
-    # run is on (podman's events file rotates at 1 MB and can lose a run's start events).
-    seen: set[str] = set()
-    done = threading.Event()
-
-    def watch():
-        with docker_host(docker_api):
-            docker = Docker()
-            while not done.is_set():
-                seen.update(n for n, _ in docker.kit_containers())
-                done.wait(0.2)
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    try:
-        r = subprocess.run(CNIKIT + ["run", "imds-stale-equal-length", "--runtime", "docker",
-                                     "--profile", profile, "--report", str(tmp_path)],
-                           capture_output=True, text=True, timeout=240, env=env)
-    finally:
-        done.set()
-        watcher.join(10)
-    assert r.returncode == code, r.stdout + r.stderr
-    assert verdict in r.stdout
-    report = json.loads((tmp_path / "report.json").read_text())
-    rid = re.search(r"ck-([0-9a-z]{5})-n\d", r.stdout + json.dumps(report["nodes"]))
-    assert rid, "no run id in the output"
-    with docker_host(docker_api):
-        left = [n for n, run in Docker().kit_containers() if run == rid.group(1)]
-    assert len({n for n in seen if n.startswith(f"ck-{rid.group(1)}-n")}) >= 2, seen
-    assert left == [], f"containers left behind: {left}"
+    # The daemons must really run as containers the Engine API knows. Asked of the API while
+    # the run is on (podman's events file rotates at 1 MB and can lose a run's start events).
+    replay_3019_in_docker(docker_api, profile, code, verdict, tmp_path,
+                          {**os.environ, "DOCKER_HOST": docker_api}, 240)
