@@ -49,3 +49,12 @@ def gate_new_vpc():
 def gate_vpc(gate_upstream_cloud):
     """(cloud, topology): a fresh VPC with two m5.large instances behind each upstream."""
     return gate_upstream_cloud, _new_vpc(gate_upstream_cloud)
+
+
+@pytest.fixture
+def gate_fault_vpc(gate_cloud):
+    """(cloud, topology): a fresh one-node VPC on the module's embedded cloud; the gate's
+    faults cleared after the test (the gate fault tests)."""
+    topo = _new_vpc(gate_cloud, nodes=1)
+    yield gate_cloud, topo
+    gate_cloud.gate.faults.clear()

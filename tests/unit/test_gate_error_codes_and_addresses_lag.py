@@ -9,6 +9,7 @@ from botocore.exceptions import ClientError
 
 from cnikit.cloud.faults import FaultSet
 from cnikit.errors import UsageError
+from tests.waiting import wait_for
 
 
 def error_of(call) -> tuple[str, str, int]:
@@ -16,25 +17,6 @@ def error_of(call) -> tuple[str, str, int]:
         call()
     r = exc.value.response
     return r["Error"]["Code"], r["Error"]["Message"], r["ResponseMetadata"]["HTTPStatusCode"]
-
-
-def wait_until(cond, deadline_s: float = 10.0):
-    import time
-
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"condition not met within {deadline_s}s")
-
-
-@pytest.fixture
-def vpc(gate_cloud, gate_new_vpc):
-    topo = gate_new_vpc(gate_cloud, nodes=1)
-    yield gate_cloud, topo
-    gate_cloud.gate.faults.clear()
 
 
 def new_eni(ec2, topo, count: int = 3) -> str:
@@ -49,8 +31,8 @@ def shown(ec2, eni: str) -> tuple[str | None, list[str]]:
             [a["PrivateIpAddress"] for a in e["PrivateIpAddresses"]])
 
 
-def test_error_answers_any_code_message_and_status(vpc):
-    cloud, topo = vpc
+def test_error_answers_any_code_message_and_status(gate_fault_vpc):
+    cloud, topo = gate_fault_vpc
     ec2 = cloud.client()
     eni = new_eni(ec2, topo)
     # The outage of cilium #11088: Attach answered with an error that names another cause.
@@ -92,8 +74,8 @@ def test_error_bad_specs_one_line(attrs, reason):
     assert faults.list() == []
 
 
-def test_addresses_lag_new_eni_attached_before_its_addresses(vpc):
-    cloud, topo = vpc
+def test_addresses_lag_new_eni_attached_before_its_addresses(gate_fault_vpc):
+    cloud, topo = gate_fault_vpc
     ec2 = cloud.client()
     old = new_eni(ec2, topo, 2)
     old_ips = cloud.gate.owners().enis[old].ips
@@ -112,11 +94,11 @@ def test_addresses_lag_new_eni_attached_before_its_addresses(vpc):
     assert found == []
     # An ENI not attached since the fault began shows its addresses as they are.
     assert sorted(shown(ec2, old)[1]) == sorted(old_ips)
-    wait_until(lambda: sorted(shown(ec2, eni)[1]) == sorted(truth), 5)
+    wait_for(lambda: sorted(shown(ec2, eni)[1]) == sorted(truth), 5)
 
 
-def test_addresses_lag_every_eni_lags_assigns(vpc):
-    cloud, topo = vpc
+def test_addresses_lag_every_eni_lags_assigns(gate_fault_vpc):
+    cloud, topo = gate_fault_vpc
     ec2 = cloud.client()
     eni = topo.instances[0].primary_eni_id
     before = shown(ec2, eni)
@@ -125,7 +107,7 @@ def test_addresses_lag_every_eni_lags_assigns(vpc):
                                           SecondaryPrivateIpAddressCount=1)[
         "AssignedPrivateIpAddresses"][0]["PrivateIpAddress"]
     assert shown(ec2, eni) == before  # attachment as it is, the new address not yet
-    wait_until(lambda: new in shown(ec2, eni)[1], 5)
+    wait_for(lambda: new in shown(ec2, eni)[1], 5)
 
 
 def test_addresses_lag_bad_specs_and_kinds():
@@ -142,12 +124,12 @@ def test_addresses_lag_bad_specs_and_kinds():
     assert faults.describe_view().addresses == []
 
 
-def test_control_api_takes_both_kinds_and_refuses_bad_ones_in_one_line(vpc):
+def test_control_api_takes_both_kinds_and_refuses_bad_ones_in_one_line(gate_fault_vpc):
     import json
 
     import urllib3
 
-    cloud, _ = vpc
+    cloud, _ = gate_fault_vpc
     http = urllib3.PoolManager()
     base = cloud.endpoint + "/_cnikit/faults"
     for spec in ({"kind": "error", "code": "IncorrectInstanceState", "status": 400,

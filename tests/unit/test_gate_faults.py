@@ -14,6 +14,7 @@ from botocore.exceptions import ClientError
 
 from cnikit.cloud.faults import FaultSet
 from cnikit.errors import UsageError
+from tests.waiting import wait_for
 
 SEED = 20261130
 
@@ -25,25 +26,8 @@ def error_of(call) -> tuple[str, int]:
     return r["Error"]["Code"], r["ResponseMetadata"]["HTTPStatusCode"]
 
 
-def wait_until(cond, deadline_s: float = 10.0, step: float = 0.02):
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        value = cond()
-        if value:
-            return value
-        time.sleep(step)
-    raise AssertionError(f"condition not met within {deadline_s}s")
-
-
-@pytest.fixture
-def vpc(gate_cloud, gate_new_vpc):
-    topo = gate_new_vpc(gate_cloud, nodes=1)
-    yield gate_cloud, topo
-    gate_cloud.gate.faults.clear()
-
-
-def test_throttle_one_action_only(vpc):
-    cloud, topo = vpc
+def test_throttle_one_action_only(gate_fault_vpc):
+    cloud, topo = gate_fault_vpc
     ec2 = cloud.client()
     eni = topo.instances[0].primary_eni_id
     cloud.gate.faults.add("throttle", target={"action": "AssignPrivateIpAddresses"})
@@ -77,8 +61,8 @@ def test_probability_is_seeded_and_applied():
     assert 80 <= sum(hits[0]) <= 160
 
 
-def test_error_kinds(vpc):
-    cloud, topo = vpc
+def test_error_kinds(gate_fault_vpc):
+    cloud, topo = gate_fault_vpc
     ec2 = cloud.client()
     fid = cloud.gate.faults.add("error", target={"action": "DescribeNetworkInterfaces"})
     assert error_of(lambda: ec2.describe_network_interfaces()) == ("InternalError", 500)
@@ -90,8 +74,8 @@ def test_error_kinds(vpc):
     ec2.describe_network_interfaces()
 
 
-def test_latency_with_jitter(vpc):
-    cloud, topo = vpc
+def test_latency_with_jitter(gate_fault_vpc):
+    cloud, topo = gate_fault_vpc
     ec2 = cloud.client()
     cloud.gate.faults.add("latency", target={"action": "DescribeNetworkInterfaces"}, ms=150,
                           jitter_ms=50)
@@ -100,8 +84,8 @@ def test_latency_with_jitter(vpc):
     assert time.monotonic() - started >= 0.1  # 150 ms +- 50 ms, as the IMDS's jitter
 
 
-def test_lost_response_changes_ec2_and_answers_an_error(vpc):
-    cloud, topo = vpc
+def test_lost_response_changes_ec2_and_answers_an_error(gate_fault_vpc):
+    cloud, topo = gate_fault_vpc
     ec2 = cloud.client()
     eni = topo.instances[0].primary_eni_id
     ips = [a["PrivateIpAddress"] for a in ec2.assign_private_ip_addresses(
@@ -126,16 +110,16 @@ def test_lost_response_changes_ec2_and_answers_an_error(vpc):
         NetworkInterfaceId=eni, PrivateIpAddresses=[ips[0]]))[0] == "InvalidParameterValue"
 
 
-def test_fault_expires_by_itself(vpc):
-    cloud, _ = vpc
+def test_fault_expires_by_itself(gate_fault_vpc):
+    cloud, _ = gate_fault_vpc
     cloud.gate.faults.add("error", duration=0.3)
     assert cloud.gate.faults.list()
-    wait_until(lambda: not cloud.gate.faults.list(), 5)
+    wait_for(lambda: not cloud.gate.faults.list(), 5)
     cloud.client().describe_network_interfaces()
 
 
-def test_describe_lag_shows_old_state_then_catches_up(vpc):
-    cloud, topo = vpc
+def test_describe_lag_shows_old_state_then_catches_up(gate_fault_vpc):
+    cloud, topo = gate_fault_vpc
     ec2 = cloud.client()
     eni = topo.instances[0].primary_eni_id
     cloud.gate.faults.add("describe_lag", seconds=1.0)
@@ -147,7 +131,7 @@ def test_describe_lag_shows_old_state_then_catches_up(vpc):
             assert e.response["Error"]["Code"] == "InvalidNetworkInterfaceID.NotFound"
             return None
 
-    wait_until(visible, 5)
+    wait_for(visible, 5)
     new = ec2.assign_private_ip_addresses(NetworkInterfaceId=eni, SecondaryPrivateIpAddressCount=1)[
         "AssignedPrivateIpAddresses"][0]["PrivateIpAddress"]
     assigned_at = time.monotonic()
@@ -158,7 +142,7 @@ def test_describe_lag_shows_old_state_then_catches_up(vpc):
 
     assert new not in shown()
     assert new in cloud.gate.owners().enis[eni].ips  # the truth is never lagged
-    wait_until(lambda: new in shown(), 5)
+    wait_for(lambda: new in shown(), 5)
     assert time.monotonic() - assigned_at >= 0.9
 
 
@@ -172,8 +156,8 @@ def test_fault_set_refuses_bad_specs():
     assert faults.list() == []
 
 
-def test_fault_and_audit_http_api(vpc):
-    cloud, topo = vpc
+def test_fault_and_audit_http_api(gate_fault_vpc):
+    cloud, topo = gate_fault_vpc
     http = urllib3.PoolManager()
     base = cloud.endpoint + "/_cnikit/faults"
     r = http.request("POST", base, body=json.dumps({"kind": "throttle", "probability": 1,
@@ -331,11 +315,11 @@ def test_throttle_scopes_share_buckets_and_count_refusals():
         faults.add("throttle", rate=1, scope="node")
 
 
-def test_audit_names_the_principal(vpc):
+def test_audit_names_the_principal(gate_fault_vpc):
     from cnikit.check.history import History
     from cnikit.cluster.nemesis import OTHER_PRINCIPAL, Nemesis
 
-    cloud, topo = vpc
+    cloud, topo = gate_fault_vpc
     eni = topo.instances[0].primary_eni_id
     ip = cloud.client().assign_private_ip_addresses(
         NetworkInterfaceId=eni, SecondaryPrivateIpAddressCount=1
