@@ -114,6 +114,10 @@ class Watch:
             self.fabric.wait_synced(version, FABRIC_SYNC_S)
             self._record_add(pod)
             self._probe([pod])
+        elif event == "deleting":  # a retried DEL in flight: its success tears the pod down
+            self.prober.remove([pod.name])
+        elif event == "kept":  # that DEL failed and the runtime keeps the pod
+            self._probe([pod])
         elif event == "delete":
             self.prober.remove([pod.name])
             self.history.append(CLIENT, "ok", "pod-delete", {"pod": pod.name, "ip": pod.ip})

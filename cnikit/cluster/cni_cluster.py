@@ -190,7 +190,11 @@ class CniCluster:
 
     def try_delete(self, pod, op: str) -> Exception | None:
         """A DEL of a live pod's sandbox, the pod kept (`op` names the retry): its error."""
-        return retries.try_delete(self.history, pod, op)
+        self.fabric.del_in_flight(pod, done=False)
+        error = retries.try_delete(self.history, pod, op)
+        if error is not None:
+            self.fabric.del_in_flight(pod, done=True)
+        return error
 
     # ---- daemons ----------------------------------------------------------------------
 

@@ -450,6 +450,13 @@ class Fabric:
         for fn in list(self.observers):
             fn(event, pod)
 
+    def del_in_flight(self, pod: Pod, done: bool) -> None:
+        """A DEL the runtime sends for a pod it keeps until the DEL succeeds (a retry):
+        `done` False before it is sent, True once it failed and the pod stays. Observers
+        stop judging the pod's data plane meanwhile, since a DEL that succeeds tears it
+        down before the runtime removes the sandbox (events "deleting" and "kept")."""
+        self._notify("kept" if done else "deleting", pod)
+
     def delete_pod(self, pod: Pod | str, netns_path: str | None = None,
                    send_del: bool = True) -> None:
         """DEL (plugin pods) or unwire (direct pods), then remove the namespace.

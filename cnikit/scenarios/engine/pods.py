@@ -98,6 +98,7 @@ class Pods:
         error. True if a DEL succeeded."""
         end = time.monotonic() + retry_for
         attempts = 0
+        self.cluster.fabric.del_in_flight(pod, done=False)
         while True:
             attempts += 1
             try:
