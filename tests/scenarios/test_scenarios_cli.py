@@ -287,7 +287,7 @@ def test_up_with_two_nodes_the_host_names_one_and_both_fault_apis_take_one_body(
         ec2_start, imds_start = by_id[(gid, "start")], by_id[(fid, "start")]
         assert ec2_start["target"] == {"action": "DescribeInstances"}
         assert imds_start["target"] == {"path": "*/local-ipv4s"}
-        assert set(ec2_start) - {"rate", "burst"} == set(imds_start) - {"status"}
+        assert set(ec2_start) - {"rate", "burst", "scope"} == set(imds_start) - {"status"}
         assert by_id[(gid, "end")]["by"] == by_id[(fid, "end")]["by"] == "removed"
 
 
