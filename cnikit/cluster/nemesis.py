@@ -284,16 +284,18 @@ class Nemesis:
         self.record(END, down[0], target, id=down[1], by="restart")
 
     def restart_all(self, nodes: Iterable[int], wait: float = 60.0,
-                    on_killed: Callable[[int], None] | None = None) -> dict[int, Exception]:
+                    before: Callable[[int], None] | None = None) -> dict[int, Exception]:
         """A synchronized restart (upstream 873/617: every node restarted at once): every
         node's daemon SIGKILLed first, then all started together, each waited for. One
         daemon-restart-all entry, framed by each node's daemon-kill and its end. Returns
-        node -> the error of a restart that failed (that daemon stays down)."""
+        node -> the error of a restart that failed (that daemon stays down). `before(node)`
+        runs before each kill, so that a watcher knows the exit is the kit's by the time it
+        sees it (as kill_in_write's and crash_at's `before`)."""
         nodes = list(nodes)
         for node in nodes:
+            if before is not None:
+                before(node)
             self.kill_daemon(node, signal.SIGKILL, all_at_once=True)
-            if on_killed is not None:
-                on_killed(node)
         self.record(INFO, "daemon-restart-all", {"nodes": nodes})
         failed: dict[int, Exception] = {}
 

@@ -79,7 +79,7 @@ class Nemesis:
             if self.sampler is not None:
                 self.sampler.kit_down.add(node)
 
-        failed = self.nemesis.restart_all(nodes, wait=wait, on_killed=down)
+        failed = self.nemesis.restart_all(nodes, wait=wait, before=down)
         for node, e in sorted(failed.items()):
             if isinstance(e, DaemonNotReady):
                 raise Liveness(f"node {node}", "the daemon did not become ready after a "
