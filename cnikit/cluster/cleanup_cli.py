@@ -38,11 +38,12 @@ def cleanup(quiet: bool, dry_run: bool, images: bool, runs: tuple[str, ...]) -> 
 
             # A run chose Docker, or an engine is configured: one that does not answer is
             # said, not passed over as if it held nothing.
-            reason = Docker.available()
-            if reason is None:
+            from cnikit.errors import EnvironmentProblem
+
+            try:
                 out += remove_dead_containers(Docker(), dry_run=dry, only=only)
-            else:
-                click.echo(f"cnikit cleanup: Docker containers left: {reason}", err=True)
+            except EnvironmentProblem as e:
+                click.echo(f"cnikit cleanup: Docker containers left: {e}", err=True)
         return out
 
     report = remove_dead_runs(dry_run=dry_run, only=only)

@@ -10,8 +10,6 @@ them touches nothing else; it is refused while a kit container is still there.
 
 from __future__ import annotations
 
-import contextlib
-
 from cnikit import runtime
 from cnikit.containers.podman import LABEL_KIT, LABEL_RUN, Podman
 from cnikit.errors import EnvironmentProblem
@@ -37,8 +35,10 @@ def remove_dead_containers(engine=None, dry_run: bool = False,
     """Remove the kit's containers whose run is dead (of those runs alone, with `only`);
     returns their names."""
     engine = engine or Podman()
-    if engine.available() is not None:
-        return []
+    if (reason := engine.available()) is not None:
+        if isinstance(engine, Podman):
+            return []  # no podman here: nothing of the kit's can be in it
+        raise EnvironmentProblem(reason)
     live = runtime.live_run_ids()
     dead = [name for name, rid in kit_containers(engine)
             if rid not in live and (only is None or rid in only)]
@@ -49,9 +49,16 @@ def remove_dead_containers(engine=None, dry_run: bool = False,
         if isinstance(engine, Podman):
             engine.run("rm", "-f", "--time", "0", *dead, check=False)
         else:
+            # One the engine would not remove is said, not counted as removed: a busy
+            # engine once kept a dead run's container while cleanup reported success.
+            failed = []
             for name in dead:
-                with contextlib.suppress(EnvironmentProblem):
+                try:
                     engine.remove(name)
+                except EnvironmentProblem as e:
+                    failed.append(f"{name} ({e})")
+            if failed:
+                raise EnvironmentProblem(f"could not remove {', '.join(failed)}")
     return dead
 
 
