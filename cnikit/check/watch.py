@@ -116,7 +116,9 @@ class Watch:
             self._probe([pod])
         elif event == "deleting":  # a retried DEL in flight: its success tears the pod down
             self.prober.remove([pod.name])
+            self.history.append(CLIENT, "ok", "pod-deleting", {"pod": pod.name, "ip": pod.ip})
         elif event == "kept":  # that DEL failed and the runtime keeps the pod
+            self.history.append(CLIENT, "ok", "pod-kept", {"pod": pod.name, "ip": pod.ip})
             self._probe([pod])
         elif event == "delete":
             self.prober.remove([pod.name])

@@ -39,8 +39,11 @@ def run(ctx: Ctx) -> None:
     pods, _, focus = settled(ctx, NODE, 4)
     ctx.step("pods up", **focus)
 
-    # A repeated ADD of live sandboxes: the same address, or an error, never a second one.
-    for pod in pods[:2]:
+    # A repeated ADD of live sandboxes: the same address, or an error, never a second one;
+    # and the error path must not free what the first ADD gave (ptp rolls a failed ADD back
+    # with a DEL of the sandbox). The two pods live on through the steps below, whose new
+    # pods would get an address freed so (shared-ip) or see EC2 take it (ip-not-owned).
+    for pod in pods[2:4]:
         ctx.repeat_add(pod)
     ctx.step("ADD repeated for two pods", **focus)
 

@@ -71,3 +71,34 @@ def test_an_older_historys_failed_repeated_del_is_judged_when_the_plugin_answere
     h.append("client", "fail", "pod-delete-retry",
              {"pod": "z", "error": "the node's network namespace /run/netns/n0 is gone"}, at=T0)
     assert [v.subject for v in inv.violations("runtime-retry")] == ["x"]
+
+
+def owners(h: History, held: dict[str, str], at: float) -> None:
+    """EC2's ownership as the monitor records it: ip -> instance id."""
+    h.append("monitor", "info", "ownership",
+             {"version": 1, "full": True, "set": {ip: [i, "eni-1", False] for ip, i in held.items()},
+              "unset": []}, at=at)
+
+
+def test_a_pod_whose_del_is_in_flight_is_not_judged_until_that_del_fails():
+    """A DEL that succeeds may release the address before the runtime removes the sandbox
+    (`pod-deleting`); one that fails keeps the pod (`pod-kept`), judged again from then."""
+    h, inv = live()
+    owners(h, {"10.0.1.7": "i-1"}, T0 - 5)
+    x = {"pod": "x", "ip": "10.0.1.7"}
+    h.append("client", "ok", "pod-deleting", x, at=T0)
+    owners(h, {}, T0 + 0.1)  # the DEL released it in EC2
+    assert inv.violations("ip-not-owned") == []
+    h.append("client", "ok", "pod-kept", x, at=T0 + 0.2)  # ... and then answered an error
+    [v] = inv.violations("ip-not-owned")
+    assert (v.subject, v.since) == ("x", T0 + 0.2)
+    h.append("client", "ok", "pod-delete", x, at=T0 + 0.3)
+    assert [v.until for v in inv.violations("ip-not-owned")] == [T0 + 0.3]
+
+
+def test_a_pod_whose_del_succeeded_shares_no_ip_with_the_next_holder():
+    h, inv = live()
+    h.append("client", "ok", "pod-deleting", {"pod": "x", "ip": "10.0.1.7"}, at=T0)
+    h.append("client", "ok", "pod-add", {"pod": "y", "node": 0, "instance_id": "i-1",
+                                         "ip": "10.0.1.7"}, at=T0 + 0.1)
+    assert inv.violations("shared-ip") == []

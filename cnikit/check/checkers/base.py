@@ -172,22 +172,35 @@ class Checker:
 
 
 class PodState:
-    """Live pods as the history tells them (shared by all checkers)."""
+    """Live pods as the history tells them (shared by all checkers). A pod whose DEL the
+    runtime has sent while keeping its sandbox (`pod-deleting`) is set aside, unjudged, as a
+    terminating pod is: a DEL that succeeds releases its address before the sandbox goes.
+    If that DEL fails (`pod-kept`) the pod is live again."""
 
     def __init__(self) -> None:
         self.pods: dict[str, dict] = {}  # name -> {node, instance_id, ip}
         self.by_ip: dict[str, set[str]] = {}
+        self.deleting: dict[str, dict] = {}
 
     def step(self, e: dict) -> None:
         if e["process"] != "client" or e["type"] != "ok":
             return
-        v = e["value"] or {}
-        if e["f"] == "pod-add":
-            self.pods[v["pod"]] = v
-            self.by_ip.setdefault(v["ip"], set()).add(v["pod"])
-        elif e["f"] == "pod-delete" and v.get("pod") in self.pods:
+        v, f = e["value"] or {}, e["f"]
+        if f == "pod-add":
+            self._live(v)
+        elif f == "pod-kept" and v.get("pod") in self.deleting:
+            self._live(self.deleting.pop(v["pod"]))
+        elif f in ("pod-delete", "pod-deleting") and v.get("pod") in self.pods:
             p = self.pods.pop(v["pod"])
             holders = self.by_ip.get(p["ip"], set())
             holders.discard(v["pod"])
             if not holders:
                 self.by_ip.pop(p["ip"], None)
+            if f == "pod-deleting":
+                self.deleting[v["pod"]] = p
+        if f == "pod-delete":
+            self.deleting.pop(v.get("pod"), None)
+
+    def _live(self, v: dict) -> None:
+        self.pods[v["pod"]] = v
+        self.by_ip.setdefault(v["ip"], set()).add(v["pod"])

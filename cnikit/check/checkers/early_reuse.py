@@ -13,7 +13,8 @@ class EarlyReuse(Checker):
     old pod's delete, and reached there by the old pod's flows.
 
     A violation when, for a pod X deleted at t (its pod-delete, recorded before the DEL is
-    sent: the earliest the build could free the address) and a pod Y added at u with X's IP:
+    sent, or the pod-deleting of a retried DEL that succeeded: the earliest the build could
+    free the address) and a pod Y added at u with X's IP:
       u - t < cooldown (option `ip_cooldown`, seconds: upstream's IP_COOLDOWN_PERIOD, 30 s,
       times the run's time scale), and the prober's lingering flow to X (its peers keep
       sending to X's old IP, addressed to X, for the cooldown after X's removal) is answered
@@ -36,6 +37,7 @@ class EarlyReuse(Checker):
         self.freed: dict[str, list[tuple[str, float]]] = {}  # ip -> [(deleted pod, at)]
         self.early: dict[str, dict[str, tuple[float, float]]] = {}  # new -> {old: (del, add)}
         self.found: dict[tuple[str, str], Violation] = {}
+        self.deleting: dict[str, float] = {}  # pod -> when its retried DEL was sent
         self.last = 0.0  # the latest entry's time: how far the history has come
 
     def step(self, e: dict, state) -> None:
@@ -50,9 +52,14 @@ class EarlyReuse(Checker):
             self.freed[ip] = recent
             if recent:
                 self.early[pod] = {old: (t, at) for old, t in recent}
+        elif e["process"] == "client" and e["type"] == "ok" and f == "pod-deleting":
+            self.deleting[v.get("pod")] = at  # a retried DEL sent before the pod-delete
+        elif e["process"] == "client" and e["type"] == "ok" and f == "pod-kept":
+            self.deleting.pop(v.get("pod"), None)
         elif e["process"] == "client" and e["type"] == "ok" and f == "pod-delete":
             pod = v.get("pod")
             ip = v.get("ip") or self.ips.get(pod)
+            at = self.deleting.pop(pod, at)
             if pod and ip:
                 self.freed.setdefault(ip, []).append((pod, at))
         elif e["process"] == "prober" and f == "stale":

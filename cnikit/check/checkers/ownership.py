@@ -65,7 +65,8 @@ class Ownership(Checker):
                 self.prefixes.pop(cidr, None)
             self.known = True
             pods = list(state.pods)
-        elif e["process"] == "client" and e["type"] == "ok" and f in ("pod-add", "pod-delete"):
+        elif e["process"] == "client" and e["type"] == "ok" and f in (
+                "pod-add", "pod-delete", "pod-deleting", "pod-kept"):
             pods = [v.get("pod")]
         else:
             return

@@ -29,7 +29,8 @@ class Reachability(Checker):
                 self.failing.add(key)
             else:
                 self.failing.discard(key)
-        elif e["process"] == "client" and e["type"] == "ok" and f == "pod-delete":
+        elif e["process"] == "client" and e["type"] == "ok" and f in ("pod-delete",
+                                                                        "pod-deleting"):
             pod = v.get("pod")
             self.failing = {k for k in self.failing if pod not in k}
         else:

@@ -31,8 +31,9 @@ class SharedIp(Checker):
                 for m in [m for m in marks if m[:2] == (v["src"], v["dst"])]:
                     marks.discard(m)
             touched.add(ip)
-        elif e["process"] == "client" and e["type"] == "ok" and f in ("pod-add", "pod-delete"):
-            if f == "pod-add":
+        elif e["process"] == "client" and e["type"] == "ok" and f in (
+                "pod-add", "pod-kept", "pod-delete", "pod-deleting"):
+            if f in ("pod-add", "pod-kept"):
                 touched.add(v["ip"])
             else:
                 for ip, marks in self.wrong.items():
