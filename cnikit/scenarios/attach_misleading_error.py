@@ -18,7 +18,6 @@ from cnikit.scenarios.common import ec2_call_times, settled
 from cnikit.scenarios.engine import Ctx, scenario
 
 NODE = 0
-CAPACITY = 9  # secondary addresses of one m5.large ENI
 BURST = 3
 
 
@@ -34,8 +33,8 @@ BURST = 3
     env={"WARM_IP_TARGET": "1"},
 )
 def run(ctx: Ctx) -> None:
-    _, first, focus = settled(ctx, NODE, CAPACITY - 1)
-    ctx.step(f"{CAPACITY - 1} pods: the first ENI is nearly full", **focus)
+    _, first, focus = settled(ctx, NODE, ctx.eni_capacity - 1)
+    ctx.step(f"{ctx.eni_capacity - 1} pods: the first ENI is nearly full", **focus)
 
     outage = max(3.0, ctx.run_seconds(100))
     began = time.time()
@@ -60,7 +59,7 @@ def run(ctx: Ctx) -> None:
 
     # After the outage: every correct build attaches an ENI and serves new pods.
     bound = max(15.0, ctx.run_seconds(300))
-    want = min(CAPACITY + BURST, ctx.max_pods)
+    want = min(ctx.eni_capacity + BURST, ctx.max_pods)
     while len(ctx.pods_on(NODE)) < want and ctx.room(NODE) > 0:
         ctx.require_pod(NODE, retry_for=bound)
     ctx.step(f"{len(ctx.pods_on(NODE))} pods on the node after the outage",

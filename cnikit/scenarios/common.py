@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cnikit.scenarios.engine import Ctx
+from cnikit.scenarios.engine import Ctx, Liveness
 
 
 def peers(ctx: Ctx, node: int = 1, count: int = 2) -> list:
@@ -189,6 +189,20 @@ def pods_until(ctx: Ctx, node: int, settled, most: int) -> str | None:
     while not settled() and ctx.room(node) > 0 and len(ctx.pods_on(node)) < most:
         ctx.require_pod(node, retry_for=max(15.0, ctx.run_seconds(60)))
     return settled()
+
+
+def settles_after_crash(ctx: Ctx, node: int, eni: str, settled, what: str, evidence) -> None:
+    """After a crash_while_adding: pods_until settled() says what became of `what` (the
+    crashed call's work on `eni`), bounded by what two ENIs hold; neither used nor given
+    back is a liveness failure with evidence(). Then pods come and go on the node."""
+    state = pods_until(ctx, node, settled, 2 * ctx.eni_capacity)
+    if state is None:
+        raise Liveness(f"node {node}", f"{what} of the call the daemon died in is neither "
+                       "used by a pod nor given back",
+                       {"eni": eni, **evidence(), "pods on node": len(ctx.pods_on(node))})
+    verb = "were" if what.endswith("es") else "was"
+    ctx.step(f"after the restart {what} {verb} {state}", node=node, eni=eni)
+    pods_come_and_go(ctx, node)
 
 
 def pods_come_and_go(ctx: Ctx, node: int, count: int = 3) -> None:

@@ -19,7 +19,6 @@ from cnikit.scenarios.common import settled
 from cnikit.scenarios.engine import Ctx, scenario
 
 NODE = 0
-CAPACITY = 9  # secondary addresses of one m5.large ENI
 
 
 @scenario(
@@ -57,7 +56,7 @@ def run(ctx: Ctx) -> None:
     # The holder leaves while its address is elsewhere, on a full ENI (MAX_ENI=1): right
     # after a reconcile, so when the new pods come the build may still know the address
     # and has no other one to give.
-    while len(ctx.pods_on(NODE)) < CAPACITY:
+    while len(ctx.pods_on(NODE)) < ctx.eni_capacity:
         if ctx.add_pod(NODE, retry_for=5) is None:
             break
     taken = ctx.nemesis.take_held(holder.ip, elsewhere)

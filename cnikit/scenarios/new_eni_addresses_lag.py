@@ -18,7 +18,6 @@ from cnikit.scenarios.common import ec2_call_times, settled
 from cnikit.scenarios.engine import Ctx, scenario
 
 NODE = 0
-CAPACITY = 9  # secondary addresses of one m5.large ENI
 BURST = 4
 
 
@@ -35,8 +34,8 @@ BURST = 4
     env={},  # upstream's defaults (WARM_ENI_TARGET 1): a new ENI comes with all its addresses
 )
 def run(ctx: Ctx) -> None:
-    _, first, focus = settled(ctx, NODE, CAPACITY - 1)
-    ctx.step(f"{CAPACITY - 1} pods: the first ENI is nearly full", **focus)
+    _, first, focus = settled(ctx, NODE, ctx.eni_capacity - 1)
+    ctx.step(f"{ctx.eni_capacity - 1} pods: the first ENI is nearly full", **focus)
 
     # Longer than a few reconciles, so that several run while the list lags.
     before = {e.eni_id for e in ctx.node_enis(NODE)}
@@ -51,7 +50,7 @@ def run(ctx: Ctx) -> None:
     def new_eni():
         return next((e for e in ctx.node_enis(NODE) if e.eni_id not in before), None)
 
-    for _ in range(CAPACITY * len(before) + BURST - len(ctx.pods_on(NODE))):
+    for _ in range(ctx.eni_capacity * len(before) + BURST - len(ctx.pods_on(NODE))):
         if new_eni() is not None or ctx.room(NODE) <= 0:
             break
         ctx.add_pod(NODE, retry_for=max(0.5, ctx.run_seconds(40)))
@@ -73,7 +72,7 @@ def run(ctx: Ctx) -> None:
 
     # Describe shows every address: the node serves pods onto the new ENI.
     bound = max(15.0, ctx.run_seconds(300))
-    want = min(CAPACITY * (len(before) + 1) - 2, ctx.max_pods)
+    want = min(ctx.eni_capacity * (len(before) + 1) - 2, ctx.max_pods)
     while len(ctx.pods_on(NODE)) < want and ctx.room(NODE) > 0:
         ctx.require_pod(NODE, retry_for=bound)
     for _ in range(3):  # pods come and go on the new ENI

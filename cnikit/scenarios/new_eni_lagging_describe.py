@@ -15,7 +15,6 @@ from cnikit.scenarios.common import age_past, settled
 from cnikit.scenarios.engine import Ctx, scenario
 
 NODE = 0
-CAPACITY = 9  # secondary addresses of one m5.large ENI
 BURST = 4
 
 
@@ -31,8 +30,8 @@ BURST = 4
     env={"WARM_IP_TARGET": "1", "MAX_ENI": "2"},
 )
 def run(ctx: Ctx) -> None:
-    _, first, on_first = settled(ctx, NODE, CAPACITY - 1)
-    ctx.step(f"{CAPACITY - 1} pods: the first ENI is nearly full", **on_first)
+    _, first, on_first = settled(ctx, NODE, ctx.eni_capacity - 1)
+    ctx.step(f"{ctx.eni_capacity - 1} pods: the first ENI is nearly full", **on_first)
 
     # Longer than a few reconciles, so that several run while the new ENI is unlisted.
     lag = max(4.0, ctx.run_seconds(100))

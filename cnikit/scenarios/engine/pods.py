@@ -121,6 +121,13 @@ class Pods:
     def pods_on(self, node: int) -> list:
         return [p for p in self.pods.values() if p.node.index == node]
 
+    @property
+    def eni_capacity(self) -> int:
+        """Secondary addresses one ENI of the nodes' instance type holds (AWS's figures)."""
+        from cnikit.cloud.limits import FALLBACK
+
+        return FALLBACK[self.instance_type].ipv4_per_eni - 1
+
     def room(self, node: int) -> int:
         """How many more pods the node takes (its max_pods less its live pods)."""
         return self.max_pods - len(self.pods_on(node))
