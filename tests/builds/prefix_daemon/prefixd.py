@@ -322,21 +322,28 @@ class Daemon:
 
     def add(self, key: str) -> dict:
         with self.lock:
-            ip = self.store.allocs.get(key)  # a retried ADD (we died before answering)
+            held = self.store.allocs.get(key)
+            if held is not None:
+                # A repeated ADD of the same sandbox is refused, as host-local does: answered
+                # with its address, ptp would fail on the sandbox's existing veth and roll
+                # back with a DEL that frees the live pod's address (the kit's
+                # runtime-retries caught that). A runtime whose ADD failed DELs the sandbox
+                # before it tries again, so an ADD we died before answering is not lost.
+                raise Refused(999, f"{held} has been allocated to {key}, duplicate "
+                                   "allocation is not allowed")
+            ip = self.store.pick(time.time(), self.releasing)
             if ip is None:
+                self._assign_prefix()
                 ip = self.store.pick(time.time(), self.releasing)
-                if ip is None:
-                    self._assign_prefix()
-                    ip = self.store.pick(time.time(), self.releasing)
-                if ip is None:
-                    raise Refused(11, "no free address even in a new prefix")
-                self.store.allocs[key] = ip
-                try:
-                    self.store.save()  # before the answer: a restart must know this pod
-                except OSError as e:
-                    del self.store.allocs[key]
-                    raise Refused(5, f"checkpoint: {e}") from None
-                log.info("ADD %s -> %s", key, ip)
+            if ip is None:
+                raise Refused(11, "no free address even in a new prefix")
+            self.store.allocs[key] = ip
+            try:
+                self.store.save()  # before the answer: a restart must know this pod
+            except OSError as e:
+                del self.store.allocs[key]
+                raise Refused(5, f"checkpoint: {e}") from None
+            log.info("ADD %s -> %s", key, ip)
         node = self.store.node
         return {"ip": ip, "prefixlen": int(node["subnet_cidr"].split("/")[1]),
                 "gateway": node["primary_ip"]}
