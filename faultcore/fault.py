@@ -90,6 +90,10 @@ def _checked(check: Callable[[str, Any], Any], what: str, type_: type):
     return check
 
 
+# Public for checks declared elsewhere (cnikit.cluster.actions): a check and what it takes.
+checked = _checked
+
+
 def number(lo: float | None = None, hi: float | None = None, lo_open: bool = False):
     def check(name: str, v: Any) -> float:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):

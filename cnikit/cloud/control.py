@@ -12,6 +12,15 @@
     GET    /_cnikit/kinds                     {kind: {"description", "stage", "order",
                                               "attributes", "params", "chaos"}}: the EC2
                                               fault kinds, as the fault IMDS's GET /kinds
+    GET    /_cnikit/nemesis                   {"actions": {name: {"description", "why",
+                                              "params", "chaos"}}, "crash_points": [...]}
+    POST   /_cnikit/nemesis                   {"action": NAME, ...attributes} -> 200
+                                              {"action", "result"}: a nemesis action
+                                              (cnikit.cluster.actions: kill, restart,
+                                              restart-all, crash-at, sweep-enis, unassign,
+                                              detach-eni), recorded in the run's history
+
+The nemesis routes answer only where the gate serves a run's nodes (`cnikit up`), else 404.
 
 The faults endpoints take the fault IMDS's body and answer in its shape (faultcore/wire.py),
 so one client drives both. Bad input answers 4xx with {"error": "<one line>"}. The owners JSON is encoded
@@ -28,6 +37,7 @@ from aiohttp import web
 from cnikit.cloud.faults import KINDS
 from cnikit.errors import CnikitError
 from faultcore import wire as fault_api
+from faultcore.errors import SpecError
 
 MAX_WAIT_S = 300.0
 
@@ -40,6 +50,7 @@ class ControlApi:
     def __init__(self, gate, prefix: str):
         self.gate = gate
         self.prefix = prefix
+        self.nemesis = None  # the run's nemesis this gate serves (Served), if any
         self._owners_json: tuple[int, bytes] = (-1, b"")
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
@@ -63,6 +74,8 @@ class ControlApi:
                 live = next((f for f in faults.list() if f["id"] == fid), None)
                 # A fault whose duration ran out already is still reported as added.
                 return fault_api.added(live or {"id": fid, **spec})
+            if path == "nemesis" and method in ("GET", "POST"):
+                return await self._nemesis(request)
             if path.startswith("faults/") and method == "DELETE":
                 fid = path.split("/", 1)[1]
                 if not faults.remove(fid):
@@ -73,6 +86,31 @@ class ControlApi:
         except CnikitError as e:
             return _bad(str(e))
         return _bad(f"no such endpoint: {method} {request.path}", 404)
+
+    def serve_nemesis(self, served) -> None:
+        """Answer $GATE/nemesis with a run's nemesis (cnikit.cluster.actions.Served: its
+        describe(), check(spec), act(spec)); None: stop."""
+        self.nemesis = served
+
+    async def _nemesis(self, request: web.Request) -> web.StreamResponse:
+        served = self.nemesis
+        if served is None:
+            return _bad("no nemesis here: only a gate serving a run's nodes (cnikit up) "
+                        "takes nemesis actions", 404)
+        if request.method == "GET":
+            return web.json_response(served.describe())
+        spec = await fault_api.read_spec(request)
+        try:
+            served.check(spec)
+        except SpecError as e:  # a bad spec: nothing done
+            return _bad(str(e))
+        loop = asyncio.get_running_loop()
+        try:
+            # Off the loop: a restart waits for a daemon whose start calls this gate.
+            result = await loop.run_in_executor(None, served.act, spec)
+        except Exception as e:  # noqa: BLE001 - the act failed (recorded by the nemesis)
+            return _bad(f"{spec['action']} failed: {type(e).__name__}: {e}", 409)
+        return web.json_response({"action": spec["action"], "result": result})
 
     async def _owners(self, request: web.Request) -> web.StreamResponse:
         q = request.query

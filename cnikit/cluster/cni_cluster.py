@@ -214,6 +214,14 @@ class CniCluster:
         from it, before the answer leaves (a nemesis operation; cnikit.cluster.crash_point)."""
         return self.nemesis.crash_at(node, action)
 
+    def act(self, action: str, **attrs) -> dict:
+        """One nemesis action by name (cnikit.cluster.actions: kill, restart, restart-all,
+        crash-at, sweep-enis, unassign, detach-eni), its attributes checked as
+        $GATE/nemesis checks them; its result. SpecError (one line) for a bad one."""
+        from cnikit.cluster.actions import act
+
+        return act(self.nemesis, {"action": action, **attrs}, len(self.daemons))
+
     def restart_daemon(self, node: int, wait: float = 60.0) -> None:
         """Restart the node's daemon (its state dir kept): a nemesis operation."""
         self.nemesis.restart_daemon(node, wait)

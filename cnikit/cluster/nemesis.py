@@ -100,6 +100,12 @@ class Nemesis:
         self.own_ids: set[str] = set()
         self._seq = itertools.count(1)
         self._other = None  # the other principal's EC2 client, made at first use
+        # Called with the node before every kill or restart the kit makes (a kill, a crash
+        # point, a write trap, a restart of one or every node), and once its restart made
+        # it ready: a watcher then knows a daemon's exit is the kit's by the time it sees it.
+        self.on_down: Callable[[int], None] = lambda node: None
+        self.on_up: Callable[[int], None] = lambda node: None
+        self.crash_points: dict[str, object] = {}  # id -> CrashPoint armed by crash_at
 
     # -- recording -----------------------------------------------------------------------
 
@@ -228,6 +234,7 @@ class Nemesis:
     def kill_daemon(self, node: int, sig: int = signal.SIGKILL, **params) -> None:
         """Send sig to the node's daemon: it is down until restart_daemon(node)."""
         target = self._node(node)
+        self.on_down(node)
         self._act("daemon-kill", target, lambda: self.daemons._kill_daemon(node, sig),
                   signal=int(sig), **params)
         with self._lock:
@@ -251,8 +258,13 @@ class Nemesis:
         def fire(pid: int, path: str) -> None:
             self.kill_daemon(node, signal.SIGKILL, in_write=os.path.basename(path))
 
+        def down() -> None:  # the trap kills first and records after: on_down goes first
+            self.on_down(node)
+            if before is not None:
+                before()
+
         return WriteTrap(self.daemons._state_dir(node), lambda: self.daemons._daemon_pids(node),
-                         fire, before_kill=before)
+                         fire, before_kill=down)
 
     def crash_at(self, node: int, action: str, before: Callable[[], None] | None = None):
         """Arm a crash point (cnikit.cluster.crash_point): the node's daemon is SIGKILLed
@@ -262,13 +274,17 @@ class Nemesis:
         `before` runs just before the kill. ValueError (one line) for another action."""
         from cnikit.cluster.crash_point import CrashPoint
 
-        return CrashPoint(self, node, action, before=before)
+        point = CrashPoint(self, node, action, before=before)
+        point.id = f"crash-{node}-{next(self._seq)}"
+        self.crash_points[point.id] = point
+        return point
 
     def restart_daemon(self, node: int, wait: float = 60.0) -> None:
         """Restart the node's daemon and wait until it is ready: the end of its kill, or for
         a running daemon a daemon-restart from stop to ready. A restart that fails (raises)
         leaves the daemon down until one succeeds."""
         target = self._node(node)
+        self.on_down(node)
         with self._lock:
             down = self._down.get(node)
             if down is None:
@@ -281,6 +297,7 @@ class Nemesis:
         self._act("daemon-restart", target, lambda: self.daemons._restart_daemon(node, wait))
         with self._lock:
             self._down.pop(node, None)
+        self.on_up(node)
         self.record(END, down[0], target, id=down[1], by="restart")
 
     def restart_all(self, nodes: Iterable[int], wait: float = 60.0,

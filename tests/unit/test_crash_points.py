@@ -7,6 +7,7 @@ namespaces: the crash-after-* scenarios)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -14,8 +15,11 @@ import pytest
 
 from cnikit.check.history import History
 from cnikit.cloud.after_call import INSTANCE_HEADER, caller_instance
+from cnikit.cluster.actions import Served
 from cnikit.cluster.crash_point import CRASH_ACTIONS
 from cnikit.cluster.nemesis import Nemesis
+from tests.unit.test_layering import http
+from tests.waiting import wait_for
 
 
 class Daemons:
@@ -189,3 +193,69 @@ def test_crash_between_detach_and_delete(crash):
     [kill] = kills(h)
     assert kill["after_call"] == "DetachNetworkInterface"
     assert eni in n.cloud.gate.owners().enis  # still there: no delete followed
+
+
+# -- the same, and the other nemesis actions, over the gate's $GATE/nemesis ----------------
+
+@pytest.fixture
+def served(crash):
+    n, h, topo, daemons = crash
+    gate = n.cloud.gate
+    gate.serve_nemesis(Served(n, len(topo.instances)))
+    yield n, h, topo, daemons, n.cloud.endpoint + "/_cnikit/nemesis"
+    gate.serve_nemesis(None)
+    for point in list(n.crash_points.values()):
+        point.close()
+
+
+def test_a_crash_point_armed_over_http_fires_and_is_listed(served):
+    n, h, topo, daemons, url = served
+    inst = topo.instances[1]
+    status, body = http("POST", url, {"action": "crash-at", "node": 1,
+                                      "after": "AssignPrivateIpAddresses"})
+    assert status == 200, body
+    armed = json.loads(body)["result"]
+    assert armed["armed"] and armed["node"] == 1
+    client_of(n.cloud, inst.instance_id).assign_private_ip_addresses(
+        NetworkInterfaceId=inst.primary_eni_id, SecondaryPrivateIpAddressCount=1)
+    wait_for(lambda: daemons.procs[1].poll() is not None, 10, "node 1's daemon killed")
+    points = json.loads(http("GET", url)[1])["crash_points"]
+    [mine] = [p for p in points if p["id"] == armed["id"]]
+    assert mine["fired"]["action"] == "AssignPrivateIpAddresses"
+    assert [k["after_call"] for k in kills(h)] == ["AssignPrivateIpAddresses"]
+    # Restarted over the same route: the kill's down time ends.
+    status, body = http("POST", url, {"action": "restart", "node": 1})
+    assert status == 200, body
+    assert daemons.procs[1].poll() is None
+    assert any(e["f"] == "daemon-kill" and e["type"] == "end" for e in h.entries())
+
+
+def test_every_action_is_described_and_a_bad_one_is_refused_in_one_line(served):
+    n, h, topo, daemons, url = served
+    listed = json.loads(http("GET", url)[1])["actions"]
+    assert {"kill", "restart", "restart-all", "crash-at", "sweep-enis", "unassign",
+            "detach-eni"} <= set(listed)
+    assert all(a["description"] and a["why"] for a in listed.values())
+    for spec, reason in [
+        ({"action": "reboot"}, "unknown nemesis action 'reboot'"),
+        ({"action": "kill"}, "kill needs 'node'"),
+        ({"action": "kill", "node": 2}, "node must be one of 0..1, got 2"),
+        ({"action": "kill", "node": 0, "colour": "red"}, "unknown field 'colour' for kill"),
+        ({"action": "crash-at", "node": 0, "after": "DescribeVpcs"}, "after must be one of"),
+        ({"action": "unassign", "ip": "10.0.0.300"}, "ip must be an IPv4 address"),
+        ([1, 2], "body must be a JSON object"),
+    ]:
+        status, body = http("POST", url, spec)
+        error = json.loads(body)["error"]
+        assert status == 400 and reason in error and "\n" not in error, (spec, body)
+    assert kills(h) == [] and all(p.poll() is None for p in daemons.procs)  # nothing done
+    # An act EC2 refuses: 409, one line, recorded as the nemesis's failed act.
+    status, body = http("POST", url, {"action": "detach-eni", "eni": "eni-00000000"})
+    assert status == 409 and "detach-eni failed" in json.loads(body)["error"]
+    assert any(e["type"] == "fail" and e["f"] == "ec2-detach" for e in h.entries())
+
+
+def test_a_gate_serving_no_run_has_no_nemesis(crash):
+    n, *_ = crash
+    status, body = http("GET", n.cloud.endpoint + "/_cnikit/nemesis")
+    assert status == 404 and "cnikit up" in json.loads(body)["error"]

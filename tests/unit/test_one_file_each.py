@@ -1,9 +1,10 @@
 """CONTRIBUTING.md's promise, "one file each", kept: into a copy of the packages, one new file
 in each registry's folder (an IMDS fault kind, an EC2 fault kind on a new EC2 stage, a
-checker, a scenario, a daemon profile: a built-in target), nothing else edited; then, run
-as a user runs the kit, every consumer sees each of them: `fault-imds add`'s options, both
-servers' kinds endpoints, random chaos's draw, the gate running the new stage, the report's
-legend, evidence and damage rule, `cnikit scenarios`, and the matrix's and `run`'s choices.
+nemesis action, a checker, a scenario, a daemon profile: a built-in target), nothing else
+edited; then, run as a user runs the kit, every consumer sees each of them: `fault-imds
+add`'s options, both servers' kinds endpoints, the gate's nemesis endpoint, random chaos's
+draws, the gate running the new stage, the report's legend, evidence and damage rule,
+`cnikit scenarios`, and the matrix's and `run`'s choices.
 
 The consumers are tested one by one, with throwaway kinds made in fixtures, in
 test_fault_registry_consumers.py, test_checker_registry.py and
@@ -100,6 +101,22 @@ def run(ctx):
     ctx.add_pod(0)
     ctx.add_pod(1)
 ''',
+    "cnikit/cluster/actions/freeze.py": '''
+from cnikit.cluster.actions.base import Action, node_param
+from faultcore.fault import Chaos
+
+
+class Freeze(Action):
+    name = "freeze"
+    description = "SIGSTOP the node's daemon"
+    why = "a daemon starved of CPU"
+    params = {"node": node_param()}
+    chaos = Chaos(rank=9)
+
+    @classmethod
+    def perform(cls, nemesis, nodes, node):
+        return {"node": node}
+''',
     "cnikit/daemon/profiles/vpc_cni_throwaway.py": '''
 from cnikit.daemon.profiles import Profile
 from cnikit.daemon.reconcile import UpstreamReconcile
@@ -127,6 +144,8 @@ out["run choices"] = "vpc-cni-throwaway" in run(cnikit_cli, "run", "--help")
 from cnikit.scenarios.random_chaos import make_schedule
 drawn = {op.get("kind") for seed in range(1, 120) for op in make_schedule(seed, 60.0)}
 out["random-chaos draws"] = sorted({"cut-tail", "fewer-addresses"} & drawn)
+acted = {op.get("action") for seed in range(1, 120) for op in make_schedule(seed, 60.0)}
+out["random-chaos acts"] = "freeze" in acted
 
 from cnikit.report.legend import legend_rows
 out["report legend"] = ("#123456", "pod on an odd address") in legend_rows()
@@ -144,6 +163,12 @@ try:
         out["imds kinds"] = "cut" in get(imds.control_url + "/kinds")["cut-tail"]["params"]
         ec2_kinds = get(cloud.endpoint + "/_cnikit/kinds")
         out["gate kinds"] = "keep" in ec2_kinds["fewer-addresses"]["params"]
+        from cnikit.check.history import History
+        from cnikit.cluster.actions import Served
+        from cnikit.cluster.nemesis import Nemesis
+        cloud.gate.serve_nemesis(Served(Nemesis(History(), cloud=cloud), 1))
+        actions = get(cloud.endpoint + "/_cnikit/nemesis")["actions"]
+        out["gate nemesis"] = "node" in actions["freeze"]["params"]
     finally:
         imds.stop()
     import urllib3
@@ -174,7 +199,8 @@ def test_one_new_file_per_registry_reaches_every_consumer(tmp_path):
     assert seen == {
         "fault-imds add": True, "cnikit scenarios": True, "matrix choices": True,
         "run choices": True, "random-chaos draws": ["cut-tail", "fewer-addresses"],
-        "report legend": True, "damage rule": True, "imds kinds": True, "gate kinds": True,
+        "random-chaos acts": True, "report legend": True, "damage rule": True,
+        "imds kinds": True, "gate kinds": True, "gate nemesis": True,
         "gate runs the new stage": 1,
     }, seen
     # The real packages never had any of them.
@@ -184,3 +210,5 @@ def test_one_new_file_per_registry_reaches_every_consumer(tmp_path):
 
     assert "odd-octet" not in CHECKERS and "one-pod-each" not in scenarios.names()
     assert "vpc-cni-throwaway" not in profiles.names()
+    from cnikit.cluster.actions import ACTIONS
+    assert "freeze" not in set(ACTIONS)

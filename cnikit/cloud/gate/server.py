@@ -112,6 +112,10 @@ class Gate(Backend):
         # dead gate thread into an error (as fault_imds.server's add_listener).
         self._run(self._add_site(sock), 60)
 
+    def serve_nemesis(self, served) -> None:
+        """Take nemesis actions at $GATE/nemesis (cnikit.cluster.actions.Served; None: stop)."""
+        self._control.serve_nemesis(served)
+
     def _version(self) -> int:
         return self.versions.value
 

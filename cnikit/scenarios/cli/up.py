@@ -50,6 +50,7 @@ def log_nemesis(history, path: Path) -> None:
 def up_cmd(nodes, pods, profile, ec2, ec2_endpoint) -> None:
     """A live VPC (nodes, daemons, pods) kept until Ctrl-C. Every fault added over the
     control URLs is a nemesis operation, logged to reports/up/RUNID/nemesis.jsonl."""
+    from cnikit.cluster.actions import Served
     from cnikit.runtime import require_root
     from cnikit.scenarios.engine import DEFAULT_SCALE, make_cluster
 
@@ -71,6 +72,7 @@ def up_cmd(nodes, pods, profile, ec2, ec2_endpoint) -> None:
             nemesis_log = Path("reports") / "up" / f.rid / "nemesis.jsonl"
             log_nemesis(cluster.history, nemesis_log)
             follower = cluster.nemesis.follow()
+            cluster.cloud.gate.serve_nemesis(Served(cluster.nemesis, nodes))
             click.echo(f"run id   {f.rid}")
             click.echo(f"EC2      {urls['EC2']}   (EC2 API; its faults: $GATE/faults)")
             click.echo(f"REGION   {region}   (the VPC's: sign EC2 calls for it; any "
@@ -85,7 +87,8 @@ def up_cmd(nodes, pods, profile, ec2, ec2_endpoint) -> None:
                            f"daemon socket {cluster.daemons[n].socket_path}")
             for p in f.pods.values():
                 click.echo(f"  pod {p.name}  {p.ip}  on node {p.node.index}")
-            click.echo(f"NEMESIS  {nemesis_log}   (every fault added over these URLs)")
+            click.echo(f"NEMESIS  {nemesis_log}   (every fault added over these URLs, "
+                       "and the actions of $GATE/nemesis: kill, restart, crash-at, ...)")
             # The AWS variables make a pasted `aws ec2 ...` or SDK call reach this VPC.
             click.echo(export_line({**urls, **cluster.cloud.client_env()}))
             click.echo("Ctrl-C tears everything down.")

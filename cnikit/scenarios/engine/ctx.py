@@ -43,6 +43,9 @@ class Ctx(Waits, Pods, Nemesis, Observe):
         self.duration = duration
         self.on_step = on_step
         self.sampler = sampler
+        if sampler is not None:  # the sampler tells the kit's kills from the build's exits
+            self.nemesis.on_down = sampler.kit_down.add
+            self.nemesis.on_up = sampler.kit_down.discard
         # Upstream's variables the build was given: the warm targets EC2's view is held to.
         self.env = dict(env if env is not None else getattr(cluster, "env", None) or {})
         self.instance_type = getattr(cluster, "instance_type", "m5.large")

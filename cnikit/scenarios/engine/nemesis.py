@@ -31,41 +31,33 @@ class Nemesis:
         """Every IMDS and EC2 fault removed."""
         self.nemesis.heal()
 
+    # Every kill and restart below marks its node down in the sampler first, and up again
+    # once ready (nemesis.on_down, on_up, set by Ctx): a daemon's exit is then the kit's by
+    # the time the sampler sees it.
+
     def kill_daemon(self, node: int, sig: int = signal.SIGKILL) -> None:
-        if self.sampler is not None:
-            self.sampler.kit_down.add(node)
         self.nemesis.kill_daemon(node, sig)
 
     def kill_in_write(self, node: int):
         """Arm the nemesis's trap: the node's daemon is SIGKILLed the next time it opens a
         file of its state for writing (cnikit.cluster.write_trap). Returns the trap."""
-        def down() -> None:
-            if self.sampler is not None:
-                self.sampler.kit_down.add(node)
-        return self.nemesis.kill_in_write(node, before=down)
+        return self.nemesis.kill_in_write(node)
 
     def crash_at(self, node: int, action: str):
         """Arm a crash point: the node's daemon is SIGKILLed when the gate serves `action`
         from it, before the answer leaves (cnikit.cluster.crash_point). Returns it."""
-        def down() -> None:
-            if self.sampler is not None:
-                self.sampler.kit_down.add(node)
-        return self.nemesis.crash_at(node, action, before=down)
+        return self.nemesis.crash_at(node, action)
 
     def restart_daemon(self, node: int) -> None:
         """Restart the node's daemon and wait until it is ready. Not ready in time: a
         liveness violation (Liveness) of the build; the kit keeps it marked as down."""
         from cnikit.errors import DaemonNotReady
 
-        if self.sampler is not None:
-            self.sampler.kit_down.add(node)
         try:
             self.nemesis.restart_daemon(node)
         except DaemonNotReady as e:
             raise Liveness(f"node {node}", "the daemon did not become ready after a restart",
                            {"daemon": str(e)[:300]}) from None
-        if self.sampler is not None:
-            self.sampler.kit_down.discard(node)
 
     def restart_all(self, nodes: list[int] | None = None, wait: float = 60.0) -> None:
         """Every node's daemon (or `nodes'`) killed, then all started together and waited
@@ -74,19 +66,12 @@ class Nemesis:
         from cnikit.errors import DaemonNotReady
 
         nodes = list(range(len(self.fabric.nodes))) if nodes is None else list(nodes)
-
-        def down(node: int) -> None:
-            if self.sampler is not None:
-                self.sampler.kit_down.add(node)
-
-        failed = self.nemesis.restart_all(nodes, wait=wait, before=down)
+        failed = self.nemesis.restart_all(nodes, wait=wait)
         for node, e in sorted(failed.items()):
             if isinstance(e, DaemonNotReady):
                 raise Liveness(f"node {node}", "the daemon did not become ready after a "
                                "restart of every node", {"daemon": str(e)[:300]}) from None
             raise e
-        if self.sampler is not None:
-            self.sampler.kit_down.difference_update(nodes)
 
     def sweep_enis(self, keep: list[str] = ()) -> list[str]:
         """Another principal deletes the cluster's available ENIs (the nemesis's sweep_enis:
