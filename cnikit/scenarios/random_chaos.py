@@ -1,9 +1,10 @@
 """A seeded nemesis: IMDS faults and EC2 faults (every kind whose file declares a `chaos`
-draw: today stale, missing, lag, error, latency, drop; throttle, error, latency,
-describe_lag), daemon SIGKILLs and restarts, and pod churn, for --duration seconds, plus
+draw), daemon SIGKILLs and restarts, and pod churn, for --duration seconds, plus
 compound faults: two or three of IMDS, EC2 (a lagging Describe most
 often, or an address taken from a pod until given back) and process faults (a daemon
-restart) begun together so that they overlap. The whole schedule is drawn from the seed
+restart) begun together so that they overlap, plus the nemesis actions whose file declares
+a draw (cnikit.cluster.actions: every daemon restarted at once, a crash point armed for a
+while, another principal's ENI sweep). The whole schedule is drawn from the seed
 before the run starts, so a failing seed replays the same schedule (`cnikit run random-chaos
 --seed N`); the report lists it, and the combinations of faults that were in effect at once
 (cnikit.report.coverage; a `coverage` entry in the history).
@@ -16,6 +17,9 @@ import signal
 import time
 
 from cnikit.cloud.faults import KINDS as EC2_FAULTS
+from cnikit.cluster.actions import ACTIONS as NEMESIS_ACTIONS
+from cnikit.cluster.actions import act
+from cnikit.cluster.actions import draw as draw_action
 from cnikit.cluster.nemesis import TargetGone
 from cnikit.report.coverage import coverage
 from cnikit.scenarios.common import peers
@@ -36,6 +40,8 @@ COMPOUND_PARTS = {
     "process": (("restart", 3), ("kill", 1)),
 }
 COMPOUND_GAP = (1.5, 4.0)  # seconds between compounds
+ACTION_GAP = (3.0, 8.0)  # seconds between two nemesis actions
+ARMED_FOR = (1.0, 5.0)  # seconds a crash point stays armed
 
 
 def make_schedule(seed: int, duration: float, nodes: int = NODES) -> list[dict]:
@@ -45,7 +51,27 @@ def make_schedule(seed: int, duration: float, nodes: int = NODES) -> list[dict]:
     an operation of its own."""
     out = _singles(random.Random(seed), duration, nodes)
     out += _compounds(random.Random(f"compound-{seed}"), duration, nodes)
+    out += _actions(random.Random(f"actions-{seed}"), duration, nodes)
     return sorted(out, key=lambda op: op["at"])
+
+
+def _actions(rng: random.Random, duration: float, nodes: int) -> list[dict]:
+    """Nemesis actions (a stream of its own, so older seeds keep their other operations).
+    One aimed at a daemon gets a node; one that leaves a daemon down (a crash point) gets
+    an end: disarmed then, and every daemon down is restarted."""
+    out, t, n = [], 0.0, 0
+    while True:
+        t += rng.uniform(*ACTION_GAP)
+        if t >= duration:
+            return out
+        n += 1
+        op = {"at": round(t, 3), "op": "act", "id": f"a{n}", **draw_action(rng)}
+        if "node" in NEMESIS_ACTIONS.get(op["action"]).params:
+            op["node"] = rng.randrange(nodes)
+        lasts = round(rng.uniform(*ARMED_FOR), 2)
+        out.append(op)
+        out.append({"at": round(min(t + lasts, duration - 0.05), 3), "op": "act-end",
+                    "id": op["id"]})
 
 
 def _compounds(rng: random.Random, duration: float, nodes: int) -> list[dict]:
@@ -115,6 +141,10 @@ def imds_fault(ctx: Ctx, kind: str, target: dict, duration: float, **attrs) -> s
 
 
 def _apply(ctx: Ctx, op: dict) -> str:
+    if op["op"] == "act":  # the only operations without a node: restart-all, sweep-enis
+        return _act(ctx, op)
+    if op["op"] == "act-end":
+        return _act_end(ctx, op["id"])
     node = op["node"]
     if op["op"] == "compound":
         return _compound(ctx, op)
@@ -186,6 +216,42 @@ def _compound(ctx: Ctx, op: dict) -> str:
     return f"compound {op['id']} on node {node} for {lasts}s: " + ", ".join(done)
 
 
+def _act(ctx: Ctx, op: dict) -> str:
+    """A nemesis action from the registry; a daemon it could not restart is the build's
+    liveness violation, any other failure is recorded by the nemesis and the run goes on."""
+    from cnikit.errors import DaemonNotReady
+
+    spec = {k: v for k, v in op.items() if k not in ("at", "op", "id", "result", "done_at")}
+    try:
+        result = act(ctx.nemesis, spec, NODES)
+    except DaemonNotReady as e:
+        raise Liveness("nodes", f"a daemon did not become ready after {op['action']}",
+                       {"daemon": str(e)[:300]}) from None
+    except Exception as e:  # noqa: BLE001 - recorded as a failed act by the nemesis
+        return f"{op['action']} failed: {str(e)[:120]}"
+    if result.get("failed"):
+        raise Liveness("nodes", f"a daemon did not become ready after {op['action']}",
+                       {"daemons": result["failed"]})
+    if "id" in result:
+        ctx.armed[op["id"]] = result["id"]
+    return f"{op['action']}: {result}"
+
+
+def _act_end(ctx: Ctx, aid: str) -> str:
+    """A crash point disarmed (if it did not fire), and every daemon down restarted."""
+    point = ctx.nemesis.crash_points.pop(ctx.armed.pop(aid, None), None)
+    said = []
+    if point is not None:
+        point.close()
+        said.append(f"crash point fired on {point.fired['action']}" if point.fired
+                    else "crash point disarmed unfired")
+    for n in range(NODES):
+        if not ctx.cluster.daemons[n].alive():
+            restart(ctx, n)
+            said.append(f"node {n}'s daemon restarted")
+    return ", ".join(said) or "nothing to end"
+
+
 def _take(ctx: Ctx, op: dict, part: dict) -> str:
     """EC2 gives a pod's address to another interface until the op's give-back."""
     mine = [p for p in ctx.pods_on(op["node"]) if getattr(p, "ip", None)]
@@ -255,6 +321,7 @@ def run(ctx: Ctx) -> None:
     duration = ctx.duration or 15.0
     ctx.schedule = [dict(op) for op in make_schedule(ctx.seed, duration)]
     ctx.taken = {}  # compound id -> (take-held id, the ENI to give the address back to)
+    ctx.armed = {}  # action id -> the id of the crash point it armed
     ctx.spare_eni = ctx.spare_interface()
     peers(ctx, node=1, count=2)
     peers(ctx, node=0, count=2)
@@ -266,6 +333,8 @@ def run(ctx: Ctx) -> None:
         op["done_at"] = round(time.monotonic() - start, 3)
     for cid in list(ctx.taken):
         _give_back(ctx, cid)
+    for aid in list(ctx.armed):
+        _act_end(ctx, aid)
     ctx.heal()
     for n in range(NODES):
         if not ctx.cluster.daemons[n].alive():

@@ -19,6 +19,7 @@ from click.testing import CliRunner
 
 from cnikit.cloud.faults import KINDS as EC2_FAULTS
 from cnikit.cloud.faults.base import BEFORE, Call, Chaos, Ec2Fault, Param, Stage
+from cnikit.cluster.actions import ACTIONS as NEMESIS_ACTIONS
 from fault_imds.cli import cli as fault_imds_cli
 from fault_imds.client import FaultClient
 from fault_imds.faults import KINDS as IMDS_FAULTS
@@ -211,18 +212,22 @@ def test_random_chaos_draws_new_kinds_with_their_attributes(truncate, partial):
 # what its verdicts are tested on: a new drawable kind changes every seed's schedule, so
 # making a kind drawable updates this digest on purpose, and says so.
 # stale_until_change (issue 30 row B, VPC CNI #1008), addresses_lag (row A, #1148) and
-# slow_attachment (row C, #732) made drawable: digest updated.
+# slow_attachment (row C, #732) made drawable: digest updated. The nemesis actions
+# restart-all, crash-at and sweep-enis (rows D, E, F: #873, #66, #1099) drawn in a stream
+# of their own: digest updated, the other operations of every seed unchanged.
 DRAWN = {"imds": ["stale", "missing", "lag", "error", "latency", "drop", "stale_until_change"],
          "ec2": ["throttle", "error", "latency", "describe_lag", "addresses_lag",
-                 "slow_attachment"]}
-DIGEST = "789922271f3a3be456791c25f472dbe2d938c2de304af2a5098c62f170e592c0"
+                 "slow_attachment"],
+         "nemesis": ["restart-all", "crash-at", "sweep-enis"]}
+DIGEST = "5ee352db784e161eae6773e91138b4a8d5a9f9ab333211755b96a82a110a03b8"
 
 
 def test_existing_seeds_draw_the_schedules_they_drew():
     from cnikit.scenarios.random_chaos import make_schedule
 
     drawn = {"imds": [k.kind for k in IMDS_FAULTS.drawable()],
-             "ec2": [k.kind for k in EC2_FAULTS.drawable()]}
+             "ec2": [k.kind for k in EC2_FAULTS.drawable()],
+             "nemesis": [a.name for a in NEMESIS_ACTIONS.drawable()]}
     assert drawn == DRAWN, "the drawable kinds changed: every seed's schedule did too"
     schedules = json.dumps([make_schedule(seed, 60.0) for seed in range(1, 6)])
     assert hashlib.sha256(schedules.encode()).hexdigest() == DIGEST
