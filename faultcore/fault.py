@@ -64,6 +64,20 @@ class Param:
         return out
 
 
+def attributes(params: dict[str, Param], spec: dict[str, Any], owner: str) -> dict[str, Any]:
+    """Each param's value from a JSON spec, checked, or its default; SpecError (one line)
+    when a required one is missing (`owner`: the fault kind or action named in it)."""
+    attrs: dict[str, Any] = {}
+    for name, param in params.items():
+        if name in spec:
+            attrs[name] = param.check(name, spec[name])
+        elif param.required:
+            raise SpecError(f"{owner} needs {name!r}")
+        else:
+            attrs[name] = param.default
+    return attrs
+
+
 def _no_attrs(rng: random.Random) -> dict[str, Any]:
     return {}
 
@@ -289,14 +303,7 @@ class Fault:
             if not kind_cls.uses_probability and probability != 1.0:
                 # What is served is one view at a time: no coin flips.
                 raise SpecError(f"probability does not apply to {kind} (only 1 is accepted)")
-        attrs: dict[str, Any] = {}
-        for name, param in kind_cls.params.items():
-            if name in spec:
-                attrs[name] = param.check(name, spec[name])
-            elif param.default is REQUIRED:
-                raise SpecError(f"{kind} needs {name!r}")
-            else:
-                attrs[name] = param.default
+        attrs = attributes(kind_cls.params, spec, kind)
         target = kind_cls.parse_target(spec, **context)
         fault = kind_cls(fid, target, duration, probability, attrs, created, created_wall)
         fault.check()

@@ -59,12 +59,8 @@ def _actions(rng: random.Random, duration: float, nodes: int) -> list[dict]:
     """Nemesis actions (a stream of its own, so older seeds keep their other operations).
     One aimed at a daemon gets a node; one that leaves a daemon down (a crash point) gets
     an end: disarmed then, and every daemon down is restarted."""
-    out, t, n = [], 0.0, 0
-    while True:
-        t += rng.uniform(*ACTION_GAP)
-        if t >= duration:
-            return out
-        n += 1
+    out = []
+    for n, t in _every(rng, ACTION_GAP, duration):
         op = {"at": round(t, 3), "op": "act", "id": f"a{n}", **draw_action(rng)}
         if "node" in NEMESIS_ACTIONS.get(op["action"]).params:
             op["node"] = rng.randrange(nodes)
@@ -72,15 +68,24 @@ def _actions(rng: random.Random, duration: float, nodes: int) -> list[dict]:
         out.append(op)
         out.append({"at": round(min(t + lasts, duration - 0.05), 3), "op": "act-end",
                     "id": op["id"]})
+    return out
+
+
+def _every(rng: random.Random, gap: tuple[float, float], duration: float):
+    """(n, t): the n-th operation of a stream at t, a drawn gap after the one before, until
+    the duration (the caller's draws for it come between two gaps, as they always did)."""
+    t, n = 0.0, 0
+    while True:
+        t += rng.uniform(*gap)
+        if t >= duration:
+            return
+        n += 1
+        yield n, t
 
 
 def _compounds(rng: random.Random, duration: float, nodes: int) -> list[dict]:
-    out, t, n = [], 0.0, 0
-    while True:
-        t += rng.uniform(*COMPOUND_GAP)
-        if t >= duration:
-            return out
-        n += 1
+    out = []
+    for n, t in _every(rng, COMPOUND_GAP, duration):
         families = rng.sample(sorted(COMPOUND_PARTS), rng.choice((2, 2, 3)))
         lasts = round(rng.uniform(2.0, 6.0), 2)
         parts = []
@@ -103,15 +108,13 @@ def _compounds(rng: random.Random, duration: float, nodes: int) -> list[dict]:
         if any(p["kind"] == "take_held" for p in parts):
             out.append({"at": round(min(t + lasts, duration - 0.05), 3), "op": "give-back",
                         "id": f"c{n}", "node": op["node"]})
+    return out
 
 
 def _singles(rng: random.Random, duration: float, nodes: int) -> list[dict]:
-    out, t = [], 0.0
+    out = []
     names, weights = zip(*ACTIONS, strict=True)
-    while True:
-        t += rng.uniform(0.15, 0.9)
-        if t >= duration:
-            return out
+    for _, t in _every(rng, (0.15, 0.9), duration):
         op = {"at": round(t, 3), "op": rng.choices(names, weights)[0],
               "node": rng.randrange(nodes), "pick": rng.random()}
         if op["op"] in ("imds", "ec2"):
@@ -122,6 +125,7 @@ def _singles(rng: random.Random, duration: float, nodes: int) -> list[dict]:
         elif op["op"] == "kill":
             op["down"] = round(rng.uniform(0.0, 2.0), 2)
         out.append(op)
+    return out
 
 
 def imds_fault(ctx: Ctx, kind: str, target: dict, duration: float, **attrs) -> str:

@@ -16,7 +16,7 @@ import random
 from typing import Any, ClassVar
 
 from faultcore.errors import SpecError
-from faultcore.fault import REQUIRED, Chaos, Param, checked, integer
+from faultcore.fault import Chaos, Param, attributes, checked, integer
 
 
 class Actions:
@@ -99,14 +99,7 @@ class Action:
             if k != "action" and k not in cls.params:
                 raise SpecError(f"unknown field {k!r} for {cls.name} "
                                 f"(known: {', '.join(cls.params) or 'none'})")
-        attrs: dict[str, Any] = {}
-        for name, param in cls.params.items():
-            if name in spec:
-                attrs[name] = param.check(name, spec[name])
-            elif param.default is REQUIRED:
-                raise SpecError(f"{cls.name} needs {name!r}")
-            else:
-                attrs[name] = param.default
+        attrs = attributes(cls.params, spec, cls.name)
         node = attrs.get("node")
         if node is not None and node >= nodes:
             raise SpecError(f"node must be one of 0..{nodes - 1}, got {node}")
