@@ -18,16 +18,19 @@ from cnikit.runtime import require_root
 def cleanup(quiet: bool, dry_run: bool, images: bool, runs: tuple[str, ...]) -> None:
     """Remove leftovers of dead runs; live runs and anything not the kit's are left alone."""
     require_root("cnikit cleanup")
-    from cnikit import reaper, runtime
+    from cnikit import runtime
     from cnikit.containers.cleanup import remove_dead_containers, remove_images
     from cnikit.fabric.cleanup import remove_dead_runs
 
     only = set(runs) or None
     # Asking the container engine costs a second or so: for chosen runs only when one of
-    # them started containers (the run dir says so, and goes below).
+    # them started containers (the run dir says so, and goes below), or when a run's dir is
+    # gone already: another run's start-up sweep removes a dead run's dir but cannot reach
+    # an engine it was not given (CI once kept a dead run's container so, exit 0).
     # Docker too where an engine is configured (DOCKER_HOST, or the default socket exists).
-    engines = {"podman", *(["docker"] if _docker_configured() else [])} if only is None else {
-        e for rid in only if (e := reaper.containers_of(runtime.RUN_ROOT / rid))}
+    configured = {"podman", *(["docker"] if _docker_configured() else [])}
+    engines = configured if only is None else set().union(
+        *(_engines_of(runtime.RUN_ROOT / rid, configured) for rid in only))
 
     def dead_containers(dry: bool) -> list[str]:
         out = []
@@ -63,6 +66,17 @@ def cleanup(quiet: bool, dry_run: bool, images: bool, runs: tuple[str, ...]) -> 
             click.echo(f"cnikit cleanup: images kept: {why}")
         elif removed or not quiet:
             click.echo(f"cnikit cleanup: removed {len(removed)} kit images")
+
+
+def _engines_of(run_dir, configured: set[str]) -> set[str]:
+    """The engines to ask for a chosen run's containers: the one its dir names, none when
+    its dir names none, every configured one when its dir is gone."""
+    from cnikit import reaper
+
+    engine = reaper.containers_of(run_dir)
+    if engine:
+        return {engine}
+    return set() if run_dir.exists() else configured
 
 
 def _docker_configured() -> bool:

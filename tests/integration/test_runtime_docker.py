@@ -101,8 +101,12 @@ def test_pytest_option_runs_the_plugins_cluster_in_docker(docker_engine, tmp_pat
 
 
 def test_cleanup_removes_a_dead_runs_docker_containers_and_leaves_a_live_runs(docker_engine):
-    """`cnikit cleanup --run ID` (what a dead run's reaper runs) on a dead run and on a live
-    one, each with a container in the engine: only the dead run's goes."""
+    """`cnikit cleanup --run ID` (what a dead run's reaper runs) on a live run and on two
+    dead ones, each with a container in the engine: only the dead runs' go. One dead run's
+    dir is gone already, as another run's start-up sweep (which cannot reach this engine)
+    leaves it: CI once kept such a run's container with a clean exit."""
+    import shutil
+
     from cnikit import reaper, runtime
     from cnikit.containers.noderuntime import Docker
 
@@ -110,19 +114,21 @@ def test_cleanup_removes_a_dead_runs_docker_containers_and_leaves_a_live_runs(do
         docker = Docker().require()
         image = docker.ensure_image()
         live = runtime.Run.claim()
-        dead = runtime.Run.claim()
-        # The dead run's owner: a process that has exited.
+        dead, swept = runtime.Run.claim(), runtime.Run.claim()
+        # The dead runs' owner: a process that has exited.
         gone = subprocess.Popen(["true"])
         gone.wait()
-        (dead.dir / "owner.json").write_text(json.dumps({"pid": gone.pid, "start": "0"}))
+        for run in (dead, swept):
+            (run.dir / "owner.json").write_text(json.dumps({"pid": gone.pid, "start": "0"}))
         names = {}
         try:
-            for run in (live, dead):
+            for run in (live, dead, swept):
                 reaper.mark_containers(run.run_id, "docker")
                 names[run.run_id] = f"ck-{run.run_id}-dleftover"
                 docker.client.api.create_container(image, name=names[run.run_id], labels={
                     LABEL_KIT: "daemon", LABEL_RUN: run.run_id})
-            for run in (live, dead):
+            shutil.rmtree(swept.dir)
+            for run in (live, dead, swept):
                 r = subprocess.run(CNIKIT + ["cleanup", "--run", run.run_id],
                                    capture_output=True, text=True, timeout=120,
                                    env=_env(docker_engine))
@@ -134,12 +140,14 @@ def test_cleanup_removes_a_dead_runs_docker_containers_and_leaves_a_live_runs(do
                         r.stderr
                     pytest.skip(f"the machine was too slow for its engine: {r.stderr.strip()}")
             assert docker.inspect(names[dead.run_id]) is None, "the dead run's container stayed"
+            assert docker.inspect(names[swept.run_id]) is None, \
+                "the container of a dead run whose dir was swept stayed"
             assert docker.inspect(names[live.run_id]) is not None, "a live run's was removed"
         finally:
             for name in names.values():
                 docker.remove(name)
-            live.close()
-            dead.close()
+            for run in (live, dead, swept):
+                run.close()
 
 
 OWNER = '''
