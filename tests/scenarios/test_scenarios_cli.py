@@ -93,9 +93,16 @@ def test_random_chaos_schedule_is_a_function_of_the_seed():
     a, b, c = make_schedule(7, 30), make_schedule(7, 30), make_schedule(8, 30)
     assert a == b and a != c
     assert all(op["at"] < 30 for op in a) and len(a) > 10
-    kinds = {op["op"] for op in make_schedule(3, 120)}
-    # Single faults and pod churn, and compound faults (a give-back ends a drawn take).
-    assert kinds - {"give-back"} == {"add", "delete", "imds", "ec2", "kill", "compound"}
+    ops = make_schedule(3, 120)
+    kinds = {op["op"] for op in ops}
+    # Single faults and pod churn, compound faults (a give-back ends a drawn take), and
+    # nemesis actions (each ended by an act-end).
+    assert kinds - {"give-back", "act-end"} == {"add", "delete", "imds", "ec2", "kill",
+                                               "compound", "act"}
+    acts = [op for op in ops if op["op"] == "act"]
+    assert {op["action"] for op in acts} == {"restart-all", "crash-at", "sweep-enis"}
+    ends = {op["id"]: op["at"] for op in ops if op["op"] == "act-end"}
+    assert all(ends[op["id"]] > op["at"] for op in acts)
 
 
 @pytest.mark.root
