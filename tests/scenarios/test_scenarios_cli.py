@@ -107,11 +107,13 @@ def test_random_chaos_schedule_is_a_function_of_the_seed():
 
 @pytest.mark.root
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(660)
 def test_run_violation_exit_1_with_evidence_and_report(tmp_path):
+    # 20 s on a quiet machine; 68 s and a teardown past a 110 s bound in a fresh machine's
+    # CI run. The bound is for a hung run, not a slow one.
     r = subprocess.run(CNIKIT + ["run", "imds-stale-equal-length", "--profile", "vpc-cni-1.18.3",
                                  "--seed", "3", "--report", str(tmp_path / "rep")],
-                       capture_output=True, text=True, timeout=110, cwd=tmp_path)
+                       capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert r.returncode == 1, (r.stdout, r.stderr[-2000:])
     assert "VIOLATION" in r.stdout
     assert any(k in r.stdout for k in ("ip-not-owned", "unreachable", "shared-ip")), r.stdout
