@@ -84,6 +84,15 @@ def test_matrix(cell, target_files, tmp_path, pytestconfig):
 
     r = scenarios.run(name, target, seed=seed, report_dir=tmp_path / "report", on_step=on_step)
     skip_if_run_too_slow(r, f"{name} [{build}]")
+    exposure = r.exposure or {}
+    if expected(name) == "violation" and r.verdict == "holds" and \
+            exposure.get("exposed") is False:
+        # The fault never reached the build this run (seen in CI: the build assigned a
+        # released address again before another interface could take it): no evidence
+        # either way, said rather than failed or passed.
+        why = "; ".join(exposure.get("adapted") or []) or "its faults reached nothing"
+        pytest.skip(f"{name} [{build}]: not exposed this run ({why}), so the expected "
+                    "violation could not show")
     assert r.verdict == expected(name), _explain(r)
     for c in checks:
         print(f"check {c.name}")
