@@ -25,7 +25,7 @@ PROFILE = Profile(
         "ec2-throttle-storm": None,
         # The same when the build assigns a refused release's address again before another
         # interface takes it (the release-failed entry outlives the new assign): seen in 2
-        # of 4 CI runs, never on a quiet machine (16 of 16 held).
+        # of 5 CI runs, never on a quiet machine (16 of 16 held).
         "release-answer-lost": None,
         "random-chaos": None,  # depends on what the seed draws
         # The address the scenario waits to see reused went back to EC2 with the warm
