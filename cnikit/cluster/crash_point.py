@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Callable
 
 from cnikit.cloud.after_call import AnsweredCall
 
@@ -31,8 +30,7 @@ class CrashPoint:
     """Armed until it fires once or is closed. `wait(timeout)` -> what it fired on (a dict:
     action, eni, node, instance_id) or None; `fired` likewise without waiting."""
 
-    def __init__(self, nemesis, node: int, action: str,
-                 before: Callable[[], None] | None = None):
+    def __init__(self, nemesis, node: int, action: str):
         if action not in CRASH_ACTIONS:
             raise ValueError(f"no crash point after {action!r}: one of "
                              f"{', '.join(CRASH_ACTIONS)}")
@@ -41,7 +39,7 @@ class CrashPoint:
         self.node, self.action = node, action
         self.instance_id = nemesis._node(node)["instance_id"]
         self.fired: dict | None = None
-        self._nemesis, self._before = nemesis, before
+        self._nemesis = nemesis
         self._done = threading.Event()
         self._lock = threading.Lock()
         self._after = nemesis.cloud.gate.after
@@ -60,9 +58,7 @@ class CrashPoint:
                                                 call.params.get("AttachmentId"))) if v}}
             self._after.remove(self._hook)
             self._hook = None
-        try:
-            if self._before is not None:
-                self._before()
+        try:  # kill_daemon tells the nemesis's watcher first (on_down)
             self._nemesis.kill_daemon(self.node, signal.SIGKILL, after_call=call.action,
                                       **({"eni": self.fired["eni"]} if "eni" in self.fired
                                          else {}))

@@ -244,13 +244,11 @@ class Nemesis:
             self._down[node] = ("daemon-kill", fid)
         self.record(START, "daemon-kill", target, id=fid, signal=int(sig), **params)
 
-    def kill_in_write(self, node: int, before: Callable[[], None] | None = None):
+    def kill_in_write(self, node: int):
         """Arm a trap on the node's daemon state directory: the next time the daemon opens a
         file there for writing (a checkpoint write), it is SIGKILLed right after the open,
         before it wrote a byte (cnikit.cluster.write_trap). Returns the armed WriteTrap
-        (`wait(timeout)` -> what it fired on); the kill is a daemon-kill with `in_write`.
-        `before` runs just before the kill (the scenario's watch marks the node down: the
-        trap kills first and records after)."""
+        (`wait(timeout)` -> what it fired on); the kill is a daemon-kill with `in_write`."""
         from cnikit.cluster.write_trap import WriteTrap
 
         self._node(node)
@@ -258,23 +256,19 @@ class Nemesis:
         def fire(pid: int, path: str) -> None:
             self.kill_daemon(node, signal.SIGKILL, in_write=os.path.basename(path))
 
-        def down() -> None:  # the trap kills first and records after: on_down goes first
-            self.on_down(node)
-            if before is not None:
-                before()
-
+        # The trap kills first and records after (kill_daemon): on_down goes before the kill.
         return WriteTrap(self.daemons._state_dir(node), lambda: self.daemons._daemon_pids(node),
-                         fire, before_kill=down)
+                         fire, before_kill=lambda: self.on_down(node))
 
-    def crash_at(self, node: int, action: str, before: Callable[[], None] | None = None):
+    def crash_at(self, node: int, action: str):
         """Arm a crash point (cnikit.cluster.crash_point): the node's daemon is SIGKILLed
         when the gate serves `action` (one of CRASH_ACTIONS) from it, successfully, after the
         call took effect and before its answer leaves. Returns the armed CrashPoint
         (`wait(timeout)` -> what it fired on); the kill is a daemon-kill with `after_call`.
-        `before` runs just before the kill. ValueError (one line) for another action."""
+        ValueError (one line) for another action."""
         from cnikit.cluster.crash_point import CrashPoint
 
-        point = CrashPoint(self, node, action, before=before)
+        point = CrashPoint(self, node, action)
         point.id = f"crash-{node}-{next(self._seq)}"
         self.crash_points[point.id] = point
         return point
@@ -300,18 +294,13 @@ class Nemesis:
         self.on_up(node)
         self.record(END, down[0], target, id=down[1], by="restart")
 
-    def restart_all(self, nodes: Iterable[int], wait: float = 60.0,
-                    before: Callable[[int], None] | None = None) -> dict[int, Exception]:
+    def restart_all(self, nodes: Iterable[int], wait: float = 60.0) -> dict[int, Exception]:
         """A synchronized restart (upstream 873/617: every node restarted at once): every
         node's daemon SIGKILLed first, then all started together, each waited for. One
         daemon-restart-all entry, framed by each node's daemon-kill and its end. Returns
-        node -> the error of a restart that failed (that daemon stays down). `before(node)`
-        runs before each kill, so that a watcher knows the exit is the kit's by the time it
-        sees it (as kill_in_write's and crash_at's `before`)."""
+        node -> the error of a restart that failed (that daemon stays down)."""
         nodes = list(nodes)
         for node in nodes:
-            if before is not None:
-                before(node)
             self.kill_daemon(node, signal.SIGKILL, all_at_once=True)
         self.record(INFO, "daemon-restart-all", {"nodes": nodes})
         failed: dict[int, Exception] = {}

@@ -118,13 +118,19 @@ class Action:
                 "chaos": cls.chaos is not None}
 
 
-def act(nemesis, spec: Any, nodes: int) -> dict[str, Any]:
-    """Check and perform one action from its JSON spec; its result. SpecError when the spec
-    is bad (nothing was done)."""
+def parse(spec: Any, nodes: int) -> tuple[type[Action], dict[str, Any]]:
+    """The action a JSON spec names and its checked attributes; SpecError (one line)."""
     if not isinstance(spec, dict):
         raise SpecError('a nemesis action must be a JSON object: {"action": ..., ...}')
     cls = ACTIONS.get(spec.get("action"))
-    return cls.perform(nemesis, nodes, **cls.parse(spec, nodes))
+    return cls, cls.parse(spec, nodes)
+
+
+def act(nemesis, spec: Any, nodes: int) -> dict[str, Any]:
+    """Check and perform one action from its JSON spec; its result. SpecError when the spec
+    is bad (nothing was done)."""
+    cls, attrs = parse(spec, nodes)
+    return cls.perform(nemesis, nodes, **attrs)
 
 
 def draw(rng: random.Random) -> dict[str, Any]:
@@ -148,9 +154,7 @@ class Served:
 
     def check(self, spec: Any) -> None:
         """SpecError (one line) for a spec act would refuse; nothing is done."""
-        if not isinstance(spec, dict):
-            raise SpecError('a nemesis action must be a JSON object: {"action": ..., ...}')
-        ACTIONS.get(spec.get("action")).parse(spec, self.nodes)
+        parse(spec, self.nodes)
 
     def act(self, spec: Any) -> dict[str, Any]:
         return act(self.nemesis, spec, self.nodes)
