@@ -28,7 +28,10 @@ CRASH_ACTIONS = ("CreateNetworkInterface", "AttachNetworkInterface", "DetachNetw
 
 class CrashPoint:
     """Armed until it fires once or is closed. `wait(timeout)` -> what it fired on (a dict:
-    action, eni, node, instance_id) or None; `fired` likewise without waiting."""
+    action, eni, node, instance_id) or None; `fired` likewise without waiting. Both say so
+    only once the kill is done and recorded: a caller that restarts the daemon as soon as it
+    sees the point fired must not race the kill (CI: the restart came first, and the kill
+    then hit the restarted daemon as a second kill of a node already down, unrecorded)."""
 
     def __init__(self, nemesis, node: int, action: str):
         if action not in CRASH_ACTIONS:
@@ -39,6 +42,7 @@ class CrashPoint:
         self.node, self.action = node, action
         self.instance_id = nemesis._node(node)["instance_id"]
         self.fired: dict | None = None
+        self._hit: dict | None = None  # what it fired on, from the moment it did
         self._nemesis = nemesis
         self._done = threading.Event()
         self._lock = threading.Lock()
@@ -49,32 +53,34 @@ class CrashPoint:
         if not (call.ok and call.action == self.action and call.instance_id == self.instance_id):
             return
         with self._lock:
-            if self.fired is not None or self._hook is None:
+            if self._hit is not None or self._hook is None:
                 return
-            self.fired = {"node": self.node, "instance_id": self.instance_id,
-                          "action": call.action,
-                          **{k: v for k, v in (("eni", call.params.get("NetworkInterfaceId")),
-                                               ("attachment",
-                                                call.params.get("AttachmentId"))) if v}}
+            self._hit = hit = {
+                "node": self.node, "instance_id": self.instance_id, "action": call.action,
+                **{k: v for k, v in (("eni", call.params.get("NetworkInterfaceId")),
+                                     ("attachment", call.params.get("AttachmentId"))) if v}}
             self._after.remove(self._hook)
             self._hook = None
         try:  # kill_daemon tells the nemesis's watcher first (on_down)
             self._nemesis.kill_daemon(self.node, signal.SIGKILL, after_call=call.action,
-                                      **({"eni": self.fired["eni"]} if "eni" in self.fired
-                                         else {}))
+                                      **({"eni": hit["eni"]} if "eni" in hit else {}))
         finally:
+            self.fired = hit
             self._done.set()
 
     def wait(self, timeout: float) -> dict | None:
         self._done.wait(timeout)
         return self.fired if self._done.is_set() else None
 
-    def close(self) -> None:
-        """Disarm (a fired point is already disarmed)."""
+    def close(self, timeout: float = 30.0) -> dict | None:
+        """Disarm (a fired point is already disarmed). What it fired on, once a kill in
+        progress is done (up to timeout); None when it never fired."""
         with self._lock:
             if self._hook is not None:
                 self._after.remove(self._hook)
                 self._hook = None
+            hit = self._hit
+        return None if hit is None else self.wait(timeout)
 
     def __enter__(self) -> CrashPoint:
         return self

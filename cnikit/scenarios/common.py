@@ -168,8 +168,9 @@ def crash_while_adding(ctx: Ctx, node: int, action: str, most: int) -> dict:
         ctx.design(lambda: point.wait(0.05) or not adder.is_alive(), 120,
                    f"the build called {action} for pods on node {node}")
     finally:
-        point.close()
-    fired = point.fired
+        # The adder may end while the kill is under way (a warm pool answers the ADD without
+        # waiting for the assign): close waits for the kill, so the restart comes after it.
+        fired = point.close()
     if fired is None:
         adder.join(60)
         ctx.not_exposed(f"the build made no {action} call for {most} pods on node {node}: "

@@ -246,8 +246,8 @@ def _act_end(ctx: Ctx, aid: str) -> str:
     point = ctx.nemesis.crash_points.pop(ctx.armed.pop(aid, None), None)
     said = []
     if point is not None:
-        point.close()
-        said.append(f"crash point fired on {point.fired['action']}" if point.fired
+        fired = point.close()  # a kill under way is done first: restarted below
+        said.append(f"crash point fired on {fired['action']}" if fired
                     else "crash point disarmed unfired")
     for n in range(NODES):
         if not ctx.cluster.daemons[n].alive():

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -126,6 +127,41 @@ def test_other_callers_actions_and_failed_calls_do_not_fire(crash):
         assert daemons.procs[0].poll() is not None
     finally:
         point.close()
+
+
+def test_a_point_says_it_fired_once_its_kill_is_done(crash):
+    """A caller restarts the daemon when it sees the point fired: seen any earlier, the
+    restart raced the kill (CI: the kill then hit the restarted daemon, unrecorded)."""
+    n, h, topo, daemons = crash
+    inst = topo.instances[0]
+    killing, go = threading.Event(), threading.Event()
+    real = daemons._kill_daemon
+
+    def slow_kill(node, sig):
+        killing.set()
+        go.wait(10)
+        real(node, sig)
+
+    daemons._kill_daemon = slow_kill
+    point = n.crash_at(0, "AssignPrivateIpAddresses")
+    me = client_of(n.cloud, inst.instance_id)
+    call = threading.Thread(target=lambda: me.assign_private_ip_addresses(
+        NetworkInterfaceId=inst.primary_eni_id, SecondaryPrivateIpAddressCount=1))
+    call.start()
+    closed: dict = {}
+    closer = threading.Thread(target=lambda: closed.update(fired=point.close()))
+    try:
+        assert killing.wait(10)
+        assert point.fired is None and point.wait(0) is None  # the kill is under way
+        closer.start()
+        closer.join(0.3)
+        assert closer.is_alive()  # close waits for the kill under way
+    finally:
+        go.set()
+    closer.join(10)
+    call.join(10)
+    assert closed["fired"]["action"] == "AssignPrivateIpAddresses"
+    assert daemons.procs[0].poll() is not None and len(kills(h)) == 1
 
 
 def test_a_closed_point_never_fires(crash):
