@@ -99,9 +99,11 @@ class ImdsHandler:
         namespace: what it sends cannot name another); on loopback (the host) the
         X-Cnikit-Instance-Id header or `?instance=`, else the default, else the only
         instance. Unattributed when the host names none and several are served."""
-        transport = request.transport
-        peer = transport.get_extra_info("peername") if transport else None
-        ip = peer[0] if peer else None
+        # The address the connection came from, as aiohttp kept it when the request came in:
+        # the transport is gone once the caller hangs up, and a request a busy IMDS served
+        # after the caller's timeout (the fence held it) read as the host's (CI: a node's
+        # daemon logged as an unattributed host request).
+        ip = request.remote
         if ip is not None and ip.startswith("::ffff:"):
             ip = ip[7:]  # an IPv4 caller on a dual-stack socket
         if _is_loopback(ip):

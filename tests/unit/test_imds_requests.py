@@ -159,3 +159,21 @@ def test_a_partial_read_or_a_failed_listing_is_no_reconcile_pass(env, fc):
     assert macs and eni_list_reads(rs) == 0
     node.get(f"{MACS}{macs[0]}/local-ipv4s")
     assert eni_list_reads(fc.requests(since=start, instance_id=iid)["requests"]) == (len(macs) == 1)
+
+
+def test_a_caller_that_hung_up_is_still_told_by_its_source_address(env):
+    """A busy IMDS may serve a request after its caller timed out and closed the connection
+    (the fence held it): the caller is still the node whose ENI holds the source address,
+    never the host (CI logged such a daemon read as an unattributed host request)."""
+    from unittest import mock
+
+    from aiohttp.test_utils import make_mocked_request
+
+    cloud, topo, server = env
+    node = topo.instances[0]
+    source = cloud.gate.owners().enis[node.primary_eni_id].ips[0]
+    transport = mock.Mock()
+    transport.get_extra_info.return_value = (source, 40000)
+    request = make_mocked_request("GET", "/latest/meta-data/instance-id", transport=transport)
+    request.protocol.transport = None  # the caller hung up
+    assert server.handler.caller(request) == node.instance_id
