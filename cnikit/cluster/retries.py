@@ -25,17 +25,41 @@ def record(history, op: str, pod, error: Exception | None, **value) -> None:
 
 def repeat_add(history, pod) -> str | None:
     """ADD again for a live pod's sandbox (same CNI_CONTAINERID, netns and ifname), as a
-    runtime does when it lost the first answer. Returns the IP answered, or None."""
+    runtime does when it lost the first answer. Returns the IP answered, or None.
+
+    The sandbox is CHECKed before and after (`check-after-repeat`, with whether the CHECK
+    before passed): a plugin whose error path rolls back with a DEL (ptp does) frees the
+    live pod's address, and only its CHECK tells so at once; a new pod given that address
+    would show it later, if ever."""
     first = pod.cni.result
+    before = _check(pod)
+    answer = None
     try:
         got = pod.cni.add(pod_nl=pod.ns.nl)
     except Exception as e:  # noqa: BLE001 - recorded: an error is the plugin's answer
         pod.cni.result = first
         record(history, "add-repeat", pod, e)
-        return None
-    answer = got.ips[0].split("/")[0]
-    record(history, "add-repeat", pod, None, answer=answer)
+    else:
+        answer = got.ips[0].split("/")[0]
+        record(history, "add-repeat", pod, None, answer=answer)
+    if before is not NO_CHECK:
+        record(history, "check-after-repeat", pod, _check(pod), checked_before=before is None,
+               **({"before": str(before)[:200]} if before is not None else {}))
     return answer
+
+
+NO_CHECK = object()  # the network's cniVersion has no CHECK (before 0.4.0)
+
+
+def _check(pod):
+    """CHECK of a live sandbox: None when it passed, else the error (NO_CHECK: none)."""
+    if not pod.cni.checks:
+        return NO_CHECK
+    try:
+        pod.cni.check()
+    except Exception as e:  # noqa: BLE001 - recorded: an error is the plugin's answer
+        return e
+    return None
 
 
 def replay_delete(history, pod, live_pods) -> bool:

@@ -4,8 +4,9 @@ The plugin binary named by the config's `type` is looked up in CNI_PATH and exec
 CNI_COMMAND, CNI_CONTAINERID, CNI_NETNS, CNI_IFNAME, CNI_PATH (and CNI_ARGS) in its
 environment and the network configuration on stdin, inside the node's namespace (where a
 runtime's plugins run). A conflist runs its plugins in order for ADD, each given the
-previous result, and in reverse for DEL. The result is parsed and checked against the pod
-namespace: every IP it reports on the sandbox interface must be there.
+previous result, in reverse for DEL, and in order for CHECK, each given the ADD's result.
+The result is parsed and checked against the pod namespace: every IP it reports on the
+sandbox interface must be there.
 """
 
 from __future__ import annotations
@@ -167,6 +168,25 @@ class CniSandbox:
             first = errors[0]
             raise CniError("; ".join(str(e) for e in errors), first.code, first.details,
                            first.status)
+
+    @property
+    def checks(self) -> bool:
+        """Whether the network's cniVersion has CHECK (spec 0.4.0 and later)."""
+        version = str(self.config.get("cniVersion") or "0.0.0")
+        try:
+            return tuple(int(x) for x in version.split(".")) >= (0, 4, 0)
+        except ValueError:
+            return False
+
+    def check(self, prev: CniResult | None = None) -> None:
+        """CHECK, each plugin in order given the sandbox's last ADD result as prevResult
+        (libcni hands every plugin of the list the cached result). CniError when a plugin
+        says the sandbox is not as the ADD left it."""
+        prev = self.result if prev is None else prev
+        for conf in _plugin_list(self.config):
+            if prev is not None:
+                conf = {**conf, "prevResult": prev.raw}
+            self._exec("CHECK", conf)
 
     def check_against_namespace(self, result: CniResult, pod_nl=None) -> None:
         if result.raw.get("cniVersion") is None:

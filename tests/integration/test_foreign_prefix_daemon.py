@@ -1,7 +1,9 @@
 """`cnikit certify` on a foreign design: prefixd (tests/builds/prefix_daemon), a daemon that
 holds /28 prefixes on the primary ENI with no warm pool, and its IPAM plugin under Debian's
 ptp. The correct variant certifies on daemon-crash-churn (SIGKILLs mid-ADD: its checkpoint
-must bring every allocation back, none lost or handed twice)."""
+must bring every allocation back, none lost or handed twice); the one that answers a
+repeated ADD with the same address fails runtime-retries at once, by the sandbox's CHECK,
+whether or not a new pod gets the address ptp's rollback freed."""
 
 from __future__ import annotations
 
@@ -33,3 +35,21 @@ def test_prefix_daemon_certifies_daemon_crash_churn(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     cert = json.loads((out / "certificate.json").read_text())
     assert cert["verdict"] == "certified", cert["runs"]
+
+
+@pytest.mark.skipif(not PTP.exists(),
+                    reason="Debian's containernetworking-plugins is not installed (make setup)")
+@pytest.mark.timeout(660)
+def test_a_repeated_add_that_frees_the_live_pods_address_fails_by_its_check(tmp_path):
+    out = tmp_path / "out"
+    p = subprocess.run([sys.executable, "-m", "cnikit.cli", "certify",
+                        str(BUILD / "prefix-daemon-repeated-add.toml"), "--scenario",
+                        "runtime-retries", "--report", str(out)],
+                       capture_output=True, text=True, timeout=600)
+    assert "Traceback" not in p.stderr, p.stderr
+    assert p.returncode == 1, p.stdout + p.stderr
+    [run] = json.loads((out / "certificate.json").read_text())["runs"]
+    assert run["verdict"] == "violation", run
+    checks = [line for line in run["evidence"] if " runtime-retry: " in line
+              and "passed before its ADD was repeated" in line]
+    assert checks, run["evidence"]

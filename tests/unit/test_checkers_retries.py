@@ -42,6 +42,26 @@ def test_a_repeated_add_answering_the_same_ip_or_an_error_holds():
     assert inv.violations("runtime-retry") == []
 
 
+def test_a_check_failing_only_after_a_repeated_add_is_a_violation():
+    h, inv = live()
+    retry(h, "add-repeat", False, error="ptp ADD failed: veth eth0 exists", code=999, status=1)
+    retry(h, "check-after-repeat", False, error="prefix-ipam CHECK failed (code 3): no address",
+          code=3, status=1, checked_before=True)
+    [v] = inv.violations("runtime-retry")
+    assert v.detail["op"] == "check-after-repeat" and "passed before" in v.detail["what"]
+
+
+def test_a_check_that_fails_before_the_repeat_too_or_never_answered_is_not_judged():
+    h, inv = live()
+    # The build's CHECK fails on an untouched sandbox: no evidence about the repeat.
+    retry(h, "check-after-repeat", False, error="CHECK not implemented", code=4, status=1,
+          checked_before=False, before="CHECK not implemented")
+    # The plugin never answered (timed out, the node gone): the kit's, not the build's.
+    retry(h, "check-after-repeat", False, error="timed out", status=None, checked_before=True)
+    retry(h, "check-after-repeat", True, checked_before=True)
+    assert inv.violations("runtime-retry") == []
+
+
 def test_a_replayed_del_or_one_without_netns_or_after_a_restart_must_succeed():
     for op in ("del-replayed", "del-empty-netns", "del-after-restart"):
         h, inv = live()

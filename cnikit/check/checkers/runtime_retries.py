@@ -8,6 +8,11 @@ exit status, None when the plugin never answered: not found, timed out, the node
                      answering an address other than the first (`answer`) is a violation:
                      the first stays allocated to nothing, and the pod's peers and the
                      runtime disagree on its address. An error is an answer the spec allows.
+  check-after-repeat CHECK of that live sandbox after the repeated ADD (`checked_before`:
+                     a CHECK before it passed): failing only after it is a violation, the
+                     repeated ADD or its error path undid what the first ADD set up (ptp
+                     rolls a failed ADD back with a DEL that frees the live pod's address).
+                     A build whose CHECK fails before as well is not judged on it.
   del-replayed       DEL of a deleted sandbox again, with its old prevResult (`held_by`:
                      the live pods that hold its address by then, cilium #10065)
   del-empty-netns    DEL with an empty CNI_NETNS (VPC CNI #1939)
@@ -42,7 +47,8 @@ LEGACY_RETRY = "pod-delete-retry"
 
 
 class RuntimeRetries(Checker):
-    """A DEL that must succeed and failed, or a repeated ADD answered with another IP."""
+    """A DEL that must succeed and failed, a repeated ADD answered with another IP, or one
+    that broke its live sandbox (CHECK)."""
 
     kind = "runtime-retry"
     order = 30
@@ -67,6 +73,13 @@ class RuntimeRetries(Checker):
                 self._instant(pod, at, op=op, ip=first, answer=answer,
                               what=f"a repeated ADD of the same sandbox answered {answer}; its "
                                    f"first ADD answered {first}")
+        elif op == "check-after-repeat" and e["type"] == "fail" and v.get("checked_before") \
+                and v.get("status") is not None:
+            self._instant(pod, at, op=op, ip=v.get("ip"), error=v.get("error"),
+                          code=v.get("code"),
+                          what=f"a CHECK of the live sandbox passed before its ADD was repeated "
+                               f"and fails after it: exit status {v.get('status')}, code "
+                               f"{v.get('code')}: {v.get('error')}")
         elif op in MUST_SUCCEED and e["type"] == "fail" and v.get("status") is not None:
             held = v.get("held_by") or []
             also = f" (its address is held by {', '.join(held)} now)" if held else ""
@@ -97,6 +110,8 @@ class RuntimeRetries(Checker):
         d = v.get("detail") or {}
         if d.get("op") == "add-repeat":
             return f"a repeated ADD gave pod {d.get('pod')} a second IP ({d.get('answer')})"
+        if d.get("op") == "check-after-repeat":
+            return f"a repeated ADD broke pod {d.get('pod')}'s sandbox (its CHECK fails)"
         return f"the runtime's {d.get('op')} of pod {d.get('pod')} failed"
 
     @classmethod

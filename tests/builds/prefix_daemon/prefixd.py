@@ -6,7 +6,7 @@ addresses, one per pod, to the `prefix-ipam` CNI plugin over a unix socket. Ther
 pool: a prefix is assigned when no held address is free and past its cooldown, and released
 once nothing uses it (the last one is kept).
 
-    prefixd.py --state-dir DIR [--reconcile correct|trusts-imds]
+    prefixd.py --state-dir DIR [--reconcile correct|trusts-imds] [--repeated-add refuse|same-ip]
 
 `--reconcile` (or PREFIXD_RECONCILE) picks what the periodic reconcile does with a held prefix
 that IMDS's `ipv4-prefix` leaves out:
@@ -14,6 +14,12 @@ that IMDS's `ipv4-prefix` leaves out:
                IMDS's word;
   trusts-imds  drop it with its pods and release it to EC2: a deliberate bug, the class of
                aws/amazon-vpc-cni-k8s#3824 (a partial IMDS prefix read released an in-use /28).
+
+`--repeated-add` picks the answer to an ADD of a sandbox that holds an address already:
+  refuse   an error, as host-local answers ("duplicate allocation is not allowed");
+  same-ip  its address again: a deliberate bug with ptp, which then fails on the sandbox's
+           existing veth and rolls its ADD back with an IPAM DEL that frees the live pod's
+           address (this fixture's first version did so).
 
 Python standard library only, and nothing from cnikit: the kit must judge it from outside.
 """
@@ -268,9 +274,10 @@ class Refused(Exception):
 
 
 class Daemon:
-    def __init__(self, state_dir: Path, trusts_imds: bool):
+    def __init__(self, state_dir: Path, trusts_imds: bool, refuse_repeated_add: bool = True):
         self.state_dir = state_dir
         self.trusts_imds = trusts_imds
+        self.refuse_repeated_add = refuse_repeated_add
         self.store = Store(state_dir / "checkpoint.json")
         self.imds = Imds(os.environ.get("AWS_EC2_METADATA_SERVICE_ENDPOINT") or "http://169.254.169.254")
         self.ec2 = Ec2()
@@ -323,6 +330,9 @@ class Daemon:
     def add(self, key: str) -> dict:
         with self.lock:
             held = self.store.allocs.get(key)
+            if held is not None and not self.refuse_repeated_add:
+                log.info("ADD %s -> %s (again)", key, held)
+                return self._answer(held)
             if held is not None:
                 # A repeated ADD of the same sandbox is refused, as host-local does: answered
                 # with its address, ptp would fail on the sandbox's existing veth and roll
@@ -344,6 +354,9 @@ class Daemon:
                 del self.store.allocs[key]
                 raise Refused(5, f"checkpoint: {e}") from None
             log.info("ADD %s -> %s", key, ip)
+        return self._answer(ip)
+
+    def _answer(self, ip: str) -> dict:
         node = self.store.node
         return {"ip": ip, "prefixlen": int(node["subnet_cidr"].split("/")[1]),
                 "gateway": node["primary_ip"]}
@@ -537,11 +550,13 @@ def main() -> int:
     ap.add_argument("--state-dir", required=True, type=Path)
     ap.add_argument("--reconcile", choices=("correct", "trusts-imds"),
                     default=os.environ.get("PREFIXD_RECONCILE", "correct"))
+    ap.add_argument("--repeated-add", choices=("refuse", "same-ip"), default="refuse")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, stream=sys.stdout,
                         format="%(asctime)s prefixd %(levelname)s %(message)s")
     args.state_dir.mkdir(parents=True, exist_ok=True)
-    daemon = Daemon(args.state_dir, args.reconcile == "trusts-imds")
+    daemon = Daemon(args.state_dir, args.reconcile == "trusts-imds",
+                    refuse_repeated_add=args.repeated_add == "refuse")
     log.info("reconcile=%s cooldown=%.2fs every=%.2fs", args.reconcile, COOLDOWN, RECONCILE_EVERY)
     daemon.start()
     sock = args.state_dir / "daemon.sock"
