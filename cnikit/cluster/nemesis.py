@@ -345,6 +345,14 @@ class Nemesis:
                                                PrivateIpAddresses=list(ips)))
         self.record(INFO, "ec2-assign-elsewhere", target)
 
+    def take_on_release(self, eni: str, taker: str):
+        """Arm a take on release (cnikit.cluster.take_on_release): whatever a release from
+        `eni` frees goes to `taker` once the release took effect, before its answer leaves.
+        Returns it (`taken`, `close()`; a context manager)."""
+        from cnikit.cluster.take_on_release import TakeOnRelease
+
+        return TakeOnRelease(self, eni, taker)
+
     def other_client(self):
         """An EC2 client of another principal of the account (OTHER_PRINCIPAL's keys)."""
         if self.cloud is None:

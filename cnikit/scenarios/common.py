@@ -130,21 +130,6 @@ def release(ctx: Ctx, eni, pods: list, count: int, before: set[str] | None = Non
     return gone()
 
 
-def take(ctx: Ctx, ip: str, taken: set[str], node: int | None = None) -> None:
-    """Another tenant (`ctx.ec2_take`) takes an address node 0 released, unless it is back
-    with a node or someone got it first (EC2 refuses; the nemesis records the refusal).
-    Adds it to `taken` when taken."""
-    if ctx.gate.owners().ips.get(ip) is not None:
-        return
-    try:
-        ctx.ec2_take([ip], node)
-    except Exception as e:  # noqa: BLE001 - EC2 refused: "Address ... is in use"
-        if "in use" not in str(e):
-            raise
-        return
-    taken.add(ip)
-
-
 def crash_while_adding(ctx: Ctx, node: int, action: str, most: int) -> dict:
     """Arm a crash point after `action` on `node` (ctx.crash_at) and add up to `most` pods
     there, one at a time as a runtime would, until the build makes that call and its daemon

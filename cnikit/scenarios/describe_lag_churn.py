@@ -12,7 +12,7 @@ ones back (a pod on an address EC2 gave to someone else).
 
 from __future__ import annotations
 
-from cnikit.scenarios.common import age_past, release, settled, take
+from cnikit.scenarios.common import age_past, release, settled
 from cnikit.scenarios.engine import Ctx, scenario
 
 NODE = 0
@@ -52,9 +52,8 @@ def run(ctx: Ctx) -> None:
     ctx.step(f"Describe {lag:g}s behind, IMDS a moment behind and without {witness.ip}",
              **focus)
 
-    taken: set[str] = set()
-    for ip in release(ctx, eni, pods[:RELEASED], RELEASED):
-        take(ctx, ip, taken)
+    with ctx.take_released(eni.eni_id) as taker:  # before the build hears the answer
+        taker.close(expect=release(ctx, eni, pods[:RELEASED], RELEASED))
     ctx.step("released addresses taken by another interface; Describe still shows them", **focus)
     ends = max(ends, ctx.elapsed() + max(2.0, ctx.run_seconds(80)))
 

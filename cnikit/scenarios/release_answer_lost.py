@@ -3,7 +3,8 @@
 Node 0 releases two warm addresses while every UnassignPrivateIpAddresses answer is lost
 (`lost_response`: EC2 made the change, the caller sees InternalError). The daemon's EC2
 client retries, and EC2 refuses the retry (InvalidParameterValue: the addresses are no
-longer on the ENI). Another interface of the subnet then takes them. New pods come on
+longer on the ENI). Another interface of the subnet takes them as soon as EC2 frees them,
+before the daemon hears the (lost) answer. New pods come on
 node 0: a build that put a refused release back into its pool as free gives one of them an
 address EC2 gave to someone else (`ip-not-owned`, `unreachable`): random-chaos seed 22's
 second hardened bug.
@@ -11,7 +12,7 @@ second hardened bug.
 
 from __future__ import annotations
 
-from cnikit.scenarios.common import release, settled, take
+from cnikit.scenarios.common import release, settled
 from cnikit.scenarios.engine import Ctx, scenario
 
 NODE = 0
@@ -33,11 +34,11 @@ def run(ctx: Ctx) -> None:
     pods, eni, focus = settled(ctx, NODE, 4)
     ctx.step("4 pods; EC2, IMDS and the pool agree", **focus)
     fault = ctx.ec2_fault("lost_response", target={"action": "UnassignPrivateIpAddresses"})
-    released = release(ctx, eni, pods[:RELEASED], RELEASED)
-    # Whenever the daemon retries, EC2 refuses: the addresses are no longer on the ENI.
-    taken: set[str] = set()
-    for ip in released:
-        take(ctx, ip, taken)
+    # Taken the moment EC2 frees them: whenever the daemon retries, EC2 refuses (the
+    # addresses are no longer on the ENI), and it cannot assign them again first.
+    with ctx.take_released(eni.eni_id) as taker:
+        released = release(ctx, eni, pods[:RELEASED], RELEASED)
+        taken = taker.close(expect=released)
     ctx.step(f"{', '.join(released)} released with the answers lost; {len(taken)} taken by "
              "another interface", **focus)
     for _ in range(3):

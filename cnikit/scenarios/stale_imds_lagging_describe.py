@@ -12,7 +12,7 @@ them out again.
 
 from __future__ import annotations
 
-from cnikit.scenarios.common import age_past, release, settled, take
+from cnikit.scenarios.common import age_past, release, settled
 from cnikit.scenarios.engine import Ctx, scenario
 
 NODE = 0
@@ -47,11 +47,9 @@ def run(ctx: Ctx) -> None:
     ctx.ec2_fault("describe_lag", seconds=lag, duration=3 * lag)
     ctx.step(f"IMDS stale, Describe {lag:g}s behind", **focus)
 
-    gone = release(ctx, eni, pods[:RELEASED], 1)
+    with ctx.take_released(eni.eni_id) as taker:  # before the build hears the answer
+        taken = taker.close(expect=release(ctx, eni, pods[:RELEASED], 1))
     released_at = ctx.elapsed()
-    taken: set[str] = set()
-    for ip in gone:
-        take(ctx, ip, taken)
     if not taken:
         ctx.not_exposed("the build released no address to EC2 while Describe lagged")
     ctx.step(f"{len(taken)} released addresses taken by another interface while IMDS and "

@@ -23,10 +23,6 @@ PROFILE = Profile(
         # swept from the datastore under the pod given it (upstream keeps the cooldown
         # entry past the new assign); the storm's churn gets there only now and then.
         "ec2-throttle-storm": None,
-        # The same when the build assigns a refused release's address again before another
-        # interface takes it (the release-failed entry outlives the new assign): seen in 2
-        # of 5 CI runs, never on a quiet machine (16 of 16 held).
-        "release-answer-lost": None,
         "random-chaos": None,  # depends on what the seed draws
         # The address the scenario waits to see reused went back to EC2 with the warm
         # surplus and came back to the same ENI for the new pod: upstream's reconcile then

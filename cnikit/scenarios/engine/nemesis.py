@@ -97,6 +97,12 @@ class Nemesis:
             self.fabric.topo.instances[node].primary_eni_id
         self.nemesis.take_ips(eni, list(ips))
 
+    def take_released(self, eni: str):
+        """While armed (a context manager), every address a release from `eni` frees is
+        taken by the spare interface the moment EC2 frees it, before the build hears the answer
+        (cnikit.cluster.take_on_release): no build gets it back first. `taken` says which."""
+        return self.nemesis.take_on_release(eni, self.spare_interface())
+
     def spare_interface(self) -> str:
         """Another interface of the subnet, attached to no node (an operator's, a load
         balancer's): what it takes is no node's, so no daemon adopts it. Made at first use:
