@@ -87,9 +87,9 @@ def test_matrix(cell, target_files, tmp_path, pytestconfig):
     exposure = r.exposure or {}
     if expected(name) == "violation" and r.verdict == "holds" and \
             exposure.get("exposed") is False:
-        # The fault never reached the build this run (seen in CI: the build assigned a
-        # released address again before another interface could take it): no evidence
-        # either way, said rather than failed or passed.
+        # The fault never reached the build this run (seen in CI, before releases were taken
+        # on the gate's after-call hook: the build assigned a released address again before
+        # another interface took it): no evidence either way, said rather than failed.
         why = "; ".join(exposure.get("adapted") or []) or "its faults reached nothing"
         pytest.skip(f"{name} [{build}]: not exposed this run ({why}), so the expected "
                     "violation could not show")
