@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import faulthandler
 import json
-import signal
 import sys
+import time
 
 import click
 
@@ -63,9 +63,13 @@ TEARDOWN_REPORT_S = 20.0  # the teardown takes a second or two
 
 
 def _wait() -> None:
-    """Sleep until a signal unwinds us (KeyboardInterrupt / Interrupted)."""
+    """Idle until a signal unwinds us (KeyboardInterrupt / Interrupted). Not signal.pause():
+    a signal that lands after Python's last check for one and before the pause(2) call
+    leaves it asleep for good, its handler never run (CI: a SIGTERM'd hold still running
+    120 s later, with no hung-teardown report, as the handler arms that). A bounded sleep
+    runs a handler within a second, however the signal falls."""
     while True:
-        signal.pause()
+        time.sleep(1.0)
 
 
 def main(argv: list[str] | None = None) -> int:
