@@ -1,6 +1,6 @@
 """The runtime's retries from the pytest fixtures: the `cluster` fixture repeats an ADD,
 deletes with an empty CNI_NETNS and replays a DEL, each a cni-retry operation its history
-records and the `invariants` judge (cnikit.check.checkers.runtime_retries)."""
+records (the repeated ADD with the CHECK after it) and the `invariants` judge (cnikit.check.checkers.runtime_retries)."""
 
 from __future__ import annotations
 
@@ -20,5 +20,6 @@ def test_the_runtimes_retries_from_the_fixtures(cluster, invariants):
     assert c.delete_without_netns(other)
     assert c.replay_delete(other)
     ops = [(e["type"], e["value"]["op"]) for e in c.history.entries() if e["f"] == "cni-retry"]
-    assert ops == [("ok", "add-repeat"), ("ok", "del-empty-netns"), ("ok", "del-replayed")]
+    assert ops == [("ok", "add-repeat"), ("ok", "check-after-repeat"), ("ok", "del-empty-netns"),
+                   ("ok", "del-replayed")]
     assert not invariants.violations()

@@ -220,12 +220,13 @@ def every_retry_of_the_runtime_was_made(r, seen) -> None:
     to a new pod, which kept it."""
     ops = [e for e in r.history if e["process"] == "client" and e["f"] == "cni-retry"]
     kinds = {e["value"]["op"] for e in ops}
-    assert kinds >= {"add-repeat", "del-empty-netns", "del-replayed", "del-daemon-down",
-                     "del-given-up"}, kinds
+    assert kinds >= {"add-repeat", "check-after-repeat", "del-empty-netns", "del-replayed",
+                     "del-daemon-down", "del-given-up"}, kinds
     for e in ops:
         v = e["value"]
         if v["op"] == "add-repeat":
             assert e["type"] == "ok" and v["answer"] == v["ip"], e
-        elif v["op"] in ("del-empty-netns", "del-replayed", "del-after-restart"):
+        elif v["op"] in ("check-after-repeat", "del-empty-netns", "del-replayed",
+                         "del-after-restart"):
             assert e["type"] == "ok", e
     assert any(e["value"]["op"] == "del-replayed" and e["value"]["held_by"] for e in ops), ops
