@@ -214,12 +214,14 @@ def test_random_chaos_draws_new_kinds_with_their_attributes(truncate, partial):
 # stale_until_change (issue 30 row B, VPC CNI #1008), addresses_lag (row A, #1148) and
 # slow_attachment (row C, #732) made drawable: digest updated. The nemesis actions
 # restart-all, crash-at and sweep-enis (rows D, E, F: #873, #66, #1099) drawn in a stream
-# of their own: digest updated, the other operations of every seed unchanged.
+# of their own: digest updated, the other operations of every seed unchanged. throttle draws
+# the account's bucket one time in three and error draws its code (rows E, H: #873, cilium
+# #11088): digest updated, every seed's operations after its first such draw changed.
 DRAWN = {"imds": ["stale", "missing", "lag", "error", "latency", "drop", "stale_until_change"],
          "ec2": ["throttle", "error", "latency", "describe_lag", "addresses_lag",
                  "slow_attachment"],
          "nemesis": ["restart-all", "crash-at", "sweep-enis"]}
-DIGEST = "5ee352db784e161eae6773e91138b4a8d5a9f9ab333211755b96a82a110a03b8"
+DIGEST = "615bcec82b5059cbe5217b3b7ee8e269ef5cfd88d4b04c855ff85ea845fab7fb"
 
 
 def test_existing_seeds_draw_the_schedules_they_drew():
@@ -273,3 +275,17 @@ def test_the_imds_runs_a_stage_registered_from_a_module(early, server, fc, insta
     status, body, _ = imds.get("/latest/meta-data/ami-id")
     assert (status, body) == (418, "short and stout")  # the early stage answers first
     assert imds.get("/latest/meta-data/instance-id")[0] == 503
+
+
+def test_random_chaos_draws_the_accounts_throttle_and_error_codes():
+    """Issue 30 rows E and H: random chaos throttles the account's bucket as well as a share
+    of the calls, and answers errors with other codes than InternalError."""
+    from cnikit.cloud.faults.error import DRAWN as CODES
+    from cnikit.scenarios.random_chaos import make_schedule
+
+    ops = [op for seed in range(1, 11) for op in make_schedule(seed, 30)
+           if op["op"] == "ec2" and op["kind"] in ("throttle", "error")]
+    account = [op for op in ops if op.get("scope") == "account"]
+    assert account and all(1 <= op["rate"] <= 4 and 2 <= op["burst"] <= 6 for op in account)
+    assert any(op["kind"] == "throttle" and "scope" not in op for op in ops)
+    assert {op["code"] for op in ops if op["kind"] == "error"} == set(CODES)

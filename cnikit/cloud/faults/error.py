@@ -12,6 +12,11 @@ STATUS = {"InternalError": 500, "InternalFailure": 500, "Unavailable": 503,
           "ServiceUnavailable": 503}
 MESSAGE = {"InternalError": "An internal error has occurred. Retry your request.",
            "InternalFailure": "An internal error has occurred. Retry your request."}
+# What random chaos answers with: codes EC2 gives for any action, which say nothing about
+# the state (an outage, a permission that has not propagated). A code that does, such as
+# InvalidNetworkInterfaceID.NotFound for an ENI that exists, is a scenario's to aim
+# (attach-misleading-error), not a draw on every call.
+DRAWN = ("InternalError", "Unavailable", "UnauthorizedOperation")
 # An EC2 error code: words and dots (InvalidNetworkInterfaceID.NotFound, Client.X).
 _CODE = re.compile(r"[A-Za-z][A-Za-z0-9]*(\.[A-Za-z0-9]+)*")
 
@@ -56,7 +61,8 @@ class Error(Ec2Fault):
                              "else 400)"),
     }
     description = "answer any EC2 error: `code`, `message`, `status` (default InternalError 500)"
-    chaos = Chaos(rank=2, draw=lambda rng: {"probability": round(rng.uniform(0.2, 0.8), 2)})
+    chaos = Chaos(rank=2, draw=lambda rng: {"probability": round(rng.uniform(0.2, 0.8), 2),
+                                            "code": rng.choice(DRAWN)})
 
     def apply(self, call: Call) -> Ec2Error:
         status = self.status if self.status is not None else STATUS.get(self.code, 400)

@@ -20,6 +20,17 @@ READS = ("Describe", "Get", "List")
 REFUSALS_KEPT = 100_000
 
 
+def _draw(rng) -> dict:
+    """Random chaos's throttle: most often a share of every call refused; one in three the
+    account's bucket (every node and action, 1-4 calls/s, a burst of 2-6), as when every node
+    of a cluster restarted at once (upstream 873/617)."""
+    if rng.random() < 1 / 3:
+        rate = round(rng.uniform(1.0, 4.0), 1)
+        return {"probability": 1.0, "scope": "account", "rate": rate,
+                "burst": round(rng.uniform(2.0, 6.0), 1)}
+    return {"probability": round(rng.uniform(0.2, 0.8), 2)}
+
+
 def category(action: str) -> str:
     return "non-mutating" if action.startswith(READS) else "mutating"
 
@@ -44,7 +55,7 @@ class Throttle(Ec2Fault):
     }
     description = ("RequestLimitExceeded (503), beyond `rate` calls/s (`burst`) when given, "
                    "one bucket per `scope` (action, category, account)")
-    chaos = Chaos(rank=1, draw=lambda rng: {"probability": round(rng.uniform(0.2, 0.8), 2)})
+    chaos = Chaos(rank=1, draw=lambda rng: _draw(rng))
 
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)
