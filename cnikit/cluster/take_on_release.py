@@ -20,6 +20,7 @@ import logging
 import threading
 
 from cnikit.cloud.after_call import AnsweredCall
+from cnikit.cloud.responses import list_param
 
 log = logging.getLogger("cnikit.cluster.nemesis")
 
@@ -45,7 +46,7 @@ class TakeOnRelease:
     def _on_call(self, call: AnsweredCall) -> None:
         if call.action != RELEASE or call.params.get("NetworkInterfaceId") != self.eni:
             return
-        named = [v for k, v in sorted(call.params.items()) if k.startswith("PrivateIpAddress.")]
+        named = list_param(call.params, "PrivateIpAddress")
         owners = self._nemesis.cloud.gate.owners().ips
         free = [ip for ip in named if owners.get(ip) is None]
         with self._lock:
