@@ -74,10 +74,10 @@ def run(ctx: Ctx) -> None:
                     timeout=max(10.0, ctx.run_seconds(60) * 4))
     ctx.step(f"both sources caught up; two reconciles; {added} more pods", **focus)
     # Upstream's reconcile cooldown (60 s) is the window's start, as the lag above counts.
-    staged(ctx, passes, released_wall + ctx.run_seconds(60), released_wall + lag)
+    staged(passes, released_wall + ctx.run_seconds(60), released_wall + lag)
 
 
-def staged(ctx: Ctx, passes, opened: float, closed: float) -> None:
+def staged(passes, opened: float, closed: float) -> None:
     """TooSlow when the race was not staged: the build reconciles with IMDS at a cadence
     that fits in the window between the release's cooldown ending and Describe catching up
     (seen before the window), yet no pass fell in it: the machine held it back (CI, once in

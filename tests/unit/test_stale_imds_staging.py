@@ -21,10 +21,10 @@ class Passes:
 
 def test_no_pass_in_the_window_of_a_build_that_passes_often_is_too_slow():
     with pytest.raises(TooSlow, match="no reconcile pass"):
-        staged(None, Passes([1, 4, 7, 10, 19, 22]), 11.0, 16.0)
+        staged(Passes([1, 4, 7, 10, 19, 22]), 11.0, 16.0)
 
 
 def test_a_pass_in_the_window_or_a_rare_or_no_reconcile_is_judged_as_it_is():
-    staged(None, Passes([1, 4, 7, 10, 13, 16]), 11.0, 16.0)  # a pass at 13
-    staged(None, Passes([1, 11, 21]), 11.5, 16.0)  # every 10 s: the window is shorter
-    staged(None, Passes([]), 11.0, 16.0)  # never reads IMDS
+    staged(Passes([1, 4, 7, 10, 13, 16]), 11.0, 16.0)  # a pass at 13
+    staged(Passes([1, 11, 21]), 11.5, 16.0)  # every 10 s: the window is shorter
+    staged(Passes([]), 11.0, 16.0)  # never reads IMDS
