@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from cnikit.cloud.after_call import AnsweredCall
 from cnikit.cloud.responses import list_param
@@ -29,13 +30,17 @@ RELEASE = "UnassignPrivateIpAddresses"
 
 class TakeOnRelease:
     """Armed until closed: each release from `eni` hands what it freed to `taker` (the
-    nemesis's take_ips, recorded as every take is). `taken`: the addresses taken so far."""
+    nemesis's take_ips, recorded as every take is). `taken`: the addresses taken so far;
+    `first_at`: when (wall clock) EC2 freed the first of them, the start of any window the
+    build's view of a release is timed from (what the scenario sees later is later still on a
+    busy machine)."""
 
     def __init__(self, nemesis, eni: str, taker: str):
         if nemesis.cloud is None:
             raise ValueError("this nemesis has no EC2 gate")
         self.eni, self.taker = eni, taker
         self.taken: list[str] = []
+        self.first_at: float | None = None
         self._handled: set[str] = set()  # taken, or tried and refused
         self._nemesis = nemesis
         self._lock = threading.Lock()
@@ -49,12 +54,14 @@ class TakeOnRelease:
         named = list_param(call.params, "PrivateIpAddress")
         owners = self._nemesis.cloud.gate.owners().ips
         free = [ip for ip in named if owners.get(ip) is None]
+        at = time.time()
         with self._lock:
             if self._hook is None or not free:
                 return
             try:
                 self._nemesis.take_ips(self.taker, free)
                 self.taken += free
+                self.first_at = self.first_at or at
             except Exception as e:  # noqa: BLE001 - recorded by the nemesis as a failed take
                 log.warning("could not take %s: %s", free, e)
             finally:

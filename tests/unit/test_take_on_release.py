@@ -4,6 +4,8 @@ assign it again first. Real parts: moto behind the gate, boto3 clients over HTTP
 
 from __future__ import annotations
 
+import time
+
 import boto3
 import botocore.config
 import pytest
@@ -37,7 +39,12 @@ def test_a_release_is_taken_before_its_caller_can_assign_the_address_again(takin
     n, h, cloud, eni, spare, ips = taking
     ec2 = cloud.client()
     with n.take_on_release(eni, spare) as taker:
+        assert taker.first_at is None
+        called = time.time()
         ec2.unassign_private_ip_addresses(NetworkInterfaceId=eni, PrivateIpAddresses=ips[:2])
+        answered = time.time()
+        # When EC2 freed them, not when someone saw it: the start of a window timed from it.
+        assert called <= taker.first_at <= answered
         # The caller's very next call, right after the answer: the addresses are gone.
         with pytest.raises(Exception, match="in use|InvalidParameterValue|already"):
             ec2.assign_private_ip_addresses(NetworkInterfaceId=eni,
@@ -73,7 +80,7 @@ def test_a_refused_release_another_eni_or_a_closed_take_takes_nothing(taking):
             NetworkInterfaceId=spare, SecondaryPrivateIpAddressCount=1)[
             "AssignedPrivateIpAddresses"]]
         ec2.unassign_private_ip_addresses(NetworkInterfaceId=spare, PrivateIpAddresses=other)
-        assert taker.taken == []
+        assert taker.taken == [] and taker.first_at is None
     finally:
         assert taker.close() == []
     ec2.unassign_private_ip_addresses(NetworkInterfaceId=eni, PrivateIpAddresses=[ips[0]])
