@@ -63,6 +63,15 @@ def _explain(r) -> str:
     if r.error:
         lines.append(f"scenario error: {r.error}")
     lines += r.evidence()
+    # The report's folder goes with pytest's tmp_path: what a CI failure needs to be read
+    # later goes in its message (a verdict that differs from the table's is rare, and then
+    # the steps, what the faults reached and the daemon's decisions tell why).
+    lines += [f"step +{s['t']:.2f}s {s['title']}" for s in r.steps]
+    lines += [f"exposure: {f['line']}" for f in (r.exposure or {}).get("faults", [])]
+    lines += [f"adapted: {a}" for a in (r.exposure or {}).get("adapted", [])]
+    for node, events in (r.daemon_events or {}).items():  # timed from its first decision
+        lines += [f"{node} daemon +{e['t'] - events[0]['t']:.2f}s "
+                  f"{ {k: v for k, v in e.items() if k != 't'} }" for e in events[-40:]]
     lines.append(f"report: {r.report}")
     return "\n".join(lines)
 
