@@ -38,6 +38,8 @@ def _cell(verdict: str) -> str:
 
 
 def render(doc: dict) -> str:
+    from cnikit.check.exposure import lines as exposure_lines
+
     t, kit, s = doc["target"], doc["kit"], doc["summary"]
     colour = {"certified": COLOURS["holds"], "failed": COLOURS["violation"]}.get(doc["verdict"],
                                                                                COLOURS["error"])
@@ -50,8 +52,7 @@ def render(doc: dict) -> str:
         if r.get("error") and r["verdict"] == "error":
             notes.insert(0, r["error"])
         exposure = r.get("exposure") or {}
-        notes += [f"exposure: {f['line']}" for f in exposure.get("faults") or []]
-        notes += [f"adapted: {a}" for a in exposure.get("adapted") or []]
+        notes += exposure_lines(exposure)
         expected = r.get("expected") or "holds"
         exp = "" if expected == r["verdict"] else f" (expected {escape(expected)})"
         shown = label(r["verdict"], exposure)

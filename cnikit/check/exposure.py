@@ -97,3 +97,11 @@ def label(verdict: str, exposure: dict | None) -> str:
     if verdict == "holds":
         return "exposed" if (exposure or {}).get("exposed", True) else "not exposed"
     return verdict
+
+
+def lines(exposure: dict | None) -> list[str]:
+    """What each fault reached and what the scenario did without, one line each, as every
+    reader of a run shows them (its report, `cnikit run`, a certificate, a test failure)."""
+    exposure = exposure or {}
+    return ([f"exposure: {f['line']}" for f in exposure.get("faults") or []]
+            + [f"adapted: {a}" for a in exposure.get("adapted") or []])

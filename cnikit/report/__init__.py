@@ -150,6 +150,7 @@ def normalize(result) -> dict:
 
 def build(result) -> tuple[dict, object]:
     """(report document, timeline) for a result."""
+    from cnikit.check.exposure import lines as exposure_lines
     from cnikit.report import cause, coverage, rootcause, summary, timeline
 
     doc = normalize(result)
@@ -166,8 +167,7 @@ def build(result) -> tuple[dict, object]:
     exposure = extras.get("exposure") or {}
     if doc["verdict"] == "holds" and exposure and not exposure.get("exposed", True):
         doc["summary"].insert(0, "not exposed: none of the scenario's faults reached this build")
-    doc["summary"] += [f"exposure: {f['line']}" for f in exposure.get("faults") or []]
-    doc["summary"] += [f"adapted: {a}" for a in exposure.get("adapted") or []]
+    doc["summary"] += exposure_lines(exposure)
     # Each violation carries its chain back to the first cause the record shows.
     doc["violations"] = [{**v, "chain": cause.to_json(tl, cause.chain(tl, v))}
                          for v in doc["violations"]]

@@ -19,6 +19,7 @@ import os
 import pytest
 
 from cnikit import scenarios
+from cnikit.check.exposure import lines as exposure_lines
 from cnikit.targets import builtin, builtin_names
 from tests.scenarios import cell_checks
 from tests.too_slow import skip_if_run_too_slow
@@ -67,8 +68,7 @@ def _explain(r) -> str:
     # later goes in its message (a verdict that differs from the table's is rare, and then
     # the steps, what the faults reached and the daemon's decisions tell why).
     lines += [f"step +{s['t']:.2f}s {s['title']}" for s in r.steps]
-    lines += [f"exposure: {f['line']}" for f in (r.exposure or {}).get("faults", [])]
-    lines += [f"adapted: {a}" for a in (r.exposure or {}).get("adapted", [])]
+    lines += exposure_lines(r.exposure)
     for node, events in (r.daemon_events or {}).items():  # timed from its first decision
         lines += [f"{node} daemon +{e['t'] - events[0]['t']:.2f}s "
                   f"{ {k: v for k, v in e.items() if k != 't'} }" for e in events[-40:]]

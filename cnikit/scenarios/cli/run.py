@@ -20,6 +20,8 @@ from cnikit.scenarios.cli.common import (
 
 
 def _print_result(r, out=None) -> None:
+    from cnikit.check.exposure import lines as exposure_lines
+
     echo = out or click.echo
     verdict = r.verdict.upper()
     exp = f" (expected {r.expected})" if r.expected else ""
@@ -40,10 +42,8 @@ def _print_result(r, out=None) -> None:
     if r.verdict == "holds" and not exposure.get("exposed", True):
         echo("  not exposed: none of the scenario's faults reached this build (a pass that "
              "tested nothing the scenario is for)")
-    for f in exposure.get("faults") or []:
-        echo(f"  exposure: {f['line']}")
-    for a in exposure.get("adapted") or []:
-        echo(f"  adapted: {a}")
+    for line in exposure_lines(exposure):
+        echo(f"  {line}")
     if r.report:
         echo(f"  report: {r.report.get('html') or r.report.get('json')}")
 
