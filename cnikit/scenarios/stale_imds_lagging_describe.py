@@ -55,9 +55,9 @@ def run(ctx: Ctx) -> None:
         gone = release(ctx, eni, pods[:RELEASED], 1)
         released_at = ctx.elapsed()
         taken = taker.close(expect=gone)
-    # The window below counts from EC2's release, not from when the scenario saw it: on a
-    # busy machine that was seconds later (CI: a pass after Describe had caught up counted
-    # as in the window, and 1.18.4 held).
+    # The window below counts from EC2's release, not from when the scenario saw it, which a
+    # busy machine can delay: a pass after Describe caught up would count as in the window
+    # (a suspected cause of a CI run where 1.18.4 held; not reproduced).
     released_wall = taker.first_at or time.time()
     if not taken:
         ctx.not_exposed("the build released no address to EC2 while Describe lagged")
