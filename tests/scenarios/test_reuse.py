@@ -10,6 +10,7 @@ import os
 import pytest
 
 from cnikit import scenarios
+from tests.too_slow import skip_if_run_too_slow
 
 pytestmark = [pytest.mark.root,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")]
@@ -35,6 +36,7 @@ def no_cooldown(tmp_path_factory):
 
 def _explain(r) -> str:
     return "\n".join([f"{r.scenario} [{r.profile}] seed {r.seed}: {r.verdict}",
+                      f"too slow: {r.too_slow}", f"precondition: {r.precondition}",
                       *(r.evidence()), f"error: {r.error}", f"report: {r.report}"])
 
 
@@ -42,6 +44,9 @@ def _explain(r) -> str:
 def test_no_cooldown_is_an_early_reuse_with_evidence(no_cooldown, tmp_path):
     r = scenarios.run(SCENARIO, str(no_cooldown), seed=1, report_dir=tmp_path / "report")
     print("\n".join(r.evidence()))
+    # The kit's verdict on a busy runner (CI: a stall before the reuses) is too slow, not
+    # a violation: said, as every scenario test says it, rather than failed.
+    skip_if_run_too_slow(r, f"{SCENARIO} [no-ip-cooldown]")
     assert r.verdict == "violation", _explain(r)
     assert {v["kind"] for v in r.violations} == {"early-reuse"}, _explain(r)
     v = r.violations[0]
