@@ -2,8 +2,13 @@
 of the reference daemon, certify the copy's hardened build, and count the bugs caught.
 
 A mutant is caught when certification does not certify it (a violation, liveness included).
-A run the kit could not complete (`error`) is no catch: it is reported apart. The unmodified
-daemon goes through the same path first (the baseline): it must certify (no false alarm).
+One that certifies is still flagged when its certification shows waste (cnikit.check.cost: a
+stream of refused EC2 calls, ENIs freed unused) in a run whose unmodified counterpart showed
+none of that kind: a bug that hurts no pod and only spends the account's EC2 budget, which
+no verdict may fail a design for (upstream #1148, #1451). Both count as detected; the JSON
+says which is which. A run the kit could not complete (`error`) is no catch: it is reported
+apart. The unmodified daemon goes through the same path first (the baseline): it must
+certify (no false alarm).
 
 The whole benchmark measures one tree: the kit's packages are taken once from the last
 commit (a snapshot), and each certification runs in a worker process (this script, from the
@@ -43,7 +48,7 @@ from mutants import BY_NAME, MUTANTS, QUICK, QUICK_SCENARIOS, Mutant  # noqa: E4
 
 from cnikit.certify.suite import DEFAULT_SEEDS  # noqa: E402
 
-GOAL = 0.90
+GOAL = 0.95
 BASELINE = "baseline"
 PACKAGE = "cnikit"  # what a mutant's copy holds
 KIT = ("cnikit", "fault_imds", "faultcore", "bench")  # what the snapshot holds
@@ -183,7 +188,8 @@ def worker(target: str, report: str, only: list[str], stop_at_first: bool, seeds
     signal.signal(signal.SIGTERM, interrupt)  # the run tears down what it made
 
     def on_result(rec: dict, k: int, n: int) -> None:
-        keep = ("scenario", "seed", "verdict", "seconds", "precondition", "error", "evidence")
+        keep = ("scenario", "seed", "verdict", "seconds", "precondition", "error", "evidence",
+                "cost")
         print(json.dumps({"run": {f: rec.get(f) for f in keep}, "k": k, "n": n}), flush=True)
         if stop_at_first and rec["verdict"] == "violation":
             raise _Caught
@@ -308,6 +314,9 @@ def evaluate(mutant: Mutant | None, pristine: Path, workdir: Path, only: list[st
     first = next((r for r in result["runs"] if r["verdict"] == "violation"), None)
     if first:
         row["evidence"] = (first.get("evidence") or [])[:2]
+    cost = {f"{r['scenario']} seed {r['seed']}": r["cost"] for r in result["runs"] if r.get("cost")}
+    if cost:
+        row["cost"] = cost
     shown = {"caught": "FALSE ALARM", "escaped": "certified"}.get(outcome, outcome) \
         if mutant is None else outcome
     say(f"{name}: {shown}" + (f" by {', '.join(caught_by)}" if caught_by else "")
@@ -383,8 +392,12 @@ def main() -> int:
         if not args.workdir:
             shutil.rmtree(workdir, ignore_errors=True)
     base, table = rows[0], rows[1:]
-    count = {o: sum(1 for r in table if r["outcome"] == o) for o in ("caught", "escaped", "error")}
-    share = count["caught"] / len(table) if table else 0.0
+    for r in table:
+        flag(r, base)
+    count = {o: sum(1 for r in table if r["outcome"] == o)
+             for o in ("caught", "flagged", "escaped", "error")}
+    detected = count["caught"] + count["flagged"]
+    share = detected / len(table) if table else 0.0
     judged = len(table) - count["error"]
     # The unmodified daemon must certify; a violation there is a false alarm.
     false_alarm = base["outcome"] == "caught"
@@ -395,29 +408,49 @@ def main() -> int:
         "planted": len(table),
         **count,
         "detection_share": round(share, 3),
-        "detection_share_of_judged": round(count["caught"] / judged, 3) if judged else None,
+        "detection_share_of_judged": round(detected / judged, 3) if judged else None,
         "baseline": {"certification": base.get("certification"),
                      "verdicts": base.get("verdicts"), "false_alarm": false_alarm,
                      **({"errors": base["errors"]} if base.get("errors") else {}),
-                     **({"evidence": base["evidence"]} if base.get("evidence") else {})},
+                     **({"evidence": base["evidence"]} if base.get("evidence") else {}),
+                     **({"cost": base["cost"]} if base.get("cost") else {})},
         "by_category": _by_category(table),
         "escaped_mutants": [r["name"] for r in table if r["outcome"] == "escaped"],
         "mutants": table,
         "seconds": round(time.monotonic() - t0, 1),
-        "goal": f">= {GOAL:.0%} of planted bugs caught by the certification suite "
-                "(an error is no catch), and the unmodified daemon certifies",
+        "goal": f">= {GOAL:.0%} of planted bugs caught by the certification suite (a "
+                "violation, or waste the unmodified daemon's runs did not show; an error is no "
+                "catch), and the unmodified daemon certifies",
         "goal_met": bool(table) and share >= GOAL and base["outcome"] == "escaped",
     })
     print(json.dumps(out))
     return 0
 
 
+def flag(row: dict, base: dict) -> None:
+    """An escaped mutant whose runs wasted what the baseline's same runs did not (a cost
+    finding of a kind the unmodified daemon's run of that scenario and seed did not have)
+    is `flagged`, by those runs."""
+    if row["outcome"] != "escaped":
+        return
+    seen = {(run, f["kind"]) for run, found in (base.get("cost") or {}).items() for f in found}
+    new = {run: [f for f in found if (run, f["kind"]) not in seen]
+           for run, found in (row.get("cost") or {}).items()}
+    new = {run: found for run, found in new.items() if found}
+    if new:
+        row["outcome"] = "flagged"
+        row["flagged_by"] = {run: [f"{f['kind']}: {f['what']}" for f in found]
+                             for run, found in new.items()}
+        say(f"{row['name']}: flagged (cost) by {', '.join(new)}")
+
+
 def _by_category(table: list[dict]) -> dict:
     cats: dict[str, dict] = {}
     for r in table:
-        c = cats.setdefault(r["category"], {"planted": 0, "caught": 0})
+        c = cats.setdefault(r["category"], {"planted": 0, "caught": 0, "flagged": 0})
         c["planted"] += 1
         c["caught"] += r["outcome"] == "caught"
+        c["flagged"] += r["outcome"] == "flagged"
     return cats
 
 

@@ -60,6 +60,9 @@ SCHEMA = {
                            "too_slow": {"type": ["string", "null"]},
                            "label": {"enum": ["exposed", "not exposed", *VERDICTS[1:]]},
                            "exposure": {"type": "object"},
+                           "cost": {"type": "array", "items": {
+                               "type": "object",
+                               "required": ["kind", "subject", "count", "since", "what"]}},
                            "evidence": {"type": "array", "items": {"type": "string"}}}}},
     },
 }
@@ -132,7 +135,9 @@ def summary(cert) -> dict:
            "exposed": cert.exposed,
            "not_exposed": sum(1 for r in cert.runs
                               if label(r["verdict"], r.get("exposure")) == "not exposed"),
-           "too_slow": len(cert.too_slow)}
+           "too_slow": len(cert.too_slow),
+           # Runs whose build wasted EC2 calls or ENIs (cnikit.check.cost): not a verdict.
+           "cost": sum(1 for r in cert.runs if r.get("cost"))}
     for v in VERDICTS:
         out[v] = cert.count(v)
     return out

@@ -59,6 +59,7 @@ def certify_cmd(target, seeds, report_dir, junitxml, only, jobs, shard, init_fil
         raise UsageError("certify needs a TARGET (a target file or a built-in profile); "
                          "'cnikit certify --init FILE' writes one")
     from cnikit.certify import certify
+    from cnikit.check.cost import lines as cost_lines
     from cnikit.runtime import require_root
     from cnikit.scenarios.parallel import parse_shard
     from cnikit.targets import resolve_target
@@ -113,6 +114,13 @@ def certify_cmd(target, seeds, report_dir, junitxml, only, jobs, shard, init_fil
                r.get("error") if r["verdict"] == "error" else
                "; ".join(f["line"] for f in (r.get("exposure") or {}).get("faults") or []))
         click.echo(f"  {r['scenario']} seed {r['seed']}: {shown}" + (f": {why}" if why else ""))
+    wasteful = [r for r in cert.runs if r.get("cost")]
+    if wasteful:  # not part of the verdict: what the build's EC2 calls wasted
+        click.echo(f"cost (not part of the verdict): {len(wasteful)} run(s) wasted EC2 calls "
+                   "or ENIs")
+        for r in wasteful:
+            for line in cost_lines(r["cost"]):
+                click.echo(f"  {r['scenario']} seed {r['seed']}: {line}")
     click.echo(f"certificate: {cert.paths['certificate']}")
     click.echo(f"report: {cert.paths['html']}")
     if cert.verdict == "insufficient" and cert.too_slow:

@@ -38,6 +38,7 @@ def _cell(verdict: str) -> str:
 
 
 def render(doc: dict) -> str:
+    from cnikit.check.cost import lines as cost_lines
     from cnikit.check.exposure import lines as exposure_lines
 
     t, kit, s = doc["target"], doc["kit"], doc["summary"]
@@ -52,7 +53,7 @@ def render(doc: dict) -> str:
         if r.get("error") and r["verdict"] == "error":
             notes.insert(0, r["error"])
         exposure = r.get("exposure") or {}
-        notes += exposure_lines(exposure)
+        notes += exposure_lines(exposure) + cost_lines(r.get("cost"))
         expected = r.get("expected") or "holds"
         exp = "" if expected == r["verdict"] else f" (expected {escape(expected)})"
         shown = label(r["verdict"], exposure)

@@ -2,10 +2,11 @@
 
 A record says when (wall clock), which action, which ENI, the IPs and prefixes involved
 (those asked for, or those assigned when the gate picked them), the outcome ("ok" or the
-EC2 error code), the region the call was signed for and the principal that made it (the
+EC2 error code), the region the call was signed for, the principal that made it (the
 access key it was signed with: the gate sets CALLER for each request; "" for the kit's own
-acts outside a request). Bounded, so a long chaos run cannot
-grow it without limit.
+acts outside a request) and whether a fault answered it (`injected`: the refusal is the
+kit's, not EC2's judgement of the call). Bounded, so a long chaos run cannot grow it
+without limit.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class AuditRecord:
     instance_id: str | None = None
     region: str = ""
     principal: str = ""
+    injected: bool = False
 
 
 class AuditLog:
@@ -40,9 +42,10 @@ class AuditLog:
         self._lock = threading.Lock()
 
     def add(self, action: str, eni_id: str | None = None, ips=(), prefixes=(),
-            outcome: str = "ok", instance_id: str | None = None, region: str = "") -> None:
+            outcome: str = "ok", instance_id: str | None = None, region: str = "",
+            injected: bool = False) -> None:
         rec = AuditRecord(time.time(), action, eni_id, list(ips), list(prefixes), outcome,
-                          instance_id, region, CALLER.get())
+                          instance_id, region, CALLER.get(), injected)
         with self._lock:
             self._records.append(rec)
 

@@ -26,8 +26,8 @@ FIELDS = ("scenario", "profile", "seed", "verdict", "seconds", "violations", "wa
           "history", "imds_events", "audit", "versions")
 VERDICTS = ("holds", "violation", "inconclusive", "error")
 # Kept in report.json when a RunResult has them (cnikit.scenarios.engine).
-EXTRAS = ("description", "expected", "error", "precondition", "exposure", "params", "nodes",
-          "steps", "schedule", "daemon_views", "daemon_events", "imds_requests")
+EXTRAS = ("description", "expected", "error", "precondition", "exposure", "cost", "params",
+          "nodes", "steps", "schedule", "daemon_views", "daemon_events", "imds_requests")
 
 # The shape of report.json, as a JSON Schema (draft 2020-12); tests validate against it.
 SCHEMA = {
@@ -150,6 +150,7 @@ def normalize(result) -> dict:
 
 def build(result) -> tuple[dict, object]:
     """(report document, timeline) for a result."""
+    from cnikit.check.cost import lines as cost_lines
     from cnikit.check.exposure import lines as exposure_lines
     from cnikit.report import cause, coverage, rootcause, summary, timeline
 
@@ -167,7 +168,7 @@ def build(result) -> tuple[dict, object]:
     exposure = extras.get("exposure") or {}
     if doc["verdict"] == "holds" and exposure and not exposure.get("exposed", True):
         doc["summary"].insert(0, "not exposed: none of the scenario's faults reached this build")
-    doc["summary"] += exposure_lines(exposure)
+    doc["summary"] += exposure_lines(exposure) + cost_lines(extras.get("cost"))
     # Each violation carries its chain back to the first cause the record shows.
     doc["violations"] = [{**v, "chain": cause.to_json(tl, cause.chain(tl, v))}
                          for v in doc["violations"]]

@@ -42,6 +42,7 @@ def run_record(result, scenario: str, seed: int, report_root: Path) -> dict:
         "too_slow": getattr(result, "too_slow", None),
         "exercised": getattr(result, "exercised", result.verdict in ("holds", "violation")),
         "exposure": getattr(result, "exposure", None) or {},
+        "cost": getattr(result, "cost", None) or [],
         "label": label(result.verdict, getattr(result, "exposure", None)),
         "error": result.error,
         "evidence": result.evidence(5),

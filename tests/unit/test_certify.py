@@ -100,6 +100,20 @@ def test_a_run_too_slow_for_its_time_scale_keeps_a_certificate_from_certified(ta
     assert _cert(target, [holds] * 19 + [{**slow, "verdict": "violation"}]).verdict == "failed"
 
 
+def test_cost_findings_are_kept_and_shown_but_never_change_the_verdict(target, tmp_path):
+    """Waste (cnikit.check.cost) is listed per run, counted in the summary and shown on the
+    index page; a certificate whose runs held stays CERTIFIED with it."""
+    jsonschema = pytest.importorskip("jsonschema")
+    what = "EC2 refused 40 AssignPrivateIpAddresses calls on eni-1 with " \
+           "PrivateIpAddressLimitExceeded in 5.0s"
+    holds = {**_runs()[0], "cost": [{"kind": "refused-over-limit", "subject": "eni-1",
+                                     "count": 40, "since": 1.0, "what": what}]}
+    c = _cert(target, [holds, _runs()[0]])
+    assert (c.verdict, c.document["summary"]["cost"]) == ("certified", 1)
+    jsonschema.validate(json.loads(json.dumps(c.document)), certificate.SCHEMA)
+    assert f"cost: refused-over-limit: {what}" in index.render(c.document)
+
+
 def test_certificate_schema_and_hashes(target, tmp_path):
     jsonschema = pytest.importorskip("jsonschema")
     c = _cert(target, _runs())
@@ -110,7 +124,7 @@ def test_certificate_schema_and_hashes(target, tmp_path):
     assert doc["target"]["name"] == "cnikit-reference"
     assert doc["summary"] == {"runs": 4, "exercised": 3, "exposed": 2, "not_exposed": 0,
                               "holds": 1, "violation": 1,
-                              "inconclusive": 1, "error": 1, "too_slow": 0}
+                              "inconclusive": 1, "error": 1, "too_slow": 0, "cost": 0}
     assert doc["files"], "the files under test are named"
     for f in doc["files"]:
         assert f["sha256"] == hashlib.sha256(Path(f["path"]).read_bytes()).hexdigest(), f

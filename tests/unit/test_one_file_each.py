@@ -1,6 +1,6 @@
 """CONTRIBUTING.md's promise, "one file each", kept: into a copy of the packages, one new file
 in each registry's folder (an IMDS fault kind, an EC2 fault kind on a new EC2 stage, a
-nemesis action, a checker, a scenario, a daemon profile: a built-in target), nothing else
+nemesis action, a checker, a cost rule, a scenario, a daemon profile: a built-in target), nothing else
 edited; then, run as a user runs the kit, every consumer sees each of them: `fault-imds
 add`'s options, both servers' kinds endpoints, the gate's nemesis endpoint, random chaos's
 draws, the gate running the new stage, the report's legend, evidence and damage rule,
@@ -73,6 +73,19 @@ class FewerAddresses(Ec2Fault):
         count = "SecondaryPrivateIpAddressCount"
         if call.params is not None and count in call.params:
             call.params[count] = str(min(int(call.params[count]), self.keep))
+''',
+    "cnikit/check/cost/many_creates.py": '''
+from cnikit.check.cost.base import Finding, Rule
+
+
+class ManyCreates(Rule):
+    kind = "many-creates"
+    why = "a throwaway rule (#0)"
+
+    def judge(self, calls):
+        made = [r for r in calls.records if r["action"] == "CreateNetworkInterface"]
+        return [Finding(self.kind, "run", len(made), made[0]["time"], f"{len(made)} creates")
+                ] if len(made) > 1 else []
 ''',
     "cnikit/check/checkers/odd_octet.py": '''
 from cnikit.check.checkers.base import Checker
@@ -151,6 +164,9 @@ from cnikit.report.legend import legend_rows
 out["report legend"] = ("#123456", "pod on an odd address") in legend_rows()
 from cnikit.check.damage import excusable
 out["damage rule"] = "odd-octet" in excusable()
+from cnikit.check import cost
+create = {"time": 1.0, "action": "CreateNetworkInterface", "principal": "testing", "outcome": "ok"}
+out["cost lane"] = [f["kind"] for f in cost.judge([create, create], [])]
 
 from cnikit.cloud import Cloud
 from fault_imds.server import ImdsServer
@@ -200,15 +216,18 @@ def test_one_new_file_per_registry_reaches_every_consumer(tmp_path):
         "fault-imds add": True, "cnikit scenarios": True, "matrix choices": True,
         "run choices": True, "random-chaos draws": ["cut-tail", "fewer-addresses"],
         "random-chaos acts": True, "report legend": True, "damage rule": True,
+        "cost lane": ["many-creates"],
         "imds kinds": True, "gate kinds": True, "gate nemesis": True,
         "gate runs the new stage": 1,
     }, seen
     # The real packages never had any of them.
     from cnikit import scenarios
     from cnikit.check.checkers import CHECKERS
+    from cnikit.check.cost import RULES
     from cnikit.daemon import profiles
 
     assert "odd-octet" not in CHECKERS and "one-pod-each" not in scenarios.names()
+    assert "many-creates" not in RULES
     assert "vpc-cni-throwaway" not in profiles.names()
     from cnikit.cluster.actions import ACTIONS
     assert "freeze" not in set(ACTIONS)

@@ -202,7 +202,11 @@ class Gate(Backend):
             CALLER.set(R.signed_access_key(request.headers, params))
             self._validate(action, params)
             if not _spared(request.headers):
-                await self.faults.before_call(action, region, params)
+                try:
+                    await self.faults.before_call(action, region, params)
+                except Ec2Error as e:
+                    e.injected = True  # the audit tells a fault's answer from EC2's
+                    raise
             r = self._regions.get(region) or await self._region(region)
             handler = self._handlers.get(action)
             if R.bool_param(params, "DryRun"):
@@ -220,7 +224,7 @@ class Gate(Backend):
                 if lost is not None:  # the change stands; only its answer is lost
                     status, out = lost.status, R.error_xml(lost)
         except Ec2Error as e:
-            self._audit_refusal(region, action, params, e.code)
+            self._audit_refusal(region, action, params, e.code, getattr(e, "injected", False))
             status, out = e.status, R.error_xml(e)
         except UpstreamError as e:
             self._audit_refusal(region, action, params, e.code())
@@ -262,9 +266,10 @@ class Gate(Backend):
                 raise missing(name)
 
     def _audit_refusal(self, region: str, action: str, params: dict[str, str],
-                       code: str) -> None:
+                       code: str, injected: bool = False) -> None:
         if action and not action.startswith(READ_PREFIXES) and action in self._required:
             self.audit.add(action, params.get("NetworkInterfaceId"),
                            R.list_param(params, "PrivateIpAddress"),
                            R.list_param(params, "Ipv4Prefix"), outcome=code,
-                           instance_id=params.get("InstanceId"), region=region)
+                           instance_id=params.get("InstanceId"), region=region,
+                           injected=injected)

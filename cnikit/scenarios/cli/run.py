@@ -20,6 +20,7 @@ from cnikit.scenarios.cli.common import (
 
 
 def _print_result(r, out=None) -> None:
+    from cnikit.check.cost import lines as cost_lines
     from cnikit.check.exposure import lines as exposure_lines
 
     echo = out or click.echo
@@ -42,7 +43,7 @@ def _print_result(r, out=None) -> None:
     if r.verdict == "holds" and not exposure.get("exposed", True):
         echo("  not exposed: none of the scenario's faults reached this build (a pass that "
              "tested nothing the scenario is for)")
-    for line in exposure_lines(exposure):
+    for line in exposure_lines(exposure) + cost_lines(getattr(r, "cost", None)):
         echo(f"  {line}")
     if r.report:
         echo(f"  report: {r.report.get('html') or r.report.get('json')}")

@@ -28,6 +28,8 @@ class RunResult:
     exercised: bool = True  # False when inconclusive/error before the build was exercised
     # What of the run's faults reached the build (cnikit.check.exposure.judge).
     exposure: dict = field(default_factory=dict)
+    # What the build's EC2 calls wasted (cnikit.check.cost.judge): never part of the verdict.
+    cost: list[dict] = field(default_factory=list)
     imds_requests: list[dict] = field(default_factory=list)  # the IMDS's per-request log
     violations: list[dict] = field(default_factory=list)
     warnings: list[dict] = field(default_factory=list)

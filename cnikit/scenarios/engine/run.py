@@ -250,9 +250,12 @@ def _collect(result: RunResult, ctx: Ctx, cluster) -> None:
     result.audit = [_jsonable(r) for r in cluster.cloud.gate.audit.records()]
     from cnikit.check.exposure import judge
 
+    names = {n.instance_id: n.name for n in cluster.fabric.nodes}
     result.exposure = judge(ctx.history.entries(), result.imds_requests,
-                            cluster.cloud.gate.faults.reached(),
-                            {n.instance_id: n.name for n in cluster.fabric.nodes})
+                            cluster.cloud.gate.faults.reached(), names)
+    from cnikit.check import cost
+
+    result.cost = cost.judge(result.audit, ctx.history.entries(), names, cluster.scale)
     owners = cluster.cloud.gate.owners()
     sampler = ctx.sampler
     for n, node in enumerate(cluster.fabric.nodes):
