@@ -59,7 +59,6 @@ def certify_cmd(target, seeds, report_dir, junitxml, only, jobs, shard, init_fil
         raise UsageError("certify needs a TARGET (a target file or a built-in profile); "
                          "'cnikit certify --init FILE' writes one")
     from cnikit.certify import certify
-    from cnikit.check.cost import lines as cost_lines
     from cnikit.runtime import require_root
     from cnikit.scenarios.parallel import parse_shard
     from cnikit.targets import resolve_target
@@ -119,8 +118,8 @@ def certify_cmd(target, seeds, report_dir, junitxml, only, jobs, shard, init_fil
         click.echo(f"cost (not part of the verdict): {len(wasteful)} run(s) wasted EC2 calls "
                    "or ENIs")
         for r in wasteful:
-            for line in cost_lines(r["cost"]):
-                click.echo(f"  {r['scenario']} seed {r['seed']}: {line}")
+            for f in r["cost"]:
+                click.echo(f"  {r['scenario']} seed {r['seed']}: {f['kind']}: {f['what']}")
     click.echo(f"certificate: {cert.paths['certificate']}")
     click.echo(f"report: {cert.paths['html']}")
     if cert.verdict == "insufficient" and cert.too_slow:
