@@ -96,3 +96,28 @@ def test_a_copy_that_does_not_import_is_an_error_not_a_catch(bench, tmp_path):
     assert mod.judge({"runs": [{"scenario": "a", "verdict": "error"},
                                {"scenario": "b", "verdict": "violation"}],
                       "fatal": None}) == ("caught", ["b"])
+
+
+def test_a_certified_mutant_is_flagged_only_by_waste_its_baseline_run_did_not_show():
+    """Cost findings (cnikit.check.cost) count for a mutant that certified when the
+    unmodified daemon's run of the same scenario and seed had none of that kind."""
+    mod = _load_bench()
+    refused = {"kind": "refused-over-limit", "what": "EC2 refused 82 ..."}
+    churn = {"kind": "eni-churn", "what": "n0 freed 1 ENI(s) no pod used ..."}
+    base = {"outcome": "escaped", "cost": {"describe-lag-churn seed 1": [refused]}}
+
+    def row(cost, outcome="escaped"):
+        return {"name": "m", "outcome": outcome, "cost": cost}
+
+    same = row({"describe-lag-churn seed 1": [refused]})
+    mod.flag(same, base)
+    assert same["outcome"] == "escaped"  # the reference daemon wastes as much there
+    elsewhere = row({"describe-lag-churn seed 1": [refused], "new-eni-addresses-lag seed 1":
+                     [refused], "crash-in-checkpoint-write seed 1": [churn]})
+    mod.flag(elsewhere, base)
+    assert elsewhere["outcome"] == "flagged"
+    assert sorted(elsewhere["flagged_by"]) == ["crash-in-checkpoint-write seed 1",
+                                               "new-eni-addresses-lag seed 1"]
+    caught = row({"new-eni-addresses-lag seed 1": [refused]}, outcome="caught")
+    mod.flag(caught, base)
+    assert caught["outcome"] == "caught" and "flagged_by" not in caught
