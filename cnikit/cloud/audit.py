@@ -36,10 +36,32 @@ class AuditRecord:
     injected: bool = False
 
 
+@dataclass(frozen=True)
+class ThrottledCall:
+    """A call, read or mutating, that a throttle fault refused: when, which action, and who
+    asked (the source address, and the instance the caller named in its header if any),
+    so that a caller's retries can be told apart from another's."""
+
+    time: float
+    action: str
+    source: str | None
+    named: str | None = None
+
+
 class AuditLog:
     def __init__(self, maxlen: int = 200_000):
         self._records: deque[AuditRecord] = deque(maxlen=maxlen)
+        self._throttled: deque[ThrottledCall] = deque(maxlen=maxlen)
         self._lock = threading.Lock()
+
+    def throttle(self, action: str, source: str | None, named: str | None = None) -> None:
+        rec = ThrottledCall(time.time(), action, source, named)
+        with self._lock:
+            self._throttled.append(rec)
+
+    def throttled(self) -> list[ThrottledCall]:
+        with self._lock:
+            return list(self._throttled)
 
     def add(self, action: str, eni_id: str | None = None, ips=(), prefixes=(),
             outcome: str = "ok", instance_id: str | None = None, region: str = "",

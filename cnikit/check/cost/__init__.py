@@ -29,11 +29,13 @@ for _info in pkgutil.iter_modules(__path__):
 
 
 def judge(audit: list[dict], history: list[dict], nodes: dict[str, str] | None = None,
-          scale: float = 1.0) -> list[dict]:
+          scale: float = 1.0, throttled: list[dict] | None = None) -> list[dict]:
     """Every registered rule's findings over one run, by kind: [{kind, subject, count, since,
     what}]. `audit`: the gate's records as JSON; `nodes`: instance id -> node name; `scale`:
-    the run's time scale (CNIKIT_TIME_SCALE), which compresses upstream's intervals."""
-    calls = Calls.of(audit, history, nodes or {}, scale)
+    the run's time scale (CNIKIT_TIME_SCALE), which compresses upstream's intervals;
+    `throttled`: every call a throttle refused, reads included ({time, action,
+    instance_id}: the calling instance, None when unknown)."""
+    calls = Calls.of(audit, history, nodes or {}, scale, throttled or [])
     out = []
     for kind in sorted(RULES):
         out += [f.to_json() for f in RULES[kind]().judge(calls)]

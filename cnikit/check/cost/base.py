@@ -29,17 +29,21 @@ class Finding:
 class Calls:
     """A run's EC2 calls as the rules read them: the build's own (`records`, in time order,
     injected refusals and other principals' calls left out), the ENIs the nemesis acted on,
-    every address a pod was given, node names and the run's time scale."""
+    every address a pod was given, node names, the run's time scale, and the calls a
+    throttle refused (`throttled`: a fault's answers, but how the build retried them is
+    the build's)."""
 
     records: list[dict] = field(default_factory=list)
     touched: set[str] = field(default_factory=set)  # ENIs the nemesis named
     pod_ips: set[str] = field(default_factory=set)
     nodes: dict[str, str] = field(default_factory=dict)  # instance id -> node name
     scale: float = 1.0  # the run's time scale: upstream's intervals times this
+    # Calls a throttle refused, reads included, in time order: {time, action, instance_id}.
+    throttled: list[dict] = field(default_factory=list)
 
     @classmethod
     def of(cls, audit: list[dict], history: list[dict], nodes: dict[str, str],
-           scale: float = 1.0) -> Calls:
+           scale: float = 1.0, throttled: list[dict] | None = None) -> Calls:
         records = sorted((r for r in audit if not r.get("injected")
                           and r.get("principal", "") not in NOT_THE_BUILD),
                          key=lambda r: r["time"])
@@ -52,7 +56,8 @@ class Calls:
                 touched.update(x for x in [t.get("eni"), *(t.get("enis") or ())] if x)
             elif e.get("process") == "client" and e.get("type") == "ok" and e.get("f") == "pod-add":
                 pod_ips.add(v.get("ip"))
-        return cls(records, touched, pod_ips, nodes, scale)
+        return cls(records, touched, pod_ips, nodes, scale,
+                   sorted(throttled or [], key=lambda r: r["time"]))
 
 
 class Rule:

@@ -19,7 +19,7 @@ import threading
 from aiohttp import web
 
 from cnikit.cloud import responses as R
-from cnikit.cloud.after_call import AfterCall, AnsweredCall, caller_instance
+from cnikit.cloud.after_call import INSTANCE_HEADER, AfterCall, AnsweredCall, caller_instance
 from cnikit.cloud.audit import CALLER
 from cnikit.cloud.control import ControlApi
 from cnikit.cloud.errors import Ec2Error, internal_error, missing
@@ -35,6 +35,7 @@ from faultcore.caller import spared as _spared
 log = logging.getLogger("cnikit.cloud.gate")
 
 READ_PREFIXES = ("Describe", "Get", "List", "Search")
+THROTTLED = "RequestLimitExceeded"  # EC2's throttling code (the throttle fault answers it)
 CONTROL = "/_cnikit/"
 
 
@@ -206,6 +207,9 @@ class Gate(Backend):
                     await self.faults.before_call(action, region, params)
                 except Ec2Error as e:
                     e.injected = True  # the audit tells a fault's answer from EC2's
+                    if e.code == THROTTLED:  # reads too: how a caller retries (check.cost)
+                        self.audit.throttle(action, request.remote,
+                                            request.headers.get(INSTANCE_HEADER))
                     raise
             r = self._regions.get(region) or await self._region(region)
             handler = self._handlers.get(action)

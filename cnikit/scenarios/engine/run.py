@@ -253,10 +253,16 @@ def _collect(result: RunResult, ctx: Ctx, cluster) -> None:
     names = {n.instance_id: n.name for n in cluster.fabric.nodes}
     result.exposure = judge(ctx.history.entries(), result.imds_requests,
                             cluster.cloud.gate.faults.reached(), names)
-    from cnikit.check import cost
-
-    result.cost = cost.judge(result.audit, ctx.history.entries(), names, cluster.scale)
     owners = cluster.cloud.gate.owners()
+    from cnikit.check import cost
+    from cnikit.cloud.after_call import INSTANCE_HEADER, caller_instance
+
+    throttled = [{"time": t.time, "action": t.action,
+                  "instance_id": caller_instance({INSTANCE_HEADER: t.named} if t.named else None,
+                                                 t.source, owners)}
+                 for t in cluster.cloud.gate.audit.throttled()]
+    result.cost = cost.judge(result.audit, ctx.history.entries(), names, cluster.scale,
+                             throttled)
     sampler = ctx.sampler
     for n, node in enumerate(cluster.fabric.nodes):
         enis = [{"eni_id": e.eni_id, "mac": e.mac, "device_index": e.device_index,
