@@ -118,3 +118,44 @@ def test_the_gate_tells_a_faults_refusal_from_ec2s_own(gate_fault_vpc):
         PrivateIpAddresses=[a["PrivateIpAddress"] for a in ec2.describe_network_interfaces(
             NetworkInterfaceIds=[eni])["NetworkInterfaces"][0]["PrivateIpAddresses"]
             if not a["Primary"]])
+
+
+def test_calling_again_at_once_after_a_throttle_is_a_finding_a_backoff_is_not():
+    from cnikit.check.cost.throttle_no_backoff import AT_LEAST, AT_ONCE_S
+
+    def throttled(times, instance=NODE):
+        return [{"time": t, "action": "DescribeNetworkInterfaces", "instance_id": instance}
+                for t in times]
+
+    at_once = [100 + i * 0.6 + d for i in range(AT_LEAST) for d in (0.0, AT_ONCE_S / 5)]
+    found = cost.judge([], [], {NODE: "n0"}, 0.05, throttled(at_once))
+    assert kinds(found) == ["throttle-no-backoff"]
+    assert (found[0]["subject"], found[0]["count"]) == ("n0", AT_LEAST)
+    # The same calls, each after a back-off of a tenth of a second or more.
+    backed_off = [100 + i * 0.3 for i in range(2 * AT_LEAST)]
+    assert cost.judge([], [], {NODE: "n0"}, 0.05, throttled(backed_off)) == []
+    # Two nodes each backing off, their calls interleaved: each node is judged by its own.
+    both = throttled(backed_off) + throttled([t + AT_ONCE_S / 5 for t in backed_off], "i-0b")
+    assert cost.judge([], [], {NODE: "n0", "i-0b": "n1"}, 0.05, both) == []
+    # Ten at once among many more backed-off calls: two threads throttled together now and
+    # then, not a loop.
+    mixed = sorted(at_once + [200 + i * 0.3 for i in range(4 * AT_LEAST)])
+    assert cost.judge([], [], {NODE: "n0"}, 0.05, throttled(mixed)) == []
+    # A caller the gate could not name is nobody's.
+    assert cost.judge([], [], {}, 0.05, throttled(at_once, instance=None)) == []
+
+
+def test_the_gate_logs_each_throttled_call_reads_included_with_its_caller(gate_fault_vpc):
+    cloud, _topo = gate_fault_vpc
+    ec2 = cloud.client()
+    before = len(cloud.gate.audit.throttled())
+    cloud.gate.faults.add("throttle", target={"action": "DescribeNetworkInterfaces"})
+    try:
+        with pytest.raises(ClientError, match="RequestLimitExceeded"):
+            ec2.describe_network_interfaces()
+    finally:
+        cloud.gate.faults.clear()
+    got = cloud.gate.audit.throttled()[before:]
+    # The kit's client retries once (botocore's max_attempts counts retries): two calls.
+    assert [(t.action, t.source) for t in got] == [("DescribeNetworkInterfaces", "127.0.0.1")] * 2
+    assert not [r for r in cloud.gate.audit.records() if r.action == "DescribeNetworkInterfaces"]
