@@ -20,6 +20,9 @@ from dataclasses import asdict, dataclass, field
 # The principal (access key id) of the request being served: set by the gate's entry point,
 # read by every AuditLog.add of that request.
 CALLER: ContextVar[str] = ContextVar("cnikit_audit_caller", default="")
+# The access key of another principal of the account (an operator's console, another node's
+# sweep: the nemesis signs those acts with it), as the audit records it.
+OTHER_PRINCIPAL_KEY = "AKIDOTHERPRINCIPAL"
 
 
 @dataclass(frozen=True)

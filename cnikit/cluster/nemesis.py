@@ -53,12 +53,13 @@ import time
 from collections.abc import Callable, Iterable
 
 from cnikit.check.history import NEMESIS, History
+from cnikit.cloud.audit import OTHER_PRINCIPAL_KEY
 from fault_imds.client import FaultClient, FaultHandle, UnknownTarget
 
 START, END, INFO, FAIL = "start", "end", "info", "fail"
 # Another principal of the account (an operator's console, another node's sweep): its own
 # credentials, so the gate's audit records its calls under its access key (`principal`).
-OTHER_PRINCIPAL = {"AWS_ACCESS_KEY_ID": "AKIDOTHERPRINCIPAL", "AWS_SECRET_ACCESS_KEY": "other"}
+OTHER_PRINCIPAL = {"AWS_ACCESS_KEY_ID": OTHER_PRINCIPAL_KEY, "AWS_SECRET_ACCESS_KEY": "other"}
 # The tag the reference daemon (and upstream's) puts on the ENIs it creates.
 CLUSTER_TAG = "cluster.k8s.amazonaws.com/name"
 SKIPPED = "fault-skipped"

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from cnikit.cloud.audit import OTHER_PRINCIPAL_KEY
 from cnikit.targets import builtin_names
 
 
@@ -127,13 +128,13 @@ def another_principal_unassigned_and_swept(r, seen) -> None:
     """Another principal (its own access key in the audit) unassigned the node's free
     addresses and swept an ENI the node had created and not yet attached, whose attach
     then answered NotFound."""
-    other = [a for a in r.audit if a["principal"] == "AKIDOTHERPRINCIPAL"]
+    other = [a for a in r.audit if a["principal"] == OTHER_PRINCIPAL_KEY]
     assert any(a["action"] == "UnassignPrivateIpAddresses" for a in other), other
     swept = {a["eni_id"] for a in other if a["action"] == "DeleteNetworkInterface"
              and a["outcome"] == "ok"}
     assert swept, other
     created = {a["eni_id"] for a in r.audit if a["action"] == "CreateNetworkInterface"
-               and a["principal"] != "AKIDOTHERPRINCIPAL"}
+               and a["principal"] != OTHER_PRINCIPAL_KEY}
     assert swept <= created
     assert any(a["action"] == "AttachNetworkInterface" and a["eni_id"] in swept
                and a["outcome"] == "InvalidNetworkInterfaceID.NotFound" for a in r.audit)

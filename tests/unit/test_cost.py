@@ -11,6 +11,7 @@ from botocore.exceptions import ClientError
 from cnikit.check import cost
 from cnikit.check.cost.eni_churn import MIN_LIFETIME_S
 from cnikit.check.cost.refused_over_limit import AT_LEAST
+from cnikit.cloud.audit import OTHER_PRINCIPAL_KEY
 
 BUILD = "testing"  # the reference daemon's access key
 ENI, NODE = "eni-0a", "i-0a"
@@ -49,7 +50,7 @@ def test_a_stream_of_refusals_over_a_limit_is_a_finding_a_few_are_not():
     assert cost.judge(refusals(AT_LEAST - 1), []) == []
 
 
-@pytest.mark.parametrize("kw", [{"injected": True}, {"principal": "AKIDOTHERPRINCIPAL"},
+@pytest.mark.parametrize("kw", [{"injected": True}, {"principal": OTHER_PRINCIPAL_KEY},
                                 {"principal": ""}])
 def test_refusals_the_build_did_not_earn_are_not_its_waste(kw):
     """A fault's answer, another principal's calls and the kit's own acts."""
@@ -84,7 +85,7 @@ def test_an_eni_freed_unused_within_the_minimum_lifetime_is_churn():
                       scale) == []
     # Detached by another principal (an operator, another node's sweep): not the build's.
     other = lifecycle(100, bound / 2)
-    other[2] = {**other[2], "principal": "AKIDOTHERPRINCIPAL"}
+    other[2] = {**other[2], "principal": OTHER_PRINCIPAL_KEY}
     assert cost.judge(other, [], {NODE: "n0"}, scale) == []
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from cnikit.check.history import History
+from cnikit.cloud.audit import OTHER_PRINCIPAL_KEY
 from cnikit.cluster.nemesis import Nemesis, TargetGone
 from cnikit.errors import UsageError
 from fault_imds.client import FaultClient, FaultError
@@ -291,7 +292,7 @@ def test_another_principal_detaches_an_eni_out_of_band(nemesis):
     n.detach_eni(eni_id)
     assert n.cloud.gate.owners().enis[eni_id].instance_id is None
     rec = [r for r in n.cloud.gate.audit.records() if r.eni_id == eni_id][-1]
-    assert rec.action == "DetachNetworkInterface" and rec.principal == "AKIDOTHERPRINCIPAL"
+    assert rec.action == "DetachNetworkInterface" and rec.principal == OTHER_PRINCIPAL_KEY
     with pytest.raises(ValueError):
         n.detach_eni(eni_id)  # not attached: a failed act, recorded
     assert ops(h)[-2:] == [("info", "ec2-detach"), ("fail", "ec2-detach")]

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from cnikit.cloud.audit import OTHER_PRINCIPAL_KEY
+
 # kind -> rule class, as registered.
 RULES: dict[str, type[Rule]] = {}
 
 # Principals whose calls are not the build's: the kit's own acts outside a request ("") and
-# the nemesis's other principal (cnikit.cluster.nemesis.OTHER_PRINCIPAL; not imported: the
-# check layer sits below the cluster's).
-NOT_THE_BUILD = {"", "AKIDOTHERPRINCIPAL"}
+# another principal of the account (the nemesis's).
+NOT_THE_BUILD = {"", OTHER_PRINCIPAL_KEY}
 
 
 @dataclass
