@@ -8,6 +8,9 @@ from __future__ import annotations
 
 
 class Ec2Error(Exception):
+    # Set by the gate when a fault answered the call rather than EC2 (its audit says so).
+    injected = False
+
     def __init__(self, code: str, message: str, status: int = 400):
         super().__init__(f"{code}: {message}")
         self.code = code

@@ -228,7 +228,7 @@ class Gate(Backend):
                 if lost is not None:  # the change stands; only its answer is lost
                     status, out = lost.status, R.error_xml(lost)
         except Ec2Error as e:
-            self._audit_refusal(region, action, params, e.code, getattr(e, "injected", False))
+            self._audit_refusal(region, action, params, e.code, e.injected)
             status, out = e.status, R.error_xml(e)
         except UpstreamError as e:
             self._audit_refusal(region, action, params, e.code())

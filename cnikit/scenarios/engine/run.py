@@ -251,7 +251,8 @@ def _collect(result: RunResult, ctx: Ctx, cluster) -> None:
     from cnikit.check.exposure import judge
 
     names = {n.instance_id: n.name for n in cluster.fabric.nodes}
-    result.exposure = judge(ctx.history.entries(), result.imds_requests,
+    entries = ctx.history.entries()  # a copy of the whole history: taken once
+    result.exposure = judge(entries, result.imds_requests,
                             cluster.cloud.gate.faults.reached(), names)
     owners = cluster.cloud.gate.owners()
     from cnikit.check import cost
@@ -261,7 +262,7 @@ def _collect(result: RunResult, ctx: Ctx, cluster) -> None:
                   "instance_id": caller_instance({INSTANCE_HEADER: t.named} if t.named else None,
                                                  t.source, owners)}
                  for t in cluster.cloud.gate.audit.throttled()]
-    result.cost = cost.judge(result.audit, ctx.history.entries(), names, cluster.scale,
+    result.cost = cost.judge(result.audit, entries, names, cluster.scale,
                              throttled)
     sampler = ctx.sampler
     for n, node in enumerate(cluster.fabric.nodes):
