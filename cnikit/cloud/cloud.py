@@ -6,6 +6,7 @@ says LocalStack is (`AWS_ENDPOINT_URL`, else `LOCALSTACK_HOST`, default localhos
 
 from __future__ import annotations
 
+import ipaddress
 import threading
 from dataclasses import dataclass, field
 
@@ -37,6 +38,7 @@ class Instance:
     mac: str
     az: str
     subnet_id: str
+    primary_ipv6: str | None = None  # the primary ENI's IPv6 address, in a dual-stack subnet
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,8 @@ class Topology:
     subnet_cidr: str
     az: str
     instances: list[Instance] = field(default_factory=list)
+    vpc_ipv6_cidr: str | None = None  # the VPC's /56 (dual stack)
+    subnet_ipv6_cidr: str | None = None  # the subnet's /64 of it
 
 
 def _reach(upstream: str, probe: str, deadline_s: float) -> None:
@@ -140,13 +144,27 @@ class Cloud:
 
     def bootstrap(self, nodes: int = 3, instance_type: str = "m5.large",
                   vpc_cidr: str = "10.0.0.0/16", subnet_cidr: str = "10.0.1.0/24",
-                  az: str | None = None) -> Topology:
-        """A VPC, one subnet and `nodes` running instances, all through the gate."""
+                  az: str | None = None, ipv6: bool = False) -> Topology:
+        """A VPC, one subnet and `nodes` running instances, all through the gate.
+
+        `ipv6`: dual stack, as an EKS IPv6 cluster's VPC: an Amazon-provided /56 on the
+        VPC, the subnet's first /64 of it with AssignIpv6AddressOnCreation, so each
+        instance's primary ENI has an IPv6 address besides its IPv4 one."""
         ec2 = self.client()
         az = az or f"{self.region}a"
-        vpc_id = ec2.create_vpc(CidrBlock=vpc_cidr)["Vpc"]["VpcId"]
+        vpc = ec2.create_vpc(CidrBlock=vpc_cidr, AmazonProvidedIpv6CidrBlock=ipv6)["Vpc"]
+        vpc_id = vpc["VpcId"]
+        vpc_v6 = subnet_v6 = None
+        extra = {}
+        if ipv6:
+            vpc_v6 = vpc["Ipv6CidrBlockAssociationSet"][0]["Ipv6CidrBlock"]
+            subnet_v6 = str(next(ipaddress.IPv6Network(vpc_v6).subnets(new_prefix=64)))
+            extra["Ipv6CidrBlock"] = subnet_v6
         subnet_id = ec2.create_subnet(VpcId=vpc_id, CidrBlock=subnet_cidr,
-                                      AvailabilityZone=az)["Subnet"]["SubnetId"]
+                                      AvailabilityZone=az, **extra)["Subnet"]["SubnetId"]
+        if ipv6:
+            ec2.modify_subnet_attribute(SubnetId=subnet_id,
+                                        AssignIpv6AddressOnCreation={"Value": True})
         instances = []
         if nodes:
             res = ec2.run_instances(ImageId=DEFAULT_AMI, MinCount=nodes, MaxCount=nodes,
@@ -157,10 +175,12 @@ class Cloud:
                     {"Name": "attachment.instance-id", "Values": [iid]},
                     {"Name": "attachment.device-index", "Values": ["0"]},
                 ])["NetworkInterfaces"][0]
+                v6 = [a["Ipv6Address"] for a in eni.get("Ipv6Addresses", ())]
                 instances.append(Instance(iid, instance_type, eni["NetworkInterfaceId"],
-                                              eni["PrivateIpAddress"], eni["MacAddress"], az,
-                                              subnet_id))
-        return Topology(vpc_id, vpc_cidr, subnet_id, subnet_cidr, az, instances)
+                                          eni["PrivateIpAddress"], eni["MacAddress"], az,
+                                          subnet_id, v6[0] if v6 else None))
+        return Topology(vpc_id, vpc_cidr, subnet_id, subnet_cidr, az, instances, vpc_v6,
+                        subnet_v6)
 
     def stop(self) -> None:
         self.gate.stop()

@@ -14,6 +14,13 @@ from dataclasses import dataclass
 class InstanceLimits:
     max_enis: int
     ipv4_per_eni: int
+    # EC2 allows as many IPv6 addresses per ENI as IPv4 ones on nearly every type
+    # (AssignIpv6Addresses' documentation); None: the IPv4 figure.
+    ipv6: int | None = None
+
+    @property
+    def ipv6_per_eni(self) -> int:
+        return self.ipv4_per_eni if self.ipv6 is None else self.ipv6
 
 
 # AWS's figures (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/AvailableIpPerENI.html).

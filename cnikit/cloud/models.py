@@ -17,6 +17,10 @@ Rules (each `plan_*` raises Ec2Error and changes nothing; `apply_*` changes the 
   the instance type; one ENI per device index;
 - /28 prefixes are aligned, inside the subnet, and never overlap an address in use;
 - RunInstances' counts are sane, and only a one-instance launch may name its address.
+- IPv6: an address is held by at most one ENI
+  per VPC, lies inside its subnet's /64 (neither its first four nor its last address) and
+  outside every delegated /80; a /80 is aligned, inside the /64 and overlaps no address or
+  other prefix; addresses plus /80s per ENI stay within the type's IPv6 limit.
 
 A Mirror holds one region, as EC2 keeps regions apart (the same CIDRs and even the same
 addresses live in two regions without meeting). All regions' mirrors share one `Versions`,
@@ -38,7 +42,14 @@ from cnikit.cloud.errors import (
 )
 from cnikit.cloud.limits import UNATTACHED, InstanceLimits
 from cnikit.cloud.ownership import OwnershipSnapshot, build_snapshot
-from cnikit.cloud.records import Attachment, Eni, InstanceState, Subnet
+from cnikit.cloud.records import (
+    IPV6_HOST_BITS,
+    IPV6_PREFIX_LEN,
+    Attachment,
+    Eni,
+    InstanceState,
+    Subnet,
+)
 
 PREFIX_LEN = 28
 PREFIX_SIZE = 16
@@ -83,6 +94,11 @@ class Mirror:
         self.enis: dict[str, Eni] = {}
         self._ip_owner: dict[tuple[str, str], str] = {}  # (vpc, ip) -> eni
         self._used: dict[str, set[int]] = {}  # subnet -> addresses held (IPs and prefixes)
+        # IPv6, per subnet: addresses held, how many of them each /80 block holds, and the
+        # blocks delegated as prefixes (a /80 has 2**48 addresses: never expanded).
+        self._v6_used: dict[str, set[int]] = {}
+        self._v6_blocks_used: dict[str, dict[int, int]] = {}
+        self._v6_delegated: dict[str, set[int]] = {}
         self._snapshot: OwnershipSnapshot | None = None
         # ENIs in an attach or detach that takes time (the `slow_attachment` fault): eni ->
         # its attachment as EC2 shows it meanwhile ("attaching", "detaching"). The upstream
@@ -99,6 +115,7 @@ class Mirror:
         self.enis = {}
         self._ip_owner = {}
         self._used = {s: set() for s in self.subnets}
+        self._v6_used, self._v6_blocks_used, self._v6_delegated = {}, {}, {}
         for eni in enis:
             held = self.pending.get(eni.eni_id)
             self._index(eni if held is None else replace(eni, attachment=held))
@@ -135,6 +152,15 @@ class Mirror:
             used.add(int(ipaddress.IPv4Address(ip)))
         for p in eni.prefixes:
             used.update(prefix_addresses(p))
+        v6 = self._v6_used.setdefault(eni.subnet_id, set())
+        blocks = self._v6_blocks_used.setdefault(eni.subnet_id, {})
+        for ip in eni.ipv6s:
+            self._ip_owner[(eni.vpc_id, ip)] = eni.eni_id
+            value = int(ipaddress.IPv6Address(ip))
+            v6.add(value)
+            blocks[value >> IPV6_HOST_BITS] = blocks.get(value >> IPV6_HOST_BITS, 0) + 1
+        delegated = self._v6_delegated.setdefault(eni.subnet_id, set())
+        delegated.update(ipv6_block(p) for p in eni.ipv6_prefixes)
 
     def _unindex(self, eni: Eni) -> None:
         del self.enis[eni.eni_id]
@@ -145,6 +171,20 @@ class Mirror:
             used.discard(int(ipaddress.IPv4Address(ip)))
         for p in eni.prefixes:
             used.difference_update(prefix_addresses(p))
+        v6 = self._v6_used.get(eni.subnet_id, set())
+        blocks = self._v6_blocks_used.get(eni.subnet_id, {})
+        for ip in eni.ipv6s:
+            if self._ip_owner.get((eni.vpc_id, ip)) == eni.eni_id:
+                del self._ip_owner[(eni.vpc_id, ip)]
+            value = int(ipaddress.IPv6Address(ip))
+            v6.discard(value)
+            left = blocks.get(value >> IPV6_HOST_BITS, 1) - 1
+            if left > 0:
+                blocks[value >> IPV6_HOST_BITS] = left
+            else:
+                blocks.pop(value >> IPV6_HOST_BITS, None)
+        self._v6_delegated.get(eni.subnet_id, set()).difference_update(
+            ipv6_block(p) for p in eni.ipv6_prefixes)
 
     # -- lookups --------------------------------------------------------------------------
 
@@ -192,6 +232,8 @@ class Mirror:
         subnet = self.subnets.get(subnet_id)
         if subnet is None:
             return None
+        if subnet.cidr is None:  # IPv6-only: EC2 counts IPv4 addresses here, and has none
+            return 0
         used = len(self._used.get(subnet_id, ()))
         return max(subnet.cidr.num_addresses - RESERVED_PER_SUBNET - used, 0)
 
@@ -256,6 +298,169 @@ class Mirror:
         if not self._prefix_free(subnet, block, self._used.get(subnet.subnet_id, set()), taken):
             raise invalid_value(f"Prefix {prefix} overlaps addresses in use or reserved")
         return str(block)
+
+    # -- IPv6 -------------------------------------------------------------------------------
+
+    def _v6_block_free(self, subnet: Subnet, block: int, taken_blocks: set[int]) -> bool:
+        """Whether the /80 `block` may be delegated: whole inside the subnet's usable range,
+        holding no address and not delegated already."""
+        start, end = block << IPV6_HOST_BITS, ((block + 1) << IPV6_HOST_BITS) - 1
+        return (subnet.first_usable_v6 <= start and end <= subnet.last_usable_v6
+                and block not in self._v6_blocks_used.get(subnet.subnet_id, {})
+                and block not in self._v6_delegated.get(subnet.subnet_id, set())
+                and block not in taken_blocks)
+
+    def pick_ipv6s(self, subnet: Subnet, count: int, taken: set[int]) -> list[str]:
+        """`count` free addresses, lowest first, outside every delegated /80."""
+        used = self._v6_used.get(subnet.subnet_id, set())
+        delegated = self._v6_delegated.get(subnet.subnet_id, set())
+        picked: list[str] = []
+        value = subnet.first_usable_v6
+        while len(picked) < count and value <= subnet.last_usable_v6:
+            block = value >> IPV6_HOST_BITS
+            if block in delegated:  # the whole /80 is someone's: jump past it
+                value = (block + 1) << IPV6_HOST_BITS
+                continue
+            if value not in used and value not in taken:
+                picked.append(str(ipaddress.IPv6Address(value)))
+            value += 1
+        if len(picked) < count:
+            raise Ec2Error(
+                "InsufficientFreeAddressesInSubnet",
+                "The specified subnet does not have enough free addresses to satisfy the request.",
+            )
+        return picked
+
+    def pick_ipv6_prefixes(self, subnet: Subnet, count: int, taken_blocks: set[int]) -> list[str]:
+        first = subnet.first_usable_v6 >> IPV6_HOST_BITS
+        last = subnet.last_usable_v6 >> IPV6_HOST_BITS
+        picked: list[str] = []
+        block = first
+        while len(picked) < count and block <= last:
+            if self._v6_block_free(subnet, block, taken_blocks):
+                picked.append(ipv6_prefix_of(block))
+            block += 1
+        if len(picked) < count:
+            raise Ec2Error(
+                "InsufficientCidrBlocks",
+                "The specified subnet does not have enough free cidr blocks to satisfy the request.",
+            )
+        return picked
+
+    def check_ipv6_prefix(self, subnet: Subnet, prefix: str, taken_blocks: set[int]) -> str:
+        if subnet.ipv6_cidr is None:
+            raise invalid_value(f"Subnet {subnet.subnet_id} has no IPv6 CIDR block")
+        try:
+            net = ipaddress.IPv6Network(prefix, strict=True)
+        except ValueError:
+            raise invalid_value(f"Invalid value '{prefix}' for ipv6 prefix: not an aligned /80") from None
+        if net.prefixlen != IPV6_PREFIX_LEN:
+            raise invalid_value(f"Invalid value '{prefix}' for ipv6 prefix: must be a /80")
+        if not net.subnet_of(subnet.ipv6_cidr):
+            raise invalid_value(f"Prefix {prefix} does not fall within the subnet's IPv6 range")
+        if not self._v6_block_free(subnet, ipv6_block(str(net)), taken_blocks):
+            raise invalid_value(f"Prefix {prefix} overlaps addresses in use or reserved")
+        return str(net)
+
+    def plan_ipv6(self, eni: Eni, subnet: Subnet, addresses: list[str], count: int | None,
+                  prefixes: list[str], prefix_count: int | None, limit: int) -> AssignPlan:
+        """The IPv6 addresses and /80s to give `eni`: EC2's checks, then picks for counts."""
+        if addresses and count:
+            raise Ec2Error("InvalidParameterCombination",
+                           "Specify either IPv6 addresses or an IPv6 address count, not both")
+        if prefixes and prefix_count:
+            raise Ec2Error("InvalidParameterCombination",
+                           "Specify either Ipv6Prefixes or Ipv6PrefixCount, not both")
+        for n in (count, prefix_count):
+            if n is not None and n < 0:
+                raise invalid_value(f"Invalid value '{n}' for count")
+        if subnet.ipv6_cidr is None:
+            raise invalid_value(f"Subnet {subnet.subnet_id} has no IPv6 CIDR block: "
+                                "associate one before assigning IPv6 addresses")
+        plan = AssignPlan(eni.eni_id)
+        taken: set[int] = set()
+        taken_blocks: set[int] = set()
+        delegated = self._v6_delegated.get(subnet.subnet_id, set())
+        for raw in addresses:
+            value = subnet.check_ipv6(raw)
+            ip = str(ipaddress.IPv6Address(value))
+            if value in taken:
+                raise invalid_value(f"Address {ip} is specified more than once")
+            taken.add(value)
+            holder = self.ip_owner(eni.vpc_id, ip)
+            if holder == eni.eni_id:
+                raise invalid_value(f"Address {ip} is already assigned to {eni.eni_id}")
+            if holder is not None:
+                raise invalid_value(f"Address {ip} is in use.")
+            if value >> IPV6_HOST_BITS in delegated:
+                raise invalid_value(f"Address {ip} is in use by an ipv6 prefix.")
+            plan.ips.append(ip)
+            taken_blocks.add(value >> IPV6_HOST_BITS)
+        for p in prefixes:
+            checked = self.check_ipv6_prefix(subnet, p, taken_blocks)
+            plan.prefixes.append(checked)
+            taken_blocks.add(ipv6_block(checked))
+        wanted = len(addresses) + (count or 0) + len(prefixes) + (prefix_count or 0)
+        if eni.ipv6_slots + wanted > limit:
+            raise invalid_value(f"Address count {eni.ipv6_slots + wanted} per interface "
+                                f"exceeds the IPv6 limit ({limit}) of {eni.eni_id}")
+        if count:
+            plan.ips += self.pick_ipv6s(subnet, count, taken)
+            taken_blocks.update(int(ipaddress.IPv6Address(i)) >> IPV6_HOST_BITS
+                                for i in plan.ips)
+        if prefix_count:
+            plan.prefixes += self.pick_ipv6_prefixes(subnet, prefix_count, taken_blocks)
+        return plan
+
+    def plan_assign_ipv6(self, eni_id: str | None, addresses: list[str], count: int | None,
+                         prefixes: list[str], prefix_count: int | None) -> AssignPlan:
+        eni = self.eni(eni_id)
+        if not (addresses or count or prefixes or prefix_count):
+            raise Ec2Error("MissingParameter",
+                           "Either 'ipv6Addresses', 'ipv6AddressCount', 'Ipv6Prefix' or "
+                           "'Ipv6PrefixCount' must be specified")
+        return self.plan_ipv6(eni, self.subnet(eni.subnet_id), addresses, count, prefixes,
+                              prefix_count, self.eni_limits(eni).ipv6_per_eni)
+
+    def apply_assign_ipv6(self, plan: AssignPlan) -> None:
+        eni = self.enis[plan.eni_id]
+        self.put_eni(replace(eni, ipv6s=eni.ipv6s + tuple(plan.ips),
+                             ipv6_prefixes=eni.ipv6_prefixes + tuple(plan.prefixes)))
+        self.changed()
+
+    def plan_unassign_ipv6(self, eni_id: str | None, addresses: list[str],
+                           prefixes: list[str]) -> tuple[Eni, list[str], list[str]]:
+        """The ENI and the addresses and prefixes to take from it, normalised; refused
+        whole when any is not on it."""
+        eni = self.eni(eni_id)
+        if not addresses and not prefixes:
+            raise Ec2Error("MissingParameter",
+                           "Either 'ipv6Addresses' or 'Ipv6Prefix' must be specified")
+        ips, nets = [], []
+        for raw in addresses:
+            try:
+                ips.append(str(ipaddress.IPv6Address(raw)))
+            except ValueError:
+                raise invalid_value(f"Invalid value '{raw}' for IPv6 address") from None
+        for raw in prefixes:
+            try:
+                nets.append(str(ipaddress.IPv6Network(raw, strict=True)))
+            except ValueError:
+                raise invalid_value(f"Invalid value '{raw}' for ipv6 prefix") from None
+        if any(ip not in eni.ipv6s for ip in ips):
+            raise invalid_value(
+                f"Some of the specified addresses are not assigned to interface {eni.eni_id}")
+        if any(p not in eni.ipv6_prefixes for p in nets):
+            raise invalid_value(
+                f"Some of the specified prefixes are not assigned to interface {eni.eni_id}")
+        return eni, ips, nets
+
+    def apply_unassign_ipv6(self, eni_id: str, ips: list[str], prefixes: list[str]) -> None:
+        eni = self.enis[eni_id]
+        self.put_eni(replace(eni, ipv6s=tuple(i for i in eni.ipv6s if i not in ips),
+                             ipv6_prefixes=tuple(p for p in eni.ipv6_prefixes
+                                                 if p not in prefixes)))
+        self.changed()
 
     # -- plans ----------------------------------------------------------------------------
 
@@ -501,6 +706,15 @@ class Mirror:
             snap = replace(snap, version=shared.value, regions=shared.regions)
         self._snapshot = snap
         return snap
+
+
+def ipv6_block(prefix: str) -> int:
+    """The /80 block a prefix or address lies in, as an index (its top 80 bits)."""
+    return int(ipaddress.IPv6Network(prefix, strict=False).network_address) >> IPV6_HOST_BITS
+
+
+def ipv6_prefix_of(block: int) -> str:
+    return str(ipaddress.IPv6Network((block << IPV6_HOST_BITS, IPV6_PREFIX_LEN)))
 
 
 def check_launch_count(min_count: int, count: int) -> None:

@@ -38,6 +38,8 @@ class EniInfo:
     # The attachment's status: "attached", or "attaching"/"detaching" while the gate's
     # slow_attachment fault holds it; None when attached nowhere (available).
     attachment_status: str | None = None
+    ipv6s: list[str] = field(default_factory=list)
+    ipv6_prefixes: list[str] = field(default_factory=list)  # delegated /80s
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,10 @@ class OwnershipSnapshot:
     enis: dict[str, EniInfo]
     region: str = "us-east-1"
     regions: tuple[str, ...] = ()
+    # IPv6 apart from IPv4, so that a reader of `ips` and `prefixes` meets only the family
+    # it always knew; a dual-stack reader takes both.
+    ipv6s: dict[str, Owner] = field(default_factory=dict)
+    ipv6_prefixes: dict[str, Owner] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {
@@ -57,6 +63,8 @@ class OwnershipSnapshot:
             "enis": {e: asdict(i) for e, i in self.enis.items()},
             "region": self.region,
             "regions": list(self.regions),
+            "ipv6s": {ip: asdict(o) for ip, o in self.ipv6s.items()},
+            "ipv6_prefixes": {p: asdict(o) for p, o in self.ipv6_prefixes.items()},
         }
 
     @classmethod
@@ -68,6 +76,8 @@ class OwnershipSnapshot:
             enis={e: EniInfo(**i) for e, i in data["enis"].items()},
             region=data.get("region", "us-east-1"),
             regions=tuple(data.get("regions", ())),
+            ipv6s={ip: Owner(**o) for ip, o in data.get("ipv6s", {}).items()},
+            ipv6_prefixes={p: Owner(**o) for p, o in data.get("ipv6_prefixes", {}).items()},
         )
 
 
@@ -76,6 +86,8 @@ def build_snapshot(version: int, enis: dict[str, Eni], region: str = "us-east-1"
     ips: dict[str, Owner] = {}
     prefixes: dict[str, Owner] = {}
     infos: dict[str, EniInfo] = {}
+    ipv6s: dict[str, Owner] = {}
+    ipv6_prefixes: dict[str, Owner] = {}
     for eni in enis.values():
         att = eni.attachment
         inst = att.instance_id if att else None
@@ -84,7 +96,13 @@ def build_snapshot(version: int, enis: dict[str, Eni], region: str = "us-east-1"
             ips[ip] = Owner(eni.eni_id, inst, dev, primary=(n == 0))
         for p in eni.prefixes:
             prefixes[p] = Owner(eni.eni_id, inst, dev, primary=False)
+        for ip in eni.ipv6s:
+            ipv6s[ip] = Owner(eni.eni_id, inst, dev, primary=False)
+        for p in eni.ipv6_prefixes:
+            ipv6_prefixes[p] = Owner(eni.eni_id, inst, dev, primary=False)
         infos[eni.eni_id] = EniInfo(eni.eni_id, inst, dev, eni.mac, eni.primary_ip,
                                     eni.subnet_id, list(eni.ips), list(eni.prefixes),
-                                    att.status if att else None)
-    return OwnershipSnapshot(version, ips, prefixes, infos, region, regions or (region,))
+                                    att.status if att else None, list(eni.ipv6s),
+                                    list(eni.ipv6_prefixes))
+    return OwnershipSnapshot(version, ips, prefixes, infos, region, regions or (region,),
+                             ipv6s, ipv6_prefixes)

@@ -181,6 +181,37 @@ def assign_xml(eni_id: str, ips: list[str], prefixes: list[str]) -> bytes:
     )
 
 
+def assign_ipv6_xml(eni_id: str, addresses: list[str], prefixes: list[str]) -> bytes:
+    return action_xml(
+        "AssignIpv6Addresses",
+        plain_items("assignedIpv6Addresses", addresses)
+        + plain_items("assignedIpv6PrefixSet", prefixes)
+        + f"<networkInterfaceId>{eni_id}</networkInterfaceId>",
+    )
+
+
+def unassign_ipv6_xml(eni_id: str, addresses: list[str], prefixes: list[str]) -> bytes:
+    return action_xml(
+        "UnassignIpv6Addresses",
+        f"<networkInterfaceId>{eni_id}</networkInterfaceId>"
+        + plain_items("unassignedIpv6Addresses", addresses)
+        + plain_items("unassignedIpv6PrefixSet", prefixes),
+    )
+
+
+def plain_items(tag: str, values: Iterable[str]) -> str:
+    """A list of strings as EC2 renders one: each value an <item> of its own."""
+    body = "".join(f"<item>{escape(v)}</item>" for v in values)
+    return f"<{tag}>{body}</{tag}>"
+
+
+def ipv6_addresses_param(eni_id: str, addresses: Iterable[str]) -> dict[str, str]:
+    """The parameters of Assign/UnassignIpv6Addresses that name an ENI and addresses."""
+    out = {"NetworkInterfaceId": eni_id}
+    out.update({f"Ipv6Addresses.{n}": a for n, a in enumerate(addresses, 1)})
+    return out
+
+
 def return_true_xml(action: str) -> bytes:
     return action_xml(action, "<return>true</return>")
 
@@ -227,7 +258,10 @@ def valid_mac(raw: str, eni_id: str) -> str:
     return "02:" + ":".join(f"{b:02x}" for b in digest[:5])
 
 
-def eni_from_item(item: ET.Element, prefixes: tuple[str, ...] = ()) -> Eni:
+def eni_from_item(item: ET.Element, prefixes: tuple[str, ...] = (),
+                  ipv6_prefixes: tuple[str, ...] = ()) -> Eni:
+    """An upstream ENI as a mirror record. The upstream holds no prefixes (moto ignores
+    them): the gate's own, `prefixes` and `ipv6_prefixes`, are carried over."""
     ips = [
         (_text(i, "primary") == "true", _text(i, "privateIpAddress"))
         for i in item.findall("privateIpAddressesSet/item")
@@ -250,6 +284,11 @@ def eni_from_item(item: ET.Element, prefixes: tuple[str, ...] = ()) -> Eni:
         )
     seen = {p.findtext("ipv4Prefix") for p in item.findall("ipv4PrefixSet/item")}
     all_prefixes = tuple(prefixes) + tuple(p for p in seen if p and p not in prefixes)
+    ipv6s = tuple(str(ipaddress.IPv6Address(a.findtext("ipv6Address")))
+                  for a in item.findall("ipv6AddressesSet/item") if a.findtext("ipv6Address"))
+    seen6 = [p.findtext("ipv6Prefix") for p in item.findall("ipv6PrefixSet/item")]
+    all_ipv6_prefixes = tuple(ipv6_prefixes) + tuple(
+        p for p in seen6 if p and p not in ipv6_prefixes)
     return Eni(
         eni_id=_text(item, "networkInterfaceId"),
         subnet_id=_text(item, "subnetId"),
@@ -259,6 +298,8 @@ def eni_from_item(item: ET.Element, prefixes: tuple[str, ...] = ()) -> Eni:
         prefixes=all_prefixes,
         attachment=attachment,
         template=ET.tostring(item),
+        ipv6s=ipv6s,
+        ipv6_prefixes=all_ipv6_prefixes,
     )
 
 
@@ -289,12 +330,26 @@ def subnets_from_describe(body: bytes) -> list[Subnet]:
         Subnet(
             subnet_id=_text(s, "subnetId"),
             vpc_id=_text(s, "vpcId"),
-            cidr=ipaddress.IPv4Network(_text(s, "cidrBlock")),
+            cidr=ipaddress.IPv4Network(_text(s, "cidrBlock")) if _text(s, "cidrBlock") else None,
             az=_text(s, "availabilityZone"),
             default_for_az=_text(s, "defaultForAz") == "true",
+            ipv6_cidr=_subnet_ipv6(s),
+            assign_ipv6_on_creation=_text(s, "assignIpv6AddressOnCreation") == "true",
         )
         for s in parse_xml(body).findall("subnetSet/item")
     ]
+
+
+def _subnet_ipv6(subnet: ET.Element) -> ipaddress.IPv6Network | None:
+    """The subnet's associated IPv6 block. moto 5.2 renders the state as a Python dict's
+    repr ("{'State': 'associated'}"), so the state is matched by the word it contains."""
+    for assoc in subnet.findall("ipv6CidrBlockAssociationSet/item"):
+        state = "".join(assoc.find("ipv6CidrBlockState").itertext()) \
+            if assoc.find("ipv6CidrBlockState") is not None else "associated"
+        cidr = _text(assoc, "ipv6CidrBlock")
+        if cidr and "associated" in state and "disassociated" not in state:
+            return ipaddress.IPv6Network(cidr)
+    return None
 
 
 def with_available_counts(body: bytes, available) -> bytes:
@@ -331,8 +386,12 @@ def limits_from_describe(body: bytes) -> dict[str, InstanceLimits]:
     for it in parse_xml(body).findall("instanceTypeSet/item"):
         enis = it.findtext("networkInfo/maximumNetworkInterfaces")
         ips = it.findtext("networkInfo/ipv4AddressesPerInterface")
+        ipv6 = it.findtext("networkInfo/ipv6AddressesPerInterface")
+        if _text(it, "networkInfo/ipv6Supported") == "false":
+            ipv6 = "0"
         if enis and ips:
-            out[_text(it, "instanceType")] = InstanceLimits(int(enis), int(ips))
+            out[_text(it, "instanceType")] = InstanceLimits(
+                int(enis), int(ips), int(ipv6) if ipv6 else None)
     return out
 
 
@@ -349,7 +408,8 @@ def render_eni(eni: Eni) -> bytes:
     """The upstream's <item> for this ENI with the gate's truth for addresses and attachment."""
     item = ET.fromstring(eni.template) if eni.template else ET.Element("item")
     for tag in ("privateIpAddress", "privateIpAddressesSet", "ipv4PrefixSet", "attachment",
-                "status", "networkInterfaceId", "subnetId", "vpcId", "macAddress"):
+                "status", "networkInterfaceId", "subnetId", "vpcId", "macAddress",
+                "ipv6AddressesSet", "ipv6PrefixSet", "ipv6Address"):
         for el in item.findall(tag):
             item.remove(el)
     _set(item, "networkInterfaceId", eni.eni_id)
@@ -366,6 +426,15 @@ def render_eni(eni: Eni) -> bytes:
         pset = ET.SubElement(item, "ipv4PrefixSet")
         for p in eni.prefixes:
             _set(ET.SubElement(pset, "item"), "ipv4Prefix", p)
+    v6 = ET.SubElement(item, "ipv6AddressesSet")
+    for a in eni.ipv6s:
+        it = ET.SubElement(v6, "item")
+        _set(it, "ipv6Address", a)
+        _set(it, "isPrimaryIpv6", "false")
+    if eni.ipv6_prefixes:
+        pset = ET.SubElement(item, "ipv6PrefixSet")
+        for p in eni.ipv6_prefixes:
+            _set(ET.SubElement(pset, "item"), "ipv6Prefix", p)
     att = eni.attachment
     if att is not None:
         a = ET.SubElement(item, "attachment")
@@ -448,6 +517,7 @@ def eni_field(eni: Eni, name: str) -> list[str] | None:
         "addresses.private-ip-address": list(eni.ips),
         "addresses.primary": ["true"],
         "ipv4-prefix": list(eni.prefixes),
+        "ipv6-addresses.ipv6-address": list(eni.ipv6s),
         "attachment.instance-id": [att.instance_id] if att else [],
         "attachment.attachment-id": [att.attachment_id] if att else [],
         "attachment.device-index": [str(att.device_index)] if att else [],
@@ -468,7 +538,8 @@ def eni_field(eni: Eni, name: str) -> list[str] | None:
 
 DESCRIBE_ENI_FILTERS = frozenset({
     "network-interface-id", "subnet-id", "vpc-id", "mac-address", "status", "private-ip-address",
-    "addresses.private-ip-address", "addresses.primary", "ipv4-prefix", "attachment.instance-id",
+    "addresses.private-ip-address", "addresses.primary", "ipv4-prefix",
+    "ipv6-addresses.ipv6-address", "attachment.instance-id",
     "attachment.attachment-id", "attachment.device-index", "attachment.status",
     "attachment.delete-on-termination", "attachment.instance-owner-id", "availability-zone",
     "description", "owner-id", "requester-id", "requester-managed", "source-dest-check",

@@ -19,6 +19,7 @@ MODELLED = {
     "CreateNetworkInterface", "DeleteNetworkInterface", "AttachNetworkInterface",
     "DetachNetworkInterface", "DescribeNetworkInterfaces",
     "AssignPrivateIpAddresses", "UnassignPrivateIpAddresses",
+    "AssignIpv6Addresses", "UnassignIpv6Addresses",
     "DescribeSubnets",
 }
 

@@ -213,7 +213,9 @@ class Backend:
         enis = []
         for it in items:
             eni_id = it.findtext("networkInterfaceId")
-            enis.append(R.eni_from_item(it, old[eni_id].prefixes if eni_id in old else ()))
+            kept = old.get(eni_id)
+            enis.append(R.eni_from_item(it, kept.prefixes if kept else (),
+                                        kept.ipv6_prefixes if kept else ()))
 
         def load():
             if adopt:  # a new region joins in the same change its first state lands in

@@ -14,6 +14,7 @@ from cnikit.cloud import responses as R
 from cnikit.cloud.errors import invalid_value
 from cnikit.cloud.gate.actions import Actions, action
 from cnikit.cloud.gate.backend import Region, UpstreamError
+from cnikit.cloud.gate.interfaces import plan_new_ipv6
 from cnikit.cloud.models import check_launch_count
 from cnikit.cloud.records import Eni, InstanceState
 
@@ -46,11 +47,13 @@ class InstanceActions(Actions):
                 R.int_param(params, NIC + "SecondaryPrivateIpAddressCount") or 0,
                 count, limits)
             uses_nic = any(k.startswith(NIC) for k in params)
+            v6 = self._ipv6_asked(r, subnet, params, uses_nic, count)
             bodies = []
             for ips in plans:
                 fwd = {k: v for k, v in params.items()
                        if k not in ("MinCount", "MaxCount", "PrivateIpAddress",
-                                    NIC + "PrivateIpAddress", NIC + "SecondaryPrivateIpAddressCount")}
+                                    NIC + "PrivateIpAddress", NIC + "SecondaryPrivateIpAddressCount")
+                       and not k.startswith(("Ipv6", NIC + "Ipv6"))}
                 fwd.update({"MinCount": "1", "MaxCount": "1"})
                 fwd[(NIC if uses_nic else "") + "PrivateIpAddress"] = ips[0]
                 if not uses_nic:
@@ -62,7 +65,39 @@ class InstanceActions(Actions):
                         break
                     raise
                 await self._adopt_instances(r, R.instances_from(bodies[-1]), ips[1:], headers)
+                if v6:
+                    await self._give_ipv6(r, R.instances_from(bodies[-1]), subnet, params,
+                                          uses_nic, headers)
         return 200, R.merge_reservations(bodies)
+
+    @staticmethod
+    def _ipv6_asked(r: Region, subnet, params, uses_nic: bool, count: int) -> bool:
+        """Whether the launch's primary ENIs get IPv6 (refused here, before anything is
+        launched, when EC2 would refuse it)."""
+        plan = plan_new_ipv6(r.mirror, subnet, params, NIC if uses_nic else "",
+                             "Ipv6Addresses" if uses_nic else "Ipv6Address")
+        if plan.ips and count > 1 and any(".Ipv6Address" in k for k in params):
+            raise invalid_value("IPv6 addresses can only be given for one instance")
+        return bool(plan.ips or plan.prefixes)
+
+    async def _give_ipv6(self, r: Region, instances: list[InstanceState], subnet, params,
+                         uses_nic: bool, headers) -> None:
+        """The IPv6 addresses of each new instance's primary ENI, picked now that the
+        instances before it hold theirs."""
+        for inst in instances:
+            eni = next((e for e in r.mirror.instance_enis(inst.instance_id)
+                        if e.attachment.device_index == 0), None)
+            if eni is None:
+                continue
+            plan = plan_new_ipv6(r.mirror, subnet, params, NIC if uses_nic else "",
+                                 "Ipv6Addresses" if uses_nic else "Ipv6Address", eni)
+            plan.eni_id = eni.eni_id
+            if plan.ips:
+                await self._call(r.name, "AssignIpv6Addresses",
+                                 R.ipv6_addresses_param(eni.eni_id, plan.ips), headers)
+            self._mutate(r, r.mirror.apply_assign_ipv6, plan)
+            self.audit.add("RunInstances", eni.eni_id, plan.ips, plan.prefixes,
+                           instance_id=inst.instance_id, region=r.name)
 
     async def _adopt_instances(self, r: Region, instances: list[InstanceState],
                                secondaries: list[str], headers) -> None:

@@ -12,9 +12,29 @@ from __future__ import annotations
 from cnikit.cloud import responses as R
 from cnikit.cloud.gate.actions import Actions, action
 from cnikit.cloud.gate.backend import Region, UpstreamError
-from cnikit.cloud.models import select_enis
-from cnikit.cloud.records import Eni
+from cnikit.cloud.limits import UNATTACHED
+from cnikit.cloud.models import AssignPlan, Mirror, select_enis
+from cnikit.cloud.records import Eni, Subnet
 from faultcore.caller import spared as _spared
+
+
+def plan_new_ipv6(mirror: Mirror, subnet: Subnet, params: dict[str, str], prefix: str = "",
+                  listed: str = "Ipv6Addresses", eni: Eni | None = None) -> AssignPlan:
+    """The IPv6 addresses and /80s of a new ENI (CreateNetworkInterface; RunInstances'
+    with `prefix` "NetworkInterface.1.", or `listed` "Ipv6Address" at its top level): those
+    asked for, else one address when the subnet has AssignIpv6AddressOnCreation, as EC2
+    gives. `eni`: the ENI already made (RunInstances' primary), else a blank one."""
+    addresses = R.list_param(params, prefix + listed, "Ipv6Address")
+    count = R.int_param(params, prefix + "Ipv6AddressCount")
+    prefixes = R.list_param(params, prefix + "Ipv6Prefix", "Ipv6Prefix")
+    prefix_count = R.int_param(params, prefix + "Ipv6PrefixCount")
+    if not (addresses or count or prefixes or prefix_count):
+        if not subnet.assign_ipv6_on_creation:
+            return AssignPlan("")
+        count = 1
+    eni = eni or Eni("", subnet.subnet_id, subnet.vpc_id, "", ())
+    limit = mirror.eni_limits(eni).ipv6_per_eni if eni.attachment else UNATTACHED.ipv6_per_eni
+    return mirror.plan_ipv6(eni, subnet, addresses, count, prefixes, prefix_count, limit)
 
 
 class InterfaceActions(Actions):
@@ -28,24 +48,30 @@ class InterfaceActions(Actions):
                 R.list_param(params, "Ipv4Prefix", "Ipv4Prefix"),
                 R.int_param(params, "Ipv4PrefixCount"),
             )
+            v6 = plan_new_ipv6(r.mirror, subnet, params)
             fwd = {k: v for k, v in params.items()
-                   if not k.startswith(("PrivateIpAddresses.", "Ipv4Prefix"))
+                   if not k.startswith(("PrivateIpAddresses.", "Ipv4Prefix", "Ipv6"))
                    and k not in ("SecondaryPrivateIpAddressCount", "PrivateIpAddress")}
             fwd["PrivateIpAddress"] = ips[0]
             body = await self._call(r.name, "CreateNetworkInterface", fwd, headers)
             eni = R.eni_from_created(body)
+            more = []
             if len(ips) > 1:
+                more.append(("AssignPrivateIpAddresses", R.addresses_param(eni.eni_id, ips[1:])))
+            if v6.ips:
+                more.append(("AssignIpv6Addresses", R.ipv6_addresses_param(eni.eni_id, v6.ips)))
+            for call, args in more:
                 try:
-                    await self._call(r.name, "AssignPrivateIpAddresses",
-                                     R.addresses_param(eni.eni_id, ips[1:]), headers)
+                    await self._call(r.name, call, args, headers)
                 except UpstreamError:  # all or nothing, as EC2: take the new ENI back
                     await self._call(r.name, "DeleteNetworkInterface",
                                      {"NetworkInterfaceId": eni.eni_id})
                     raise
             eni = Eni(eni.eni_id, subnet.subnet_id, subnet.vpc_id, eni.mac, tuple(ips),
-                      tuple(prefixes), None, eni.template)
+                      tuple(prefixes), None, eni.template, tuple(v6.ips), tuple(v6.prefixes))
             self._mutate(r, r.mirror.apply_new_eni, eni)
-            self.audit.add("CreateNetworkInterface", eni.eni_id, ips, prefixes, region=r.name)
+            self.audit.add("CreateNetworkInterface", eni.eni_id, ips + v6.ips,
+                           prefixes + v6.prefixes, region=r.name)
         return 200, R.created_eni_xml(eni)
 
     @action("DeleteNetworkInterface")
