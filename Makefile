@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-APT_PACKAGES := iproute2 containernetworking-plugins podman runc catatonit golang-github-containernetworking-plugin-dnsname cloud-init golang-go golang-github-appc-cni-dev docker.io docker-compose
+APT_PACKAGES := iproute2 iptables containernetworking-plugins podman runc catatonit golang-github-containernetworking-plugin-dnsname cloud-init golang-go golang-github-appc-cni-dev docker.io docker-compose
 STAMP := $(VENV)/.setup-stamp
 # Lines pip prints for this machine's optional local indexes; not ours to fix.
 PIP_NOISE := is ignored: it is neither\|BuildBackendWarning\|^ *!!\|^ *\*\*\*\|^ *$$

@@ -146,6 +146,7 @@ def require_root(what: str = "this command") -> None:
 
 # The Debian package that provides each external program the kit runs.
 PACKAGES = {"nsenter": "util-linux", "podman": "podman", "runc": "runc", "docker": "docker.io",
+            "ip6tables": "iptables", "iptables": "iptables",
             "ldd": "libc-bin"}
 # The programs each `cnikit` command runs, checked before it starts anything. A command
 # not listed runs none.

@@ -16,6 +16,8 @@ from cnikit.runtime import NAME_PREFIX, RUN_ID_LEN
 # The fixed addresses inside the VPC (the vpc namespace answers for them).
 IMDS_ADDR = "169.254.169.254"
 IMDS_PORT = 80
+# IMDS's IPv6 endpoint on Nitro instances (served when the instance's IPv6 endpoint is on).
+IMDS_ADDR6 = "fd00:ec2::254"
 # Not used by AWS; the EC2 gate's address inside the VPC: http://169.254.169.250
 GATE_ADDR = "169.254.169.250"
 GATE_PORT = 80

@@ -1,13 +1,20 @@
 """What the VPC should look like for one EC2 ownership snapshot (the model, no netlink).
 
 The fabric plays the hypervisor: an ENI attached to one of our instances is a link in that
-node; an IP or /28 prefix EC2 assigns to it is routed to that ENI, and to no other.
+node; an IP or /28 prefix EC2 assigns to it is routed to that ENI, and to no other. The
+same holds for IPv6: each address (/128) and delegated /80 goes to its ENI's link, the
+next hop being the node end's link-local address (NODE_LL), as EC2 routes IPv6 on-link.
 """
 
 from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
+
+# The link-local addresses of every ENI link: the VPC router's end, the node's end. Each
+# link is its own segment, so every link may use the same two.
+ROUTER_LL = "fe80::1"
+NODE_LL = "fe80::2"
 
 
 @dataclass(frozen=True)
@@ -18,6 +25,7 @@ class EniLinkSpec:
     mac: str
     primary_ip: str
     subnet_id: str
+    ipv6: str | None = None  # the ENI's first IPv6 address, which the node's link holds
 
 
 def desired_links(snap, instance_to_node: dict[str, int]) -> dict[str, EniLinkSpec]:
@@ -28,7 +36,8 @@ def desired_links(snap, instance_to_node: dict[str, int]) -> dict[str, EniLinkSp
         if node is None or eni.device_index is None:
             continue
         out[eni.eni_id] = EniLinkSpec(eni.eni_id, node, eni.device_index, eni.mac.lower(),
-                                      eni.primary_ip, eni.subnet_id)
+                                      eni.primary_ip, eni.subnet_id,
+                                      eni.ipv6s[0] if eni.ipv6s else None)
     return out
 
 
@@ -42,6 +51,12 @@ def desired_routes(snap, links: dict[str, EniLinkSpec]) -> dict[str, str]:
         if owner.eni_id in links and not owner.primary:
             out[f"{ip}/32"] = owner.eni_id
     for prefix, owner in snap.prefixes.items():
+        if owner.eni_id in links:
+            out[str(ipaddress.ip_network(prefix, strict=False))] = owner.eni_id
+    for ip, owner in snap.ipv6s.items():
+        if owner.eni_id in links:
+            out[f"{ip}/128"] = owner.eni_id
+    for prefix, owner in snap.ipv6_prefixes.items():
         if owner.eni_id in links:
             out[str(ipaddress.ip_network(prefix, strict=False))] = owner.eni_id
     return out

@@ -13,6 +13,13 @@ sync thread keeps `ip/32 via <ENI primary> dev <link> onlink` (and /28 prefixes)
 EC2's ownership. Node namespaces see ENIs as `eth<deviceIndex>` holding the ENI's primary
 IP (subnet prefix length, no prefix route: all traffic goes to the router, whose MAC is a
 permanent neighbour) and MAC; eth0 carries the default route via the subnet router.
+
+IPv6 (a dual-stack VPC): the vpc namespace forwards IPv6 and drops what fails a strict
+reverse-path check (ip6tables rpfilter: IPv6 has no rp_filter sysctl), and answers the
+IMDS's IPv6 endpoint [fd00:ec2::254]:80. Every ENI link carries the link-locals
+routes.ROUTER_LL / NODE_LL (permanent neighbours both ways); a node's eth<N> holds the
+ENI's first IPv6 address as /128, eth0 the IPv6 default route via ROUTER_LL; the sync
+thread keeps `addr/128` and `/80 via NODE_LL dev <link>` equal to EC2's ownership.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import ipaddress
 import logging
 import os
 import socket
+import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
@@ -120,6 +128,7 @@ class Fabric:
         self.pods: dict[str, Pod] = {}
         self._instance_to_node = {i.instance_id: n for n, i in enumerate(topo.instances)}
         self._subnets: dict[str, str] = {topo.subnet_id: topo.subnet_cidr}
+        self.ipv6 = bool(getattr(topo, "subnet_ipv6_cidr", None))  # a dual-stack VPC
         self._routers: set[str] = set()
         self._links_by_eni: dict[str, EniLink] = {}
         self._routes: dict[str, str] = {}  # cidr -> eni_id installed in the vpc namespace
@@ -162,6 +171,11 @@ class Fabric:
     def imds_endpoint(self) -> str:
         return f"http://{names.IMDS_ADDR}"
 
+    @property
+    def imds_endpoint6(self) -> str | None:
+        """The IMDS's IPv6 endpoint inside the VPC, in a dual-stack VPC."""
+        return f"http://[{names.IMDS_ADDR6}]" if self.ipv6 else None
+
     def _build(self) -> None:
         self.vpc = Namespace(names.vpc_ns(self.rid))
         v = self.vpc
@@ -172,10 +186,16 @@ class Fabric:
         lo = v.nl.link_index("lo")
         for addr in (names.IMDS_ADDR, names.GATE_ADDR):
             v.nl.addr_add(lo, addr, 32)
+        if self.ipv6:
+            netns.write_sysctl(v.fd, "net.ipv6.conf.all.forwarding", "1")
+            v.nl.addr_add(lo, names.IMDS_ADDR6, 128)
+            self._source_check_ipv6()
         self._add_router(self.topo.subnet_cidr)
         for n, inst in enumerate(self.topo.instances):
             ns = Namespace(names.node_ns(self.rid, n))
             netns.write_sysctl(ns.fd, "net.ipv4.ip_forward", "1")
+            if self.ipv6:
+                netns.write_sysctl(ns.fd, "net.ipv6.conf.all.forwarding", "1")
             ns.nl.link_set(name="lo", up=True)
             self.nodes.append(Node(n, inst.instance_id, ns))
         self._listen()
@@ -192,14 +212,29 @@ class Fabric:
             self._routers.add(router)
         return router
 
+    def _source_check_ipv6(self) -> None:
+        """EC2's source/dest check for IPv6: a packet whose source the VPC would not route
+        back out of the link it came in on is dropped (strict reverse path, as rp_filter=1
+        does for IPv4)."""
+        require_tool("ip6tables")
+        r = subprocess.run(["nsenter", f"--net={self.vpc.path}", "ip6tables", "-w", "-t",
+                            "raw", "-A", "PREROUTING", "-m", "rpfilter", "--invert", "-j",
+                            "DROP"], capture_output=True, text=True, timeout=30)
+        if r.returncode != 0:
+            raise NetlinkError(1, "the IPv6 source check (ip6tables rpfilter) could not be "
+                                  f"set: {r.stderr.strip()}")
+
     def _listen(self) -> None:
         """Sockets made inside the vpc namespace, served by the in-process IMDS and gate."""
         targets = [(names.GATE_ADDR, names.GATE_PORT, self.cloud.gate)]
         if self.imds is not None:
             targets.append((names.IMDS_ADDR, names.IMDS_PORT, self.imds))
+            if self.ipv6:
+                targets.append((names.IMDS_ADDR6, names.IMDS_PORT, self.imds))
         for addr, port, server in targets:
             with netns.entered(self.vpc.fd):
-                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                s = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET,
+                                  socket.SOCK_STREAM)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             s.bind((addr, port))
             s.listen(256)
@@ -287,8 +322,11 @@ class Fabric:
                 del self._routes[cidr]
             for cidr, eni_id in put.items():
                 link = self._links_by_eni[eni_id]
-                self.vpc.nl.route_replace(cidr, gateway=link.spec.primary_ip, oif=link.vpc_index,
-                                          onlink=True)
+                if ":" in cidr:
+                    self.vpc.nl.route_replace(cidr, gateway=routes.NODE_LL, oif=link.vpc_index)
+                else:
+                    self.vpc.nl.route_replace(cidr, gateway=link.spec.primary_ip,
+                                              oif=link.vpc_index, onlink=True)
                 self._routes[cidr] = eni_id
             self.snapshot = snap
             if failed:
@@ -340,6 +378,8 @@ class Fabric:
             v.link_set(vidx, up=True, no_ipv6_ll=True)
             v.route_replace(f"{spec.primary_ip}/32", oif=vidx)
             v.neigh_replace(vidx, spec.primary_ip, spec.mac)
+            if self.ipv6:
+                self._link_ipv6(spec, n, nidx, v, vidx, vpc_mac)
             if not (n.wait_oper_up(ifname) and v.wait_oper_up(vpc_name)):
                 raise NetlinkError(110, f"ENI link {vpc_name}/{ifname} did not come up")
         except BaseException:
@@ -348,6 +388,21 @@ class Fabric:
         link = EniLink(spec, vpc_name, vidx, vpc_mac)
         node.links[spec.device_index] = link
         self._links_by_eni[spec.eni_id] = link
+
+    @staticmethod
+    def _link_ipv6(spec: routes.EniLinkSpec, n: Netlink, nidx: int, v: Netlink, vidx: int,
+                   vpc_mac: str) -> None:
+        """The IPv6 side of an ENI link: link-locals and permanent neighbours both ways (no
+        neighbour discovery on thousands of links), the ENI's address on the node end, and
+        on eth0 the node's IPv6 default route."""
+        n.addr_add(nidx, routes.NODE_LL, 64)
+        v.addr_add(vidx, routes.ROUTER_LL, 64)
+        n.neigh_replace(nidx, routes.ROUTER_LL, vpc_mac)
+        v.neigh_replace(vidx, routes.NODE_LL, spec.mac)
+        if spec.ipv6:
+            n.addr_add(nidx, spec.ipv6, 128)
+        if spec.device_index == 0:
+            n.route_replace("::/0", gateway=routes.ROUTER_LL, oif=nidx)
 
     def _remove_link(self, link: EniLink) -> None:
         node = self.nodes[link.spec.node]

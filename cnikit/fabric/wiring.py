@@ -9,8 +9,14 @@ Host side: `podIP/32 dev <veth> scope link`; a permanent neighbour podIP -> pod 
            `from podIP lookup N+1`, table N+1 holding `<router> dev ethN scope link` and
            `default via <router> dev ethN`.
 
-Both veth ends get no IPv6 link-local address: the kit is IPv4, and thousands of veths
-each doing DAD, router solicitations and MLD reports is kernel work that slows a big run.
+An IPv6 pod (the VPC CNI's IPv6 mode) is wired the same way with IPv6 values: podIP/128,
+`default via fe80::1 dev eth0` with a permanent neighbour fe80::1 -> host veth MAC, host
+side `podIP/128 dev <veth>`, its neighbour and rule 512; it lives on the primary ENI only
+(upstream's IPv6 mode attaches no secondary ENIs).
+
+Both veth ends get no automatic IPv6 link-local address: thousands of veths each doing DAD,
+router solicitations and MLD reports is kernel work that slows a big run; the IPv6 next
+hop is a fixed link-local answered by a permanent neighbour, so none is needed.
 
 Imports only the standard library and our netlink module: a plugin imports it per pod.
 """
@@ -21,12 +27,14 @@ import contextlib
 import errno
 import hashlib
 import os
+import socket
 from typing import NamedTuple
 
 from cnikit.fabric import netns
 from cnikit.fabric.netlink import RT_TABLE_MAIN, Netlink, NetlinkError
 
 POD_GATEWAY = "169.254.1.1"
+POD_GATEWAY6 = "fe80::1"
 RULE_TO_POD = 512
 RULE_FROM_POD = 1536
 
@@ -46,6 +54,11 @@ def _macs(host_veth: str) -> tuple[str, str]:
 
 def eni_table(device_index: int) -> int:
     return device_index + 1
+
+
+def host_route(ip: str) -> str:
+    """The pod address as a host route: ip/32, or ip/128 for IPv6."""
+    return f"{ip}/128" if ":" in ip else f"{ip}/32"
 
 
 class PodWiring(NamedTuple):
@@ -88,6 +101,10 @@ def wire(node: Netlink, pod: Netlink, pod_ns_fd: int, ip: str, host_veth: str,
     """
     host_mac, pod_mac = _macs(host_veth)
     w = PodWiring(ip, host_veth, host_mac, ifname, pod_mac, device_index)
+    v6 = ":" in ip
+    if v6 and device_index:
+        raise NetlinkError(errno.EINVAL, f"IPv6 pod {ip}: IPv6 pods live on the primary ENI")
+    gateway, default, plen = (POD_GATEWAY6, "::/0", 128) if v6 else (POD_GATEWAY, "default", 32)
     try:
         try:
             node.veth_add(host_veth, ifname, peer_ns_fd=pod_ns_fd, mac=host_mac, peer_mac=pod_mac)
@@ -102,17 +119,18 @@ def wire(node: Netlink, pod: Netlink, pod_ns_fd: int, ip: str, host_veth: str,
         with pod.batch():
             pod.link_set(pidx, up=True, mtu=mtu, no_ipv6_ll=True)
             pod.link_set(name="lo", up=True)
-            pod.addr_add(pidx, ip, 32)
-            pod.route_replace(f"{POD_GATEWAY}/32", oif=pidx)
-            pod.route_replace("default", gateway=POD_GATEWAY, oif=pidx)
-            pod.neigh_replace(pidx, POD_GATEWAY, host_mac)
+            pod.addr_add(pidx, ip, plen)
+            if not v6:  # an IPv6 link-local next hop is on-link by definition
+                pod.route_replace(f"{POD_GATEWAY}/32", oif=pidx)
+            pod.route_replace(default, gateway=gateway, oif=pidx)
+            pod.neigh_replace(pidx, gateway, host_mac)
         # host side, in one round trip
         hidx = node.link_index(host_veth)
         with node.batch():
             node.link_set(hidx, up=True, mtu=mtu, no_ipv6_ll=True)
-            node.route_replace(f"{ip}/32", oif=hidx)
+            node.route_replace(host_route(ip), oif=hidx)
             node.neigh_replace(hidx, ip, pod_mac)
-            node.rule_add(RULE_TO_POD, RT_TABLE_MAIN, dst=f"{ip}/32")
+            node.rule_add(RULE_TO_POD, RT_TABLE_MAIN, dst=host_route(ip))
             if device_index:
                 if router:
                     setup_eni_table(node, device_index, router)
@@ -136,19 +154,19 @@ def unwire(node: Netlink, ip: str, host_veth: str, device_index: int | None = No
     the veth to die with the pod namespace the caller removes next: deleting a link waits for
     an RCU grace period (about 35 ms), removing a namespace does not.
     """
-    node.rule_del(RULE_TO_POD, RT_TABLE_MAIN, dst=f"{ip}/32")
-    if device_index is None:
+    node.rule_del(RULE_TO_POD, RT_TABLE_MAIN, dst=host_route(ip))
+    if device_index is None and ":" not in ip:
         for r in node.rules():
             if r.priority == RULE_FROM_POD and r.src == f"{ip}/32":
                 node.rule_del(RULE_FROM_POD, r.table, src=r.src)
-    elif device_index:
+    elif device_index and ":" not in ip:
         node.rule_del(RULE_FROM_POD, eni_table(device_index), src=f"{ip}/32")
     if delete_link:
         node.link_del(name=host_veth)
     else:
         index = node.link_index(host_veth)
         if index is not None:  # without its link the route went already; never touch another's
-            node.route_del(f"{ip}/32", oif=index)
+            node.route_del(host_route(ip), oif=index)
 
 
 def pod_view(pod: Netlink, ifname: str = "eth0") -> dict:
@@ -157,6 +175,8 @@ def pod_view(pod: Netlink, ifname: str = "eth0") -> dict:
     if link is None:
         return {"ifname": ifname, "present": False, "ips": [], "mac": None, "gateway": None}
     ips = [f"{a.ip}/{a.prefixlen}" for a in pod.addrs(link.index)]
-    gw = next((r.gateway for r in pod.routes() if r.dst == "default"), None)
+    ips += [f"{a.ip}/{a.prefixlen}" for a in pod.addrs(link.index, socket.AF_INET6)]
+    gw = next((r.gateway for r in pod.routes() if r.dst == "default"), None) or next(
+        (r.gateway for r in pod.routes(family=socket.AF_INET6) if r.dst == "default"), None)
     return {"ifname": ifname, "present": True, "mac": link.mac, "ips": ips, "gateway": gw,
             "up": link.up}

@@ -1,0 +1,121 @@
+"""The dual-stack VPC in namespaces: IPv6 pods are routed by EC2's ownership of their
+address or /80, with EC2's source/dest check, and nodes reach the IMDS's IPv6 endpoint."""
+
+from __future__ import annotations
+
+import http.client
+import ipaddress
+import itertools
+import socket
+
+import pytest
+
+from cnikit.fabric import netns, routes
+from cnikit.fabric.topology import Fabric
+from tests.integration.conftest import needs_root, wait_until
+
+pytestmark = [pytest.mark.root, needs_root]
+_numbers = itertools.count(200)
+
+
+@pytest.fixture
+def dual_fabric(fab_cloud):
+    """make(nodes, imds=None) -> a started dual-stack Fabric, closed after the test."""
+    made = []
+
+    def make(nodes: int = 2, imds=None) -> Fabric:
+        k = next(_numbers)
+        topo = fab_cloud.bootstrap(nodes=nodes, vpc_cidr=f"10.{k}.0.0/16",
+                                   subnet_cidr=f"10.{k}.1.0/24", ipv6=True)
+        fabric = Fabric(fab_cloud, topo, imds=imds).start()
+        made.append(fabric)
+        return fabric
+
+    yield make
+    for fabric in made:
+        fabric.close()
+
+
+def delegate(cloud, fabric, node: int) -> ipaddress.IPv6Network:
+    """A /80 on the node's primary ENI, as the VPC CNI's IPv6 mode takes one; once the
+    fabric routes it."""
+    eni = fabric.topo.instances[node].primary_eni_id
+    got = cloud.client().assign_ipv6_addresses(NetworkInterfaceId=eni, Ipv6PrefixCount=1)
+    prefix = got["AssignedIpv6Prefixes"][0]
+    assert fabric.wait_synced(cloud.gate.owners().version)
+    return ipaddress.IPv6Network(prefix)
+
+
+def reach6(src, dst, timeout: float = 0.3) -> bool:
+    with netns.entered(dst.ns.fd):
+        rx = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    with netns.entered(src.ns.fd):
+        tx = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    with rx, tx:
+        rx.bind(("::", 9996))
+        rx.settimeout(timeout)
+        tx.sendto(b"x", (dst.ip, 9996))
+        try:
+            return rx.recvfrom(8)[1][0] == src.ip
+        except TimeoutError:
+            return False
+
+
+def test_ipv6_pods_on_two_nodes_reach_each_other_through_their_prefixes(dual_fabric, fab_cloud):
+    fabric = dual_fabric(nodes=2)
+    nets = [delegate(fab_cloud, fabric, n) for n in range(2)]
+    routed = fabric.routes_installed()
+    assert routed[str(nets[0])] == fabric.topo.instances[0].primary_eni_id
+    a = fabric.add_pod(0, str(nets[0][5]))
+    b = fabric.add_pod(1, str(nets[1][9]))
+    wait_until(lambda: reach6(a, b) and reach6(b, a), 3.0, what="the pods reaching each other")
+    # The nodes hold their ENI's address, and their IPv6 default route goes to the router.
+    eth0 = fabric.nodes[0].ns.nl.link_index("eth0")
+    held = {x.ip for x in fabric.nodes[0].ns.nl.addrs(eth0, socket.AF_INET6)}
+    assert fabric.topo.instances[0].primary_ipv6 in held
+    default = [r for r in fabric.nodes[0].ns.nl.routes(family=socket.AF_INET6)
+               if r.dst == "default"]
+    assert [(r.gateway, r.oif) for r in default] == [(routes.ROUTER_LL, eth0)]
+
+
+def test_a_prefix_moved_to_another_node_no_longer_reaches_the_old_one(dual_fabric, fab_cloud):
+    """EC2 routes each /80 to the ENI that holds it, and drops what a pod sends from an
+    address its ENI does not hold (the source/dest check)."""
+    fabric = dual_fabric(nodes=3)
+    nets = [delegate(fab_cloud, fabric, n) for n in range(3)]
+    a = fabric.add_pod(0, str(nets[0][5]))
+    b = fabric.add_pod(1, str(nets[1][5]))
+    c = fabric.add_pod(2, str(nets[2][5]))
+    wait_until(lambda: reach6(a, b) and reach6(b, a), 3.0, what="a and b reaching each other")
+    ec2 = fab_cloud.client()
+    ec2.unassign_ipv6_addresses(NetworkInterfaceId=fabric.topo.instances[0].primary_eni_id,
+                                Ipv6Prefixes=[str(nets[0])])
+    ec2.assign_ipv6_addresses(NetworkInterfaceId=fabric.topo.instances[2].primary_eni_id,
+                              Ipv6Prefixes=[str(nets[0])])
+    assert fabric.wait_synced(fab_cloud.gate.owners().version)
+    assert fabric.routes_installed()[str(nets[0])] == fabric.topo.instances[2].primary_eni_id
+    assert not reach6(b, a)  # routed to node 2 now, where no pod holds it
+    assert not reach6(a, b)  # a's source is no longer its ENI's: dropped
+    assert reach6(c, b) and reach6(b, c)
+
+
+def test_nodes_reach_the_imds_ipv6_endpoint(dual_fabric, fab_cloud):
+    from fault_imds.server import ImdsServer
+
+    imds = ImdsServer(ec2_endpoint=fab_cloud.endpoint).start()
+    try:
+        fabric = dual_fabric(nodes=2, imds=imds)
+        assert fabric.imds_endpoint6 == "http://[fd00:ec2::254]"
+        for n, inst in enumerate(fabric.topo.instances):
+            with netns.entered(fabric.nodes[n].ns.fd):
+                conn = http.client.HTTPConnection("fd00:ec2::254", 80, timeout=5)
+                conn.connect()  # the socket is made in the node's namespace
+            try:
+                conn.request("GET", "/latest/meta-data/instance-id")
+                resp = conn.getresponse()
+                body = resp.read().decode()
+            finally:
+                conn.close()
+            assert resp.status == 200 and body == inst.instance_id  # known by its address
+    finally:
+        imds.stop()
