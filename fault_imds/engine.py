@@ -44,10 +44,18 @@ from fault_imds.faults import (
     parse_spec,
 )
 from fault_imds.faults.base import REQUEST, VIEW, UnknownTarget
-from fault_imds.tree import Ec2State, InstanceMeta, build_models, render, serve_map, served_lists
+from fault_imds.tree import (
+    SERVED_LISTS,
+    Ec2State,
+    InstanceMeta,
+    build_models,
+    render,
+    serve_map,
+    served_lists,
+)
 
 EVENTS_MAX = 200_000
-SERVED_ENTRIES = ("local-ipv4s", "ipv4-prefix")
+SERVED_ENTRIES = SERVED_LISTS
 
 
 class View:
@@ -134,7 +142,7 @@ class Engine(Resolver):
         self.events = EventLog()
         self.recomputes = 0
         self._ip_owner: dict[str, str] = {}
-        self._prefix_owner: list[tuple[ipaddress.IPv4Network, str]] = []
+        self._prefix_owner: list[tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, str]] = []
         self._served_lists: dict[tuple[str, str], tuple[str, dict[str, tuple[str, ...]]]] = {}
         self._refs: dict[str, int] = {}
         self._cache: dict[int, tuple[Ec2State, dict[str, InstanceMeta]]] = {}
@@ -153,10 +161,10 @@ class Engine(Resolver):
         prefixes = []
         for iid, m in self.true_models.items():
             for e in m.enis:
-                for ip in e.local_ipv4s:
+                for ip in (*e.local_ipv4s, *e.ipv6s):
                     owner[ip] = iid
-                for p in e.ipv4_prefixes:
-                    prefixes.append((ipaddress.IPv4Network(p), iid))
+                for p in (*e.ipv4_prefixes, *e.ipv6_prefixes):
+                    prefixes.append((ipaddress.ip_network(p), iid))
         self._ip_owner = owner
         self._prefix_owner = prefixes
         for fid, f in list(self.faults.items()):
@@ -170,7 +178,7 @@ class Engine(Resolver):
         iid = self._ip_owner.get(ip)
         if iid is None and self._prefix_owner:
             try:
-                addr = ipaddress.IPv4Address(ip.removeprefix("::ffff:"))
+                addr = ipaddress.ip_address(ip.removeprefix("::ffff:"))
             except ValueError:
                 return None
             iid = next((i for net, i in self._prefix_owner if addr in net), None)
@@ -361,7 +369,8 @@ class Engine(Resolver):
             for entry in SERVED_ENTRIES:
                 before = old[1][entry] if old else None
                 after = new[1][entry] if new else None
-                if before == after or (entry == "ipv4-prefix" and not before and not after):
+                # Only local-ipv4s is always served; the others are absent when empty.
+                if before == after or (entry != "local-ipv4s" and not before and not after):
                     continue
                 self.events.add(
                     "served",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import datetime
 import hashlib
+import ipaddress
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -37,6 +38,8 @@ CREDENTIALS_PERIOD_S = 3600
 CREDENTIALS_LIFETIME_S = 6 * 3600
 # Instance states that still have a metadata service (and a caller).
 LIVE_STATES = ("pending", "running", "stopping")
+# The per-MAC address lists the event log follows (`served` events).
+SERVED_LISTS = ("local-ipv4s", "ipv4-prefix", "ipv6s", "ipv6-prefix")
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,10 @@ class EniMeta:
     sg_names: tuple[str, ...]
     owner_id: str
     local_hostname: str
+    ipv6s: tuple[str, ...] = ()
+    ipv6_prefixes: tuple[str, ...] = ()
+    subnet_ipv6_cidrs: tuple[str, ...] = ()  # associated blocks only
+    vpc_ipv6_cidrs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -107,8 +114,12 @@ class Ec2State:
         return (
             tuple(sorted((i, _instance_key(d)) for i, d in self.instances.items())),
             tuple(sorted(eni_key(e) for e in self.enis)),
-            tuple(sorted((s, d.get("CidrBlock")) for s, d in self.subnets.items())),
-            tuple(sorted((v, tuple(_vpc_cidrs(d))) for v, d in self.vpcs.items())),
+            tuple(sorted(
+                (s, d.get("CidrBlock") or "", tuple(ipv6_cidrs(d))) for s, d in self.subnets.items()
+            )),
+            tuple(sorted(
+                (v, tuple(_vpc_cidrs(d)), tuple(ipv6_cidrs(d))) for v, d in self.vpcs.items()
+            )),
         )
 
 
@@ -135,6 +146,8 @@ def eni_key(e: Mapping[str, Any]) -> tuple:
         att.get("Status"),
         tuple(eni_ips(e)),
         tuple(eni_prefixes(e)),
+        tuple(eni_ipv6s(e)),
+        tuple(eni_ipv6_prefixes(e)),
         tuple((g.get("GroupId", ""), g.get("GroupName", "")) for g in e.get("Groups") or ()),
         e.get("SubnetId"),
         e.get("VpcId"),
@@ -166,6 +179,11 @@ def slim_eni(e: Mapping[str, Any]) -> dict[str, Any]:
         for p in e.get("PrivateIpAddresses") or ()
     ]
     out["Ipv4Prefixes"] = [{"Ipv4Prefix": p.get("Ipv4Prefix")} for p in e.get("Ipv4Prefixes") or ()]
+    out["Ipv6Addresses"] = [
+        {"Ipv6Address": a.get("Ipv6Address"), "IsPrimaryIpv6": bool(a.get("IsPrimaryIpv6"))}
+        for a in e.get("Ipv6Addresses") or ()
+    ]
+    out["Ipv6Prefixes"] = [{"Ipv6Prefix": p.get("Ipv6Prefix")} for p in e.get("Ipv6Prefixes") or ()]
     out["Groups"] = [
         {"GroupId": g.get("GroupId", ""), "GroupName": g.get("GroupName", "")}
         for g in e.get("Groups") or ()
@@ -182,6 +200,39 @@ def _vpc_cidrs(vpc: Mapping[str, Any]) -> list[str]:
         if cidr and cidr not in out and state == "associated":
             out.append(cidr)
     return out
+
+
+def ipv6_cidrs(subnet_or_vpc: Mapping[str, Any]) -> list[str]:
+    """The associated IPv6 blocks of a Describe subnet or VPC (one being associated or
+    disassociated is not served)."""
+    out = []
+    for assoc in subnet_or_vpc.get("Ipv6CidrBlockAssociationSet") or ():
+        state = assoc.get("Ipv6CidrBlockState") or {}
+        # moto 5.2 puts the whole state dict, as a string, in State.
+        text = str(state.get("State", "") if isinstance(state, Mapping) else state)
+        cidr = assoc.get("Ipv6CidrBlock")
+        if cidr and "associated" in text and "disassociated" not in text:
+            out.append(_canonical_v6(cidr))
+    return out
+
+
+def _canonical_v6(text: str) -> str:
+    """RFC 5952 text, so an address from EC2 and one in a fault's target compare equal."""
+    try:
+        return str(ipaddress.ip_network(text) if "/" in text else ipaddress.IPv6Address(text))
+    except ValueError:
+        return text
+
+
+def eni_ipv6s(eni: Mapping[str, Any]) -> list[str]:
+    """IPv6 addresses of a Describe ENI, in EC2's order."""
+    return [_canonical_v6(a["Ipv6Address"]) for a in eni.get("Ipv6Addresses") or ()
+            if a.get("Ipv6Address")]
+
+
+def eni_ipv6_prefixes(eni: Mapping[str, Any]) -> list[str]:
+    return [_canonical_v6(p["Ipv6Prefix"]) for p in eni.get("Ipv6Prefixes") or ()
+            if p.get("Ipv6Prefix")]
 
 
 def eni_ips(eni: Mapping[str, Any]) -> list[str]:
@@ -234,7 +285,9 @@ def build_models(state: Ec2State) -> dict[str, InstanceMeta]:
         primary = next(
             (e for e in enis if e.device_number == 0 and e.network_card_index == 0), None
         )
-        local_ip = inst.get("PrivateIpAddress") or (primary.local_ipv4s[0] if primary else "")
+        # An IPv6-only instance has no private IPv4 at all.
+        primary_ipv4s = primary.local_ipv4s if primary else ()
+        local_ip = inst.get("PrivateIpAddress") or next(iter(primary_ipv4s), "")
         account = inst.get("OwnerId") or (primary.owner_id if primary else "") or "123456789012"
         sg_names = tuple(g.get("GroupName", "") for g in inst.get("SecurityGroups") or ())
         if not sg_names and primary:
@@ -282,9 +335,13 @@ def _eni_meta(eni: Mapping[str, Any], state: Ec2State, region: str) -> EniMeta:
         local_ipv4s=tuple(ips),
         ipv4_prefixes=tuple(eni_prefixes(eni)),
         subnet_id=eni.get("SubnetId", ""),
-        subnet_cidr=subnet.get("CidrBlock", ""),
+        subnet_cidr=subnet.get("CidrBlock") or "",  # None on an IPv6-only subnet
         vpc_id=eni.get("VpcId", "") or subnet.get("VpcId", ""),
         vpc_cidrs=tuple(_vpc_cidrs(vpc)),
+        ipv6s=tuple(eni_ipv6s(eni)),
+        ipv6_prefixes=tuple(eni_ipv6_prefixes(eni)),
+        subnet_ipv6_cidrs=tuple(ipv6_cidrs(subnet)),
+        vpc_ipv6_cidrs=tuple(ipv6_cidrs(vpc)),
         sg_ids=tuple(g.get("GroupId", "") for g in groups),
         sg_names=tuple(g.get("GroupName", "") for g in groups),
         owner_id=eni.get("OwnerId", ""),
@@ -314,8 +371,10 @@ def identity_document(m: InstanceMeta) -> str:
 
 
 def eni_leaves(e: EniMeta) -> dict[str, str]:
-    """The leaves under macs/<mac>/ (relative names). `ipv4-prefix` only when the ENI has one,
-    as AWS answers 404 otherwise."""
+    """The leaves under macs/<mac>/ (relative names). `ipv4-prefix`, `ipv6s`, `ipv6-prefix`
+    and the IPv6 blocks only when there are any, as AWS answers 404 otherwise (and the VPC
+    CNI reads a 404 on ipv6s / ipv6-prefix as none). On an IPv6-only subnet the IPv4 leaves
+    an ENI cannot have are left out too."""
     leaves = {
         "device-number": str(e.device_number),
         "interface-id": e.eni_id,
@@ -332,8 +391,14 @@ def eni_leaves(e: EniMeta) -> dict[str, str]:
         "vpc-ipv4-cidr-block": e.vpc_cidrs[0] if e.vpc_cidrs else "",
         "vpc-ipv4-cidr-blocks": "\n".join(e.vpc_cidrs),
     }
-    if e.ipv4_prefixes:
-        leaves["ipv4-prefix"] = "\n".join(e.ipv4_prefixes)
+    if not e.subnet_cidr and e.subnet_ipv6_cidrs:
+        del leaves["subnet-ipv4-cidr-block"]
+        if not e.local_ipv4s:
+            del leaves["local-ipv4s"]
+    lists = {"ipv4-prefix": e.ipv4_prefixes, "ipv6s": e.ipv6s, "ipv6-prefix": e.ipv6_prefixes,
+             "subnet-ipv6-cidr-blocks": e.subnet_ipv6_cidrs,
+             "vpc-ipv6-cidr-blocks": e.vpc_ipv6_cidrs}
+    leaves.update((name, "\n".join(values)) for name, values in lists.items() if values)
     return leaves
 
 
@@ -351,7 +416,6 @@ def render(m: InstanceMeta) -> dict[str, str]:
         META + "instance-life-cycle": "on-demand",
         META + "instance-type": m.instance_type,
         META + "local-hostname": m.local_hostname,
-        META + "local-ipv4": m.local_ipv4,
         META + "mac": m.mac,
         META + "events/maintenance/history": "[]",
         META + "events/maintenance/scheduled": "[]",
@@ -363,6 +427,8 @@ def render(m: InstanceMeta) -> dict[str, str]:
         META + "services/domain": "amazonaws.com",
         META + "services/partition": "aws",
     }
+    if m.local_ipv4:  # an IPv6-only instance has none
+        leaves[META + "local-ipv4"] = m.local_ipv4
     if m.az_id:
         leaves[META + "placement/availability-zone-id"] = m.az_id
     document = identity_document(m)
@@ -462,7 +528,7 @@ def serve_map(leaves: Mapping[str, str]) -> dict[str, bytes]:
 
 
 def served_lists(leaves: Mapping[str, str]) -> dict[str, dict[str, tuple[str, ...]]]:
-    """{mac: {"local-ipv4s": (...), "ipv4-prefix": (...)}} as served, for the event log."""
+    """{mac: {entry: (...) for entry in SERVED_LISTS}} as served, for the event log."""
     out: dict[str, dict[str, tuple[str, ...]]] = {}
     for path, body in leaves.items():
         if not path.startswith(MACS):
@@ -471,8 +537,8 @@ def served_lists(leaves: Mapping[str, str]) -> dict[str, dict[str, tuple[str, ..
         mac, _, name = rest.partition("/")
         if not mac:
             continue
-        entry = out.setdefault(mac, {"local-ipv4s": (), "ipv4-prefix": ()})
-        if name in ("local-ipv4s", "ipv4-prefix"):
+        entry = out.setdefault(mac, dict.fromkeys(SERVED_LISTS, ()))
+        if name in SERVED_LISTS:
             entry[name] = tuple(x for x in body.split("\n") if x)
     return out
 
