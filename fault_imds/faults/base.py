@@ -69,7 +69,9 @@ class Target:
     `mac` and `eni_id` name the same ENI: the spec may give either, both are filled in.
     `path` is a glob over the request path without the leading slash
     (`latest/meta-data/network/interfaces/macs/*/local-ipv4s`; `*` crosses `/`).
-    `ips` are IPv4 addresses or prefixes (`10.0.1.16/28`) in local-ipv4s / ipv4-prefix.
+    `ips` are IPv4 or IPv6 addresses or prefixes (`10.0.1.16/28`, `2600:1f18::5`,
+    `2600:1f18:0:1:1::/80`) in local-ipv4s / ipv4-prefix / ipv6s / ipv6-prefix, kept in
+    RFC 5952 text (as the tree serves them), so any spelling of an address matches.
     """
 
     instance_id: str | None = None
@@ -139,17 +141,17 @@ def parse_target(raw: Any, resolver: Resolver, allowed: Iterable[str]) -> Target
     ips = raw.get("ips")
     if ips is not None:
         if not isinstance(ips, list) or not ips:
-            raise SpecError("target ips must be a non-empty list of IPv4 addresses or prefixes")
+            raise SpecError("target ips must be a non-empty list of IP addresses or prefixes")
         clean = []
         for ip in ips:
             try:
                 if not isinstance(ip, str):
                     raise ValueError
                 clean.append(
-                    str(ipaddress.IPv4Network(ip)) if "/" in ip else str(ipaddress.IPv4Address(ip))
+                    str(ipaddress.ip_network(ip)) if "/" in ip else str(ipaddress.ip_address(ip))
                 )
             except ValueError:
-                raise SpecError(f"target ips: {ip!r} is not an IPv4 address or prefix") from None
+                raise SpecError(f"target ips: {ip!r} is not an IP address or prefix") from None
         ips = tuple(clean)
         if path is not None:
             raise SpecError("target ips and path cannot be combined")

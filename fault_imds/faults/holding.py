@@ -2,7 +2,8 @@
 
 `stale`'s reference is what was served when it began; `lag`'s is EC2 as it was N s ago.
 Granularity follows the target: a path glob holds rendered entries, `ips` hold the
-membership of those addresses in local-ipv4s / ipv4-prefix, a MAC (or ENI) holds the
+membership of those addresses in local-ipv4s / ipv4-prefix / ipv6s / ipv6-prefix (each
+list of the ENI that `ips` may name: ADDRESS_LISTS), a MAC (or ENI) holds the
 whole interface (present or absent), an instance alone holds its whole tree.
 """
 
@@ -13,6 +14,9 @@ from dataclasses import replace
 
 from fault_imds.faults.base import Target
 from fault_imds.tree import InstanceMeta
+
+# The EniMeta fields whose members a target's `ips` name.
+ADDRESS_LISTS = ("local_ipv4s", "ipv4_prefixes", "ipv6s", "ipv6_prefixes")
 
 
 def hold_members(current: Iterable[str], reference: Iterable[str], held: Iterable[str]):
@@ -64,15 +68,8 @@ def hold(
                     enis.append(e)
                     continue
                 r = ref.eni(e.mac) if ref else None
-                enis.append(
-                    replace(
-                        e,
-                        local_ipv4s=hold_members(
-                            e.local_ipv4s, r.local_ipv4s if r else (), target.ips
-                        ),
-                        ipv4_prefixes=hold_members(
-                            e.ipv4_prefixes, r.ipv4_prefixes if r else (), target.ips
-                        ),
-                    )
-                )
+                enis.append(replace(e, **{
+                    name: hold_members(getattr(e, name), getattr(r, name) if r else (), target.ips)
+                    for name in ADDRESS_LISTS
+                }))
             cur[iid] = now.with_enis(enis)

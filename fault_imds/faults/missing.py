@@ -3,11 +3,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from fault_imds.faults.base import Chaos, ImdsFault
+from fault_imds.faults.holding import ADDRESS_LISTS
 
 
 class Missing(ImdsFault):
-    """Leave out the targeted entries: IPs or prefixes (`ips`), a whole MAC, paths, or an
-    instance's whole tree."""
+    """Leave out the targeted entries: IPs or prefixes (`ips`, IPv4 or IPv6), a whole MAC,
+    paths, or an instance's whole tree."""
 
     kind = "missing"
     stage = "content"
@@ -26,11 +27,8 @@ class Missing(ImdsFault):
             elif t.ips is not None:
                 gone = set(t.ips)
                 enis = [
-                    replace(
-                        e,
-                        local_ipv4s=tuple(x for x in e.local_ipv4s if x not in gone),
-                        ipv4_prefixes=tuple(x for x in e.ipv4_prefixes if x not in gone),
-                    )
+                    replace(e, **{name: tuple(x for x in getattr(e, name) if x not in gone)
+                                  for name in ADDRESS_LISTS})
                     if t.mac is None or e.mac == t.mac
                     else e
                     for e in m.enis

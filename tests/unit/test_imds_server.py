@@ -528,7 +528,7 @@ BAD_SPECS = [
     ({"kind": "stale", "target": {"instance_id": "i-00000000"}}, "unknown target instance_id"),
     ({"kind": "stale", "target": {"eni_id": "eni-0000"}}, "unknown target eni_id"),
     ({"kind": "stale", "target": {"colour": "red"}}, "unknown target field"),
-    ({"kind": "stale", "target": {"ips": ["10.0.1.300"]}}, "not an IPv4"),
+    ({"kind": "stale", "target": {"ips": ["10.0.1.300"]}}, "not an IP address or prefix"),
     ({"kind": "stale", "wobble": 1}, "unknown field"),
     ({"kind": "stale", "probability": 0.5}, "probability does not apply"),
     ({"kind": "lag", "seconds": 1, "probability": 2}, "probability must be <= 1"),
