@@ -195,7 +195,9 @@ def build(history: list[dict], imds_events: list[dict] | None = None,
     mac_eni: dict[str, str] = {e.get("mac"): e.get("eni_id") for n in nodes or []
                                for e in n.get("enis") or [] if e.get("mac")}
     imds_served: dict[str, list] = {}
-    for ev in sorted((e for e in imds_events if e.get("type") == "served"),
+    # The IPv4 view: IPv6 lists would add steps that change nothing and move "served since".
+    for ev in sorted((e for e in imds_events if e.get("type") == "served"
+                      and e.get("entry", "local-ipv4s") in ("local-ipv4s", "ipv4-prefix")),
                      key=lambda e: e.get("seq", 0)):
         inst = ev.get("instance_id")
         if instances and inst not in instances:
