@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import http.client
+import ipaddress
 import urllib.parse
+from dataclasses import dataclass
 
 from fault_imds.handler import INSTANCE_HEADER, TOKEN_HEADER, TTL_HEADER
 
@@ -71,3 +73,46 @@ def give_instance_profile(cloud, instance_id: str, name: str = "node-role") -> s
     cloud.client().associate_iam_instance_profile(IamInstanceProfile={"Arn": arn},
                                                   InstanceId=instance_id)
     return arn
+
+
+@dataclass(frozen=True)
+class DualStack:
+    """A dual-stack VPC, subnet and instance (see dual_stack)."""
+
+    vpc_id: str
+    vpc_block: str  # the VPC's Amazon-provided /56
+    subnet_id: str
+    subnet_block: str  # a /64 of it
+    instance_id: str
+    eni_id: str
+    mac: str
+    ipv6s: tuple[str, ...]  # assigned to the primary ENI, in order
+
+    def address(self, n: int) -> str:
+        """The n-th address of the subnet's /64, as IMDS writes it (RFC 5952)."""
+        return str(ipaddress.IPv6Network(self.subnet_block)[n])
+
+
+def dual_stack(ec2, ipv6_count: int = 2, cidr: str = "10.20.0.0/16") -> DualStack:
+    """Through `ec2`: a VPC with an Amazon-provided IPv6 /56, a subnet with IPv4 and the
+    /56's first /64, one instance in it, and `ipv6_count` explicit IPv6 addresses (::100,
+    ::101, ...) on its primary ENI, as the VPC CNI's IPv6 mode finds a node."""
+    vpc_id = ec2.create_vpc(CidrBlock=cidr, AmazonProvidedIpv6CidrBlock=True)["Vpc"]["VpcId"]
+    vpc = ec2.describe_vpcs(VpcIds=[vpc_id])["Vpcs"][0]
+    # moto zero-pads the groups ("017c"); EC2, and so IMDS, writes RFC 5952 text.
+    vpc_block = str(ipaddress.IPv6Network(vpc["Ipv6CidrBlockAssociationSet"][0]["Ipv6CidrBlock"]))
+    subnet_block = str(next(ipaddress.IPv6Network(vpc_block).subnets(new_prefix=64)))
+    v4 = ipaddress.IPv4Network(cidr)
+    subnet_id = ec2.create_subnet(
+        VpcId=vpc_id, CidrBlock=str(next(v4.subnets(new_prefix=24))), Ipv6CidrBlock=subnet_block,
+        AvailabilityZone="us-east-1a")["Subnet"]["SubnetId"]
+    inst = ec2.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1,
+                             InstanceType="m5.large", SubnetId=subnet_id)["Instances"][0]
+    eni = inst["NetworkInterfaces"][0]
+    block = ipaddress.IPv6Network(subnet_block)
+    ipv6s = tuple(str(block[0x100 + i]) for i in range(ipv6_count))
+    if ipv6s:
+        ec2.assign_ipv6_addresses(NetworkInterfaceId=eni["NetworkInterfaceId"],
+                                  Ipv6Addresses=list(ipv6s))
+    return DualStack(vpc_id, vpc_block, subnet_id, subnet_block, inst["InstanceId"],
+                     eni["NetworkInterfaceId"], eni["MacAddress"], ipv6s)
