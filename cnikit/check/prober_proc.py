@@ -11,7 +11,11 @@ side: it makes the sockets (entering each namespace once), hands them to the sha
 sums their counters into one stats event a second.
 
 Anchors (pods added with "anchor": true, e.g. a socket in the VPC router) stay out of the
-rounds: instead every pod probes every anchor once per round.
+rounds: instead every pod probes every anchor of its family once per round.
+
+A pod whose ip has a ':' is an IPv6 pod: its sockets are AF_INET6, bound to '::' (a probe's
+address (ip, port) is the same tuple for both families). It probes and is probed by IPv6
+pods only (prober_shard.Mesh).
 
 A removed pod lingers as a ghost for `linger` seconds: its peers' flows to its old IP go on
 (prober_shard), and an answer from another pod is a `stale` event.
@@ -39,7 +43,7 @@ import sys
 import threading
 import time
 
-from cnikit.check.prober_shard import PORT, Mesh, Settings, Shard
+from cnikit.check.prober_shard import PORT, Mesh, Settings, Shard, is_ipv6
 
 PR_SET_PDEATHSIG = 1
 MAX_THREADS = 2  # measured: a third thread only adds GIL hand-offs
@@ -97,19 +101,25 @@ class Prober:
             for p in pods:
                 pid = int(p["id"])
                 socks: list[socket.socket] = []
+                v6 = is_ipv6(p["ip"])
+                family = socket.AF_INET6 if v6 else socket.AF_INET
                 try:
                     fd = os.open(p["netns"], os.O_RDONLY | os.O_CLOEXEC)
                     try:
                         _setns(fd)
                         for _ in self.shards:
-                            socks.append(socket.socket(socket.AF_INET,
+                            socks.append(socket.socket(family,
                                                        socket.SOCK_DGRAM | socket.SOCK_NONBLOCK))
                     finally:
                         _setns(home)
                         os.close(fd)
                     for shard, s in zip(self.shards, socks, strict=True):
                         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 18)
-                        s.bind(("0.0.0.0", shard.port))
+                        if v6:
+                            # IPv6 only: an IPv4 socket of the same namespace (the VPC's two
+                            # anchors) holds 0.0.0.0 on this port.
+                            s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                        s.bind(("::" if v6 else "0.0.0.0", shard.port))
                 except OSError as e:
                     for s in socks:
                         s.close()
@@ -150,7 +160,7 @@ class Prober:
         order = tuple(p for p in m.order if p not in gone)
         if linger and self.settings.linger > 0:
             until = now + self.settings.linger
-            ghosts += [(p, m.ips[p], now, until, order) for p in m.order
+            ghosts += [(p, m.ips[p], now, until, m.peers_of(p, order)) for p in m.order
                        if p in gone and p in m.ips]
         self.mesh = Mesh(order, [p for p in m.anchors if p not in gone],
                          {p: ip for p, ip in m.ips.items() if p not in gone}, ghosts)

@@ -13,7 +13,8 @@ two cores (measured 1.6x one shard on a 10-node, 300-pod mesh); a third only add
 hand-offs (it was slower).
 
 Rounds: round r pairs source position i with destination i+k, k = r mod (N-1) + 1, so all
-pairs are covered every N-1 rounds. With a pace, r is the time slot (monotonic time
+pairs are covered every N-1 rounds. A mesh with both IPv4 and IPv6 pods is two such rings
+(Mesh), each with its own N; a pod never probes one of the other family. With a pace, r is the time slot (monotonic time
 divided by the pace), so all shards use the same k at the same time and every pod is a
 destination once per round; at full speed (pace 0) each shard runs rounds back to back.
 
@@ -43,18 +44,47 @@ ANSWER = struct.Struct("!cIIQI")  # kind, src id, dst id, seq, responder id
 REPROBE_MAX = 1000
 
 
+def is_ipv6(ip: str) -> bool:
+    return ":" in ip
+
+
 class Mesh:
     """What is probed, replaced whole (never changed in place) when pods come or go, so a
-    shard reading it from another thread always sees one consistent version."""
+    shard reading it from another thread always sees one consistent version.
 
-    __slots__ = ("order", "anchors", "ips", "ghosts")
+    Pods of one family probe each other only: no path joins IPv4 and IPv6 (a pod has one
+    address, and EC2 does not translate), so a cross-family pair would only ever time out.
+    `order` holds the IPv4 pods first, then the IPv6 ones; with both there, each part is a
+    ring of its own (rounds: see the module's docstring) and `split` is where the IPv6
+    ring starts (0: one family, the whole order is one ring, as it always was). Anchors
+    are probed by the pods of their own family."""
+
+    __slots__ = ("order", "anchors", "ips", "ghosts", "split", "anchors_low", "anchors_high")
 
     def __init__(self, order=(), anchors=(), ips=None, ghosts=()) -> None:
-        self.order: tuple[int, ...] = tuple(order)
-        self.anchors: tuple[int, ...] = tuple(anchors)
         self.ips: dict[int, str] = dict(ips or {})
+        v6 = [p for p in order if is_ipv6(self.ips.get(p, ""))]
+        v4 = [p for p in order if not is_ipv6(self.ips.get(p, ""))]
+        self.order: tuple[int, ...] = (*v4, *v6)
+        self.split = len(v4) if v4 and v6 else 0
+        self.anchors: tuple[int, ...] = tuple(anchors)
+        anchors6 = tuple(a for a in self.anchors if is_ipv6(self.ips.get(a, "")))
+        anchors4 = tuple(a for a in self.anchors if a not in anchors6)
+        # Probed by the pods before `split` (by every pod when split is 0), and after it.
+        self.anchors_low = anchors6 if v6 and not v4 else anchors4
+        self.anchors_high = anchors6
         # (pod id, its old IP, removed at, linger until (monotonic s), its peers then)
         self.ghosts: tuple[tuple[int, str, float, float, tuple[int, ...]], ...] = tuple(ghosts)
+
+    def ring_sizes(self) -> tuple[int, int]:
+        """Pods in the first ring and in the second (0 with one family)."""
+        n = len(self.order)
+        return (self.split, n - self.split) if self.split else (n, 0)
+
+    def peers_of(self, pid: int, among) -> tuple[int, ...]:
+        """The pods of `among` in pid's family (the only ones with a path to it)."""
+        v6 = is_ipv6(self.ips.get(pid, ""))
+        return tuple(p for p in among if p != pid and is_ipv6(self.ips.get(p, "")) == v6)
 
 
 class Settings:
@@ -108,6 +138,7 @@ class Shard:
         self.round_i = 0
         self.round_r = -1
         self.round_k = 1
+        self.round_k_high = 1  # the IPv6 ring's, when the mesh has both families
         # Counters only this shard writes and never resets; the control thread takes
         # differences once a second.
         self.counts = {"sent": 0, "ok": 0, "timeouts": 0, "wrong": 0, "late": 0,
@@ -174,8 +205,12 @@ class Shard:
         self.inflight = {s: v for s, v in self.inflight.items() if keep(v)}
 
     def _see(self, mesh: Mesh) -> None:
-        """Take a new mesh: every n-th position is this shard's to probe from."""
-        self.mine = list(range(self.index, len(mesh.order), self.count))
+        """Take a new mesh: every n-th position is this shard's to probe from, but for a pod
+        alone in its family's ring (it has nobody to probe)."""
+        low, high = mesh.ring_sizes()
+        lonely = {p for p, size in ((0, low), (low, high)) if size == 1}
+        self.mine = [i for i in range(self.index, len(mesh.order), self.count)
+                     if i not in lonely]
         self.round_i = min(self.round_i, len(self.mine))
         self.mesh_seen = mesh
 
@@ -199,7 +234,9 @@ class Shard:
             if r == self.round_r:
                 return None  # this round's slot is not over
             self.round_r, self.round_i = r, 0
-            self.round_k = r % (n - 1) + 1
+            low, high = mesh.ring_sizes()
+            self.round_k = r % max(1, low - 1) + 1
+            self.round_k_high = r % max(1, high - 1) + 1
             # Failed and wrongly answered pairs are re-probed every round, so recovery
             # shows within one interval rather than once every N-1 rounds.
             self.retry.extend(itertools.islice(self.failed | self.wrong, REPROBE_MAX))
@@ -210,9 +247,16 @@ class Shard:
         i = self.mine[self.round_i]
         self.round_i += 1
         src = order[i]
-        if mesh.anchors:
-            self.anchor_next.extend((src, a) for a in mesh.anchors)
-        return src, order[(i + self.round_k) % n]
+        split = mesh.split
+        if not split or i < split:
+            anchors = mesh.anchors_low
+            dst = order[(i + self.round_k) % (split or n)]
+        else:
+            anchors = mesh.anchors_high
+            dst = order[split + (i - split + self.round_k_high) % (n - split)]
+        if anchors:
+            self.anchor_next.extend((src, a) for a in anchors)
+        return src, dst
 
     def _queue_ghosts(self, mesh: Mesh, now: float) -> None:
         """One probe per lingering ghost this round, from the next of this shard's pods."""

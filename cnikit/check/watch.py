@@ -86,12 +86,17 @@ class Watch:
         self.history.info(PROBER, ev["ev"], ev, at=ev.get("t"), mono=ev.get("m"))
 
     def _add_anchor(self) -> None:
-        """The VPC router's subnet address as a fixed point every pod probes each round."""
-        from cnikit.fabric import routes
+        """The VPC router's subnet address as a fixed point every pod probes each round; in
+        a dual-stack VPC also an IPv6 address of the VPC's namespace, for the IPv6 pods
+        (a pod probes the anchors of its own family only)."""
+        from cnikit.fabric import names, routes
 
         router = routes.router_of(self.fabric.topo.subnet_cidr)
-        self.errors.update(self.prober.add(
-            [ProbeTarget(f"{ANCHOR_PREFIX}vpc", self.fabric.vpc.path, router, anchor=True)]))
+        anchors = [ProbeTarget(f"{ANCHOR_PREFIX}vpc", self.fabric.vpc.path, router, anchor=True)]
+        if self.fabric.ipv6:
+            anchors.append(ProbeTarget(f"{ANCHOR_PREFIX}vpc6", self.fabric.vpc.path,
+                                       names.IMDS_ADDR6, anchor=True))
+        self.errors.update(self.prober.add(anchors))
 
     def _record_add(self, pod) -> None:
         self.history.append(CLIENT, "ok", "pod-add",

@@ -1,0 +1,80 @@
+"""The prober's pairing over a mesh with both families: IPv4 pods probe IPv4 pods and the
+IPv4 anchor, IPv6 pods IPv6 ones, every pair of a family is covered, none across families.
+Real shards (their epoll and eventfd), driven by next_pair() without sockets."""
+
+from __future__ import annotations
+
+import itertools
+from types import SimpleNamespace
+
+import pytest
+
+from cnikit.check.prober_shard import Mesh, Settings, Shard
+
+V4 = {i: f"10.0.1.{i}" for i in range(1, 6)}
+V6 = {i: f"2600:1f14:0:1:2::{i:x}" for i in range(6, 10)}
+ANCHOR4, ANCHOR6 = 100, 101
+IPS = {**V4, **V6, ANCHOR4: "10.0.1.1", ANCHOR6: "fd00:ec2::254"}
+
+
+def probed(mesh: Mesh, shards: int = 1, rounds: int = 12) -> list[tuple[int, int]]:
+    """Every pair the shards would probe over `rounds` rounds at full speed."""
+    settings = Settings()
+    settings.interval = 0.0  # rounds back to back
+    prober = SimpleNamespace(mesh=mesh, last_probed={})
+    made = [Shard(prober, settings, i, shards) for i in range(shards)]
+    pairs = []
+    try:
+        for shard in made:
+            while shard.round_r < rounds:
+                pair = shard.next_pair(0.0)
+                if pair is None:
+                    break
+                pairs.append(pair)
+    finally:
+        for shard in made:
+            shard.ep.close()
+            shard.close()
+    return pairs
+
+
+def within(ids) -> set[tuple[int, int]]:
+    return {(a, b) for a, b in itertools.permutations(ids, 2)}
+
+
+@pytest.mark.parametrize("shards", [1, 2])
+def test_pods_probe_their_own_family_only_and_all_of_it(shards):
+    # Added in a mixed order: the mesh groups each family into a ring of its own.
+    order = [1, 6, 2, 7, 3, 8, 4, 9, 5]
+    mesh = Mesh(order, [ANCHOR4, ANCHOR6], IPS)
+    assert mesh.order == (1, 2, 3, 4, 5, 6, 7, 8, 9) and mesh.split == 5
+    pairs = probed(mesh, shards)
+    mesh_pairs = {p for p in pairs if p[1] not in (ANCHOR4, ANCHOR6)}
+    assert mesh_pairs == within(V4) | within(V6)
+    assert {p[0] for p in pairs if p[1] == ANCHOR4} == set(V4)
+    assert {p[0] for p in pairs if p[1] == ANCHOR6} == set(V6)
+
+
+def test_one_family_is_one_ring_as_before():
+    mesh = Mesh([9, 7, 8, 6], [ANCHOR4, ANCHOR6], IPS)
+    assert mesh.order == (9, 7, 8, 6) and mesh.split == 0
+    pairs = probed(mesh)
+    assert {p for p in pairs if p[1] not in (ANCHOR4, ANCHOR6)} == within(V6)
+    assert {p[1] for p in pairs if p[1] in (ANCHOR4, ANCHOR6)} == {ANCHOR6}
+    # An IPv4-only mesh keeps its order and probes the IPv4 anchor.
+    mesh = Mesh([3, 1, 2], [ANCHOR4], IPS)
+    assert mesh.order == (3, 1, 2)
+    assert {p[1] for p in probed(mesh)} == {1, 2, 3, ANCHOR4}
+
+
+def test_a_pod_alone_in_its_family_probes_nobody():
+    mesh = Mesh([1, 2, 3, 6], [], IPS)
+    pairs = probed(mesh, shards=2)
+    assert set(pairs) == within([1, 2, 3])
+    assert probed(Mesh([1, 6], [], IPS)) == []
+
+
+def test_a_removed_pods_lingering_flows_come_from_its_own_family():
+    mesh = Mesh([1, 6, 2, 7, 8], [], IPS)
+    assert mesh.peers_of(6, mesh.order) == (7, 8)
+    assert mesh.peers_of(1, mesh.order) == (2,)
