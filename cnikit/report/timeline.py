@@ -2,7 +2,8 @@
 
 Per ENI, three views of its secondary IPs and prefixes over time (the ENI's own primary IP
 left out: the daemon never holds it; an address that is another ENI's primary stays in): EC2 (the monitor's `ownership` diffs), IMDS as served (`served`
-events of the fault IMDS) and the daemon's datastore (the monitor's `daemon-view`). Plus
+events of the fault IMDS) and the daemon's datastore (the monitor's `daemon-view`). The EC2
+and IMDS views are IPv4's; who held each address (`ip_owners`) covers IPv6 too. Plus
 fault spans, EC2 calls, and one lane per pod.
 
 A view is a list of Segment(start, end, ips) with ips None when the view is absent (the MAC
@@ -166,6 +167,8 @@ def build(history: list[dict], imds_events: list[dict] | None = None,
             eni_instance[eni] = inst
             if inst not in instances:
                 instances.append(inst)
+            if _is_ipv6(ip):
+                continue  # the lanes compare EC2 with IMDS's IPv4 lists (below)
             if not isinstance(per_eni.get(eni), set):
                 per_eni[eni] = set()
             if primary:
@@ -174,6 +177,8 @@ def build(history: list[dict], imds_events: list[dict] | None = None,
                 per_eni[eni].add(ip)
         for cidr, (inst, eni) in prefixes.items():
             eni_instance[eni] = inst
+            if _is_ipv6(cidr):
+                continue
             if not isinstance(per_eni.get(eni), set):
                 per_eni[eni] = set()
             per_eni[eni].add(cidr)
@@ -294,6 +299,10 @@ def build(history: list[dict], imds_events: list[dict] | None = None,
                     nemesis=[e for e in history if e.get("process") == "nemesis"])
 
 
+def _is_ipv6(ip: str) -> bool:
+    return ":" in ip
+
+
 def _ownership(history):
     """Each ownership entry replayed: (time, ips, prefixes, ips before it), where ips maps
     address -> (instance, eni, primary) and prefixes cidr -> (instance, eni)."""
@@ -349,9 +358,19 @@ def _steps(history) -> list[Span]:
     return out
 
 
-def _short(ip: str) -> str:
+def short_ip(ip: str) -> str:
+    """10.0.1.7 -> .7 and 10.0.1.16/28 -> .16/28; an IPv6 address or prefix -> its last 64
+    bits (2600:1f14:5:6:1234::5 -> ::1234:0:0:5, its /80 -> ::1234:0:0:0/80): enough to
+    tell apart the addresses of one subnet (an IPv6 subnet is a /64)."""
     head, _, mask = ip.partition("/")
-    return "." + head.rsplit(".", 1)[-1] + (f"/{mask}" if mask else "")
+    tail = f"/{mask}" if mask else ""
+    if _is_ipv6(head):
+        try:
+            low = int(ipaddress.IPv6Address(head)) & ((1 << 64) - 1)
+        except ValueError:
+            return ip
+        return str(ipaddress.IPv6Address(low)) + tail
+    return "." + head.rsplit(".", 1)[-1] + tail
 
 
 def fmt(v) -> str:
@@ -365,7 +384,7 @@ def fmt(v) -> str:
     if isinstance(v, (list, tuple, set, frozenset)):
         items = list(v)
         if items and all(isinstance(i, str) and ip_key(i)[0] == 0 for i in items):
-            return " ".join(_short(i) for i in sorted_ips(items))
+            return " ".join(short_ip(i) for i in sorted_ips(items))
         return ", ".join(fmt(i) for i in items) or "\u2014"
     if isinstance(v, dict):
         return ", ".join(f"{k}={fmt(x)}" for k, x in v.items()) or "\u2014"

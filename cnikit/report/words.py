@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cnikit.report.timeline import Timeline, sorted_ips
+from cnikit.report.timeline import Timeline, short_ip, sorted_ips
 
 
 def rel(tl: Timeline, t: float | None) -> str:
@@ -10,9 +10,9 @@ def rel(tl: Timeline, t: float | None) -> str:
 
 
 def short(ip: str) -> str:
-    """10.0.1.7 -> .7 and 10.0.1.16/28 -> .16/28: enough to tell IPs of one subnet apart."""
-    head, _, mask = ip.partition("/")
-    return "." + head.rsplit(".", 1)[-1] + (f"/{mask}" if mask else "")
+    """10.0.1.7 -> .7 and 10.0.1.16/28 -> .16/28 (IPv6: timeline.short_ip): enough to tell
+    IPs of one subnet apart."""
+    return short_ip(ip)
 
 
 def shorts(ips, limit: int = 8) -> str:
