@@ -1,7 +1,8 @@
 """The monitor: records EC2's ownership (from the gate, never lagged) and, when a callback
 is given, the daemon's view of each node, as observations in the history.
 
-Ownership is recorded as diffs: a full map first, then what changed per version.
+Ownership is recorded as diffs: a full map first, then what changed per version. IPv6
+addresses and /80 prefixes are in the same maps as IPv4 addresses and /28s.
 `loose-enis` is the set of ENIs that were attached to one of the run's instances during the
 run and are now attached nowhere ("available"), each with the instance it was last on, its
 MAC and addresses, and (`detaching`) those EC2 shows detaching; recorded whenever either
@@ -19,11 +20,26 @@ from cnikit.check.history import MONITOR, History
 
 
 def _owned(snap, instances: set[str]) -> tuple[dict, dict]:
+    """Both families in one map of addresses and one of prefixes: every reader judges an
+    IPv6 address or /80 as it judges an IPv4 address or /28 (their texts never collide)."""
     ips = {ip: [o.instance_id, o.eni_id, o.primary] for ip, o in snap.ips.items()
            if o.instance_id in instances}
+    for ip, o in snap.ipv6s.items():
+        if o.instance_id in instances:
+            ips[ip] = [o.instance_id, o.eni_id, _is_enis_own_ipv6(snap, o.eni_id, ip)]
     prefixes = {p: [o.instance_id, o.eni_id] for p, o in snap.prefixes.items()
                 if o.instance_id in instances}
+    prefixes.update({p: [o.instance_id, o.eni_id] for p, o in snap.ipv6_prefixes.items()
+                     if o.instance_id in instances})
     return ips, prefixes
+
+
+def _is_enis_own_ipv6(snap, eni_id: str, ip: str) -> bool:
+    """EC2 marks no IPv6 address primary; an ENI's first one is its own (the node's end of
+    its link holds it: cnikit.fabric.routes), as the primary IPv4 address is: never a pod's,
+    never a leak."""
+    info = snap.enis.get(eni_id)
+    return bool(info is not None and info.ipv6s and info.ipv6s[0] == ip)
 
 
 class Monitor:
@@ -80,9 +96,11 @@ class Monitor:
         for eni_id, inst in self._was_on.items():
             info = snap.enis.get(eni_id)
             if info is not None and info.instance_id is None:
-                loose[eni_id] = {"was_on": inst, "mac": info.mac, "ips": list(info.ips)}
+                loose[eni_id] = {"was_on": inst, "mac": info.mac,
+                                 "ips": [*info.ips, *info.ipv6s]}
             elif info is not None and info.attachment_status == "detaching":
-                leaving[eni_id] = {"was_on": inst, "mac": info.mac, "ips": list(info.ips)}
+                leaving[eni_id] = {"was_on": inst, "mac": info.mac,
+                                   "ips": [*info.ips, *info.ipv6s]}
         for eni_id in [e for e in self._was_on if e not in snap.enis]:
             del self._was_on[eni_id]  # deleted: never loose again
         if loose.keys() != self._loose.keys() or leaving.keys() != self._leaving.keys():

@@ -17,12 +17,13 @@ from cnikit.check.checkers.base import (
     Checker,
     PodState,
     Violation,
+    canonical_ip,
     checker_of,
     in_order,
 )
 
 __all__ = ["ANCHOR_PREFIX", "CHECKERS", "VIOLATION", "WARNING", "Checker", "PodState",
-           "Violation", "checker_of", "in_order"]
+           "Violation", "canonical_ip", "checker_of", "in_order"]
 
 for _info in pkgutil.iter_modules(__path__):
     importlib.import_module(f"{__name__}.{_info.name}")

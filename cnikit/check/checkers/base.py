@@ -11,12 +11,14 @@ keeps `open` (violations still holding) and `closed` ones. They read only the hi
              stale {src, dst (a removed pod), by, ip, after}
   monitor    ownership {full, set: {ip: [instance, eni, primary]}, unset: [ip],
                         prefixes_set: {cidr: [instance, eni]}, prefixes_unset: [cidr]}
+                        (both families: IPv6 addresses and /80s beside IPv4 and /28s)
              daemon-view {instance_id, ips, assigned: {ip: container}}  daemon-view-error
              loose-enis {enis: {eni: {was_on, mac, ips}}, detaching: {eni: {...}}}
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from dataclasses import asdict, dataclass, field
 
@@ -35,6 +37,18 @@ class Violation:
 
     def to_json(self) -> dict:
         return asdict(self)
+
+
+def canonical_ip(ip):
+    """One text per address, so that two spellings of one IPv6 address are one key: RFC
+    5952's, which EC2 (the gate) and the kit write, while a build's answers may spell it
+    otherwise. IPv4 has one text already; anything not an address is kept as it is."""
+    if not isinstance(ip, str) or ":" not in ip:
+        return ip
+    try:
+        return str(ipaddress.ip_address(ip))
+    except ValueError:
+        return ip
 
 
 # kind -> checker class, as registered; runs step them by `order` (see Checker).
@@ -202,5 +216,7 @@ class PodState:
             self.deleting.pop(v.get("pod"), None)
 
     def _live(self, v: dict) -> None:
+        if canonical_ip(v["ip"]) != v["ip"]:
+            v = {**v, "ip": canonical_ip(v["ip"])}
         self.pods[v["pod"]] = v
         self.by_ip.setdefault(v["ip"], set()).add(v["pod"])

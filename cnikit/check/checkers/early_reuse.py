@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from cnikit.check.checkers.base import Checker, Violation
+from cnikit.check.checkers.base import Checker, Violation, canonical_ip
 
 # A reuse with less of the cooldown left than this may go unseen on a quiet machine too (a
 # probe round is 0.1 s): only a reuse with more left and no stale answer says "too slow".
@@ -46,7 +46,7 @@ class EarlyReuse(Checker):
         f, v, at = e["f"], e["value"] or {}, e["time"]
         self.last = max(self.last, at)
         if e["process"] == "client" and e["type"] == "ok" and f == "pod-add":
-            pod, ip = v["pod"], v["ip"]
+            pod, ip = v["pod"], canonical_ip(v["ip"])
             self.ips[pod] = ip
             recent = [(old, t) for old, t in self.freed.get(ip, []) if at - t < self.cooldown]
             self.freed[ip] = recent
@@ -58,7 +58,7 @@ class EarlyReuse(Checker):
             self.deleting.pop(v.get("pod"), None)
         elif e["process"] == "client" and e["type"] == "ok" and f == "pod-delete":
             pod = v.get("pod")
-            ip = v.get("ip") or self.ips.get(pod)
+            ip = canonical_ip(v.get("ip")) or self.ips.get(pod)
             at = self.deleting.pop(pod, at)
             if pod and ip:
                 self.freed.setdefault(ip, []).append((pod, at))

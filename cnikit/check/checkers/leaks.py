@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from cnikit.check.checkers.base import VIOLATION, WARNING, Checker
+from cnikit.check.checkers.base import VIOLATION, WARNING, Checker, canonical_ip
 from cnikit.check.checkers.ownership import Ownership
 
 
@@ -42,8 +42,9 @@ class Leaks(Checker):
         ownership = state.checker(Ownership.kind)
         f, v, at, proc = e["f"], e["value"] or {}, e["time"], e["process"]
         if proc == "monitor" and f == "daemon-view":
-            self.daemon[v["instance_id"]] = set(v.get("ips", []))
-            self.assigned[v["instance_id"]] = dict(v.get("assigned") or {})
+            self.daemon[v["instance_id"]] = {canonical_ip(ip) for ip in v.get("ips", [])}
+            self.assigned[v["instance_id"]] = {canonical_ip(ip): c for ip, c in
+                                               (v.get("assigned") or {}).items()}
             self.asked[v["instance_id"]] = float(v.get("at") or at)
         elif proc == "monitor" and f == "daemon-view-error":
             # The build's view is unknown while its daemon is down: judge nothing there.

@@ -6,7 +6,8 @@ from cnikit.check.checkers.base import Checker
 
 
 class Ownership(Checker):
-    """Every pod IP is held in EC2 by an ENI of the pod's own node (or a /28 prefix on one)."""
+    """Every pod IP is held in EC2 by an ENI of the pod's own node, as an address or inside
+    a prefix on one (an IPv4 /28, an IPv6 /80: the monitor records both families alike)."""
 
     kind = "ip-not-owned"
     order = 30

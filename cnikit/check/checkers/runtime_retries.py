@@ -34,7 +34,7 @@ no exit status): judged like `del-replayed` when the plugin's own error is in it
 
 from __future__ import annotations
 
-from cnikit.check.checkers.base import Checker
+from cnikit.check.checkers.base import Checker, canonical_ip
 
 RETRY = "cni-retry"
 # DELs every correct plugin answers with success.
@@ -69,7 +69,7 @@ class RuntimeRetries(Checker):
         op, pod = v.get("op"), v.get("pod") or "?"
         if op == "add-repeat" and e["type"] == "ok":
             answer, first = v.get("answer"), v.get("ip")
-            if answer and first and answer != first:
+            if answer and first and canonical_ip(answer) != canonical_ip(first):
                 self._instant(pod, at, op=op, ip=first, answer=answer,
                               what=f"a repeated ADD of the same sandbox answered {answer}; its "
                                    f"first ADD answered {first}")

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from cnikit.check.checkers.base import Checker
+from cnikit.check.checkers.base import Checker, canonical_ip
 
 
 class SharedIp(Checker):
@@ -34,7 +34,7 @@ class SharedIp(Checker):
         elif e["process"] == "client" and e["type"] == "ok" and f in (
                 "pod-add", "pod-kept", "pod-delete", "pod-deleting"):
             if f in ("pod-add", "pod-kept"):
-                touched.add(v["ip"])
+                touched.add(canonical_ip(v["ip"]))
             else:
                 for ip, marks in self.wrong.items():
                     if any(v.get("pod") in m for m in marks):
