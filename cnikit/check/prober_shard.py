@@ -121,6 +121,7 @@ class Shard:
         self.by_fd: dict[int, tuple[int, object]] = {}  # fd -> (pod id, socket)
         self.mesh_seen: Mesh | None = None
         self.mine: list[int] = []  # positions in mesh.order this shard probes from
+        self.lonely_anchor_pairs: list[tuple[int, int]] = []  # see _see()
         self.anchor_next: collections.deque[tuple[int, int]] = collections.deque()
         self.inflight: dict[int, tuple[int, int, float]] = {}  # seq -> (src, dst, sent)
         self.sent_q: collections.deque[tuple[float, int]] = collections.deque()
@@ -206,11 +207,16 @@ class Shard:
 
     def _see(self, mesh: Mesh) -> None:
         """Take a new mesh: every n-th position is this shard's to probe from, but for a pod
-        alone in its family's ring (it has nobody to probe)."""
+        alone in its family's ring: it has no peer, and probes only its family's anchors
+        (once a round), which still tell whether it is lost."""
         low, high = mesh.ring_sizes()
-        lonely = {p for p, size in ((0, low), (low, high)) if size == 1}
+        lonely = {i: anchors for i, size, anchors in ((0, low, mesh.anchors_low),
+                                                      (low, high, mesh.anchors_high))
+                  if size == 1}
         self.mine = [i for i in range(self.index, len(mesh.order), self.count)
                      if i not in lonely]
+        self.lonely_anchor_pairs = [(mesh.order[i], a) for i, anchors in lonely.items()
+                                    if i % self.count == self.index for a in anchors]
         self.round_i = min(self.round_i, len(self.mine))
         self.mesh_seen = mesh
 
@@ -240,6 +246,7 @@ class Shard:
             # Failed and wrongly answered pairs are re-probed every round, so recovery
             # shows within one interval rather than once every N-1 rounds.
             self.retry.extend(itertools.islice(self.failed | self.wrong, REPROBE_MAX))
+            self.anchor_next.extend(self.lonely_anchor_pairs)
             if mesh.ghosts or self.ghost_inflight:
                 self._queue_ghosts(mesh, now)
             if self.retry:

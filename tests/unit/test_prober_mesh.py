@@ -67,11 +67,12 @@ def test_one_family_is_one_ring_as_before():
     assert {p[1] for p in probed(mesh)} == {1, 2, 3, ANCHOR4}
 
 
-def test_a_pod_alone_in_its_family_probes_nobody():
-    mesh = Mesh([1, 2, 3, 6], [], IPS)
-    pairs = probed(mesh, shards=2)
-    assert set(pairs) == within([1, 2, 3])
-    assert probed(Mesh([1, 6], [], IPS)) == []
+@pytest.mark.parametrize("shards", [1, 2])
+def test_a_pod_alone_in_its_family_probes_its_anchor_only(shards):
+    mesh = Mesh([1, 2, 3, 6], [ANCHOR4, ANCHOR6], IPS)
+    pairs = set(probed(mesh, shards))
+    assert pairs == within([1, 2, 3]) | {(p, ANCHOR4) for p in (1, 2, 3)} | {(6, ANCHOR6)}
+    assert set(probed(Mesh([1, 2, 6], [], IPS), shards)) == within([1, 2])
 
 
 def test_a_removed_pods_lingering_flows_come_from_its_own_family():
