@@ -35,6 +35,11 @@ class EniView:
     tags: dict[str, str] = field(default_factory=dict)
     # EC2's attachment status ("attaching", "attached", "detaching"); None from IMDS.
     attachment_status: str | None = None
+    ipv6s: list[str] = field(default_factory=list)
+    ipv6_prefixes: list[str] = field(default_factory=list)  # delegated /80s
+    # IMDS's subnet-ipv6-cidr-blocks: "" when not read, None when IMDS answered 404 (an
+    # ENI of an IPv4-only subnet, upstream #3489).
+    subnet_ipv6_cidr: str | None = ""
 
     @property
     def secondary_ips(self) -> list[str]:
@@ -88,6 +93,8 @@ class Ec2Api(Protocol):
 
     def unassign_prefixes(self, eni_id: str, prefixes: list[str]) -> None: ...
 
+    def assign_ipv6_prefixes(self, eni_id: str, count: int) -> list[str]: ...
+
 
 @dataclass
 class Identity:
@@ -101,5 +108,6 @@ class Identity:
 class ImdsApi(Protocol):
     def identity(self) -> Identity: ...
 
-    def enis(self) -> list[EniView]:
-        """Every ENI under network/interfaces/macs/, as IMDS shows it right now."""
+    def enis(self, ipv6: bool = False) -> list[EniView]:
+        """Every ENI under network/interfaces/macs/, as IMDS shows it right now; with
+        `ipv6`, each one's ipv6s, ipv6-prefix and subnet-ipv6-cidr-blocks too."""

@@ -6,6 +6,7 @@ CNIKIT_TIME_SCALE so a test can run the same logic ten times faster.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from dataclasses import dataclass
 
@@ -46,6 +47,13 @@ class Config:
     metrics_addr: tuple[str, int] | None = ("0.0.0.0", METRICS_PORT)  # None: off
     introspection_addr: tuple[str, int] | None = ("0.0.0.0", INTROSPECTION_PORT)
     instance_id_header: str | None = None  # CNIKIT_INSTANCE_ID: who we are to a loopback IMDS
+    # Upstream's IPv6 mode (ENABLE_IPv6=true, ENABLE_IPv4=false, prefix delegation): one /80
+    # on the primary ENI, no pool manager (cnikit/daemon/ipv6.py).
+    ipv6: bool = False
+    # IPv6 pods' IPv4 egress through the node (upstream's egress-cni, ENABLE_V4_EGRESS):
+    # an address of this range on the pod's v4if0, SNAT to the node's IPv4.
+    v4_egress: bool = True
+    v4_egress_range: str = "169.254.172.0/22"
 
     # Scaled intervals: the only place the daemon reads time constants from.
     @property
@@ -136,6 +144,16 @@ def from_env(env: dict | None = None) -> Config:
     min_ip = _int(env, "MINIMUM_IP_TARGET", 0)
     if pd and warm_prefix == 0 and warm_ip == 0 and min_ip == 0:
         warm_prefix = 1
+    ipv6 = _bool(env, "ENABLE_IPv6", False)
+    # Upstream's isConfigValid: one family at a time, and IPv6 only with prefixes.
+    if ipv6 and _bool(env, "ENABLE_IPv4", True):
+        raise UsageError("ENABLE_IPv6=true needs ENABLE_IPv4=false: the VPC CNI does not "
+                         "support dual stack mode")
+    if not ipv6 and not _bool(env, "ENABLE_IPv4", True):
+        raise UsageError("ENABLE_IPv4=false needs ENABLE_IPv6=true: no address family left")
+    if ipv6 and not pd:
+        raise UsageError("ENABLE_IPv6=true needs ENABLE_PREFIX_DELEGATION=true (IPv6 pods "
+                         "take their addresses from the node's /80 prefix)")
     return Config(
         profile=profile,
         imds_endpoint=(env.get("AWS_EC2_METADATA_SERVICE_ENDPOINT") or "http://169.254.169.254").rstrip("/"),
@@ -156,7 +174,22 @@ def from_env(env: dict | None = None) -> Config:
             env.get("CNIKIT_INTROSPECTION_ADDR"), ("0.0.0.0", INTROSPECTION_PORT), "CNIKIT_INTROSPECTION_ADDR"
         ),
         instance_id_header=env.get("CNIKIT_INSTANCE_ID") or None,
+        ipv6=ipv6,
+        v4_egress=_bool(env, "ENABLE_V4_EGRESS", True),
+        v4_egress_range=_egress_range(env),
     )
+
+
+def _egress_range(env: dict) -> str:
+    raw = env.get("CNIKIT_V4_EGRESS_RANGE") or "169.254.172.0/22"
+    try:
+        net = ipaddress.IPv4Network(raw)
+    except ValueError:
+        raise UsageError(f"CNIKIT_V4_EGRESS_RANGE={raw!r} is not an IPv4 network") from None
+    if net.num_addresses < 4:
+        raise UsageError(f"CNIKIT_V4_EGRESS_RANGE={raw!r} is too small (its first address "
+                         "is the pods' gateway)")
+    return str(net)
 
 
 def _scale(env: dict) -> float:

@@ -8,6 +8,7 @@ assignment is checkpointed before it is visible to the caller; a failed write un
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from cnikit.daemon.clock import Clock, from_wall_ns, to_wall_ns
@@ -54,9 +55,10 @@ class Cidr:
     is_prefix: bool
     addresses: dict[str, Address] = field(default_factory=dict)
 
-    def hosts(self) -> list[str]:
+    def hosts(self) -> Iterator[str]:
+        """Every address, lowest first, made as asked: an IPv6 /80 has 2**48 of them."""
         net = ipaddress.ip_network(self.cidr, strict=False)
-        return [str(a) for a in net]
+        return (str(a) for a in net)
 
     @property
     def size(self) -> int:
@@ -113,7 +115,13 @@ class Stats:
 
 
 def host_cidr(ip: str) -> str:
-    return f"{ip}/32"
+    return f"{ip}/128" if ":" in ip else f"{ip}/32"
+
+
+def row_ip(row: dict) -> str | None:
+    """A checkpoint row's address: upstream writes an IPv4 pod's as `ipv4`, an IPv6 pod's
+    as `ipv6`."""
+    return row.get("ipv4") or row.get("ipv6")
 
 
 class Datastore:
@@ -275,7 +283,11 @@ class Datastore:
             for c in cidrs:
                 if c.cidr in self.quarantined:
                     continue
-                if c.is_prefix:
+                if c.is_prefix and ":" in c.cidr:
+                    found = self._pick_ipv6(c)
+                    if found is not None:
+                        return eni, c, found
+                elif c.is_prefix:
                     for ip in c.hosts():
                         a = c.addresses.get(ip)
                         if a is None:
@@ -298,6 +310,17 @@ class Datastore:
         if best is None:
             raise NoAvailableIP("no available IP/prefix addresses")
         return best
+
+    def _pick_ipv6(self, c: Cidr) -> Address | None:
+        """Upstream's getUnusedIP for an IPv6 prefix: a released address out of its cooldown
+        first (the longest released), else the next unused one up from the prefix base."""
+        free = [a for a in c.addresses.values() if not a.assigned and not self.cooling(a)]
+        if free:
+            return min(free, key=lambda a: a.unassigned_at or 0.0)
+        for ip in c.hosts():
+            if ip not in c.addresses and ip not in self.recalled:
+                return Address(ip)
+        return None
 
     def unassign(self, key: IpamKey) -> Assignment | None:
         """Release key's IP into cooldown. None when key holds nothing (DEL is idempotent)."""
@@ -351,7 +374,8 @@ class Datastore:
 
     def addresses(self) -> set[str]:
         """Every IP and prefix in the store, as EC2 writes them (no /32)."""
-        return {c.cidr.removesuffix("/32") for e in self.enis.values() for c in e.cidrs.values()}
+        return {c.cidr.removesuffix("/32").removesuffix("/128")
+                for e in self.enis.values() for c in e.cidrs.values()}
 
     def cidr_is_free(self, c: Cidr) -> bool:
         return all(not a.assigned and not self.cooling(a) for a in c.addresses.values())
@@ -388,7 +412,7 @@ class Datastore:
                             "networkName": a.key.network,
                             "containerID": a.key.container_id,
                             "ifName": a.key.if_name,
-                            "ipv4": a.ip,
+                            ("ipv6" if ":" in a.ip else "ipv4"): a.ip,
                             "allocationTimestamp": a.assigned_ns,
                             "metadata": a.metadata,
                         })
@@ -414,7 +438,7 @@ class Datastore:
         for row in rows:
             try:
                 key = IpamKey(row.get("networkName", ""), row["containerID"], row.get("ifName", ""))
-                ip = row["ipv4"]
+                ip = row_ip(row)
                 target = ipaddress.ip_address(ip)
             except (KeyError, TypeError, ValueError):
                 dropped.append(row)

@@ -89,6 +89,8 @@ def _view(ni: ET.Element) -> EniView:
         instance_id=instance,
         tags={_text(t, "key"): _text(t, "value") for t in _items(ni, "tagSet")},
         attachment_status=_text(att, "status") or None if instance else None,
+        ipv6s=[_text(a, "ipv6Address") for a in _items(ni, "ipv6AddressesSet")],
+        ipv6_prefixes=[_text(p, "ipv6Prefix") for p in _items(ni, "ipv6PrefixSet")],
     )
 
 
@@ -302,6 +304,13 @@ class QueryEc2:
         got = [_text(p, "ipv4Prefix") for p in _items(r, "assignedIpv4PrefixSet")]
         if not got:
             raise ApiError(f"prefix assign on {eni_id} returned no prefixes", "EmptyAnswer")
+        return got
+
+    def assign_ipv6_prefixes(self, eni_id, count) -> list[str]:
+        r = self._call("AssignIpv6Addresses", NetworkInterfaceId=eni_id, Ipv6PrefixCount=count)
+        got = [p.text or "" for p in _items(r, "assignedIpv6PrefixSet")]
+        if not got:
+            raise ApiError(f"IPv6 prefix assign on {eni_id} returned no prefixes", "EmptyAnswer")
         return got
 
     def unassign_prefixes(self, eni_id, prefixes) -> None:

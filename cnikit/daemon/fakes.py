@@ -163,6 +163,21 @@ class FakeEc2:
         for p in prefixes:
             e.prefixes.remove(p)
 
+    # A dual-stack subnet's /64, /80s handed out in order past the first (its reserved
+    # addresses), as the gate does.
+    ipv6_subnet = ipaddress.IPv6Network("2600:1f18:aaaa:bb00::/64")
+
+    def assign_ipv6_prefixes(self, eni_id, count):
+        self._call("assign_ipv6_prefixes")
+        e = self.enis[eni_id]
+        taken = {p for v in self.enis.values() for p in v.ipv6_prefixes}
+        blocks = (str(b) for b in itertools.islice(self.ipv6_subnet.subnets(new_prefix=80), 1,
+                                                   None))
+        got = [b for b, _ in zip((b for b in blocks if b not in taken), range(count),
+                                 strict=False)]
+        e.ipv6_prefixes += got
+        return got
+
     # -- test helpers
     def take_back(self, eni_id: str, ip: str) -> None:
         """Remove an IP behind the daemon's back (another actor, a console click)."""
@@ -211,7 +226,7 @@ class FakeImds:
         #1008, AWS #2497: IMDS lists a departed ENI until the next attach or detach)."""
         self.lingering[eni_id] = copy.deepcopy(self.ec2.enis[eni_id])
 
-    def enis(self):
+    def enis(self, ipv6: bool = False):
         if self.fail:
             raise ApiError("IMDS unavailable", "ServiceUnavailable")
         out = []

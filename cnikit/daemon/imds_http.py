@@ -85,7 +85,7 @@ class HttpImds:
             return ""
         return lines[0] if lines else ""
 
-    def enis(self) -> list[EniView]:
+    def enis(self, ipv6: bool = False) -> list[EniView]:
         out = []
         for entry in self._lines("network/interfaces/macs/"):
             mac = entry.rstrip("/")
@@ -99,7 +99,13 @@ class HttpImds:
             ips = self._lines(base + "local-ipv4s", missing_ok=True)
             prefixes = self._lines(base + "ipv4-prefix", missing_ok=True)
             cidr = self._opt(base + "subnet-ipv4-cidr-block")
-            out.append(EniView(eni_id=eni_id, mac=mac, device_index=device,
-                               primary_ip=ips[0] if ips else "", ips=ips, prefixes=prefixes,
-                               subnet_cidr=cidr))
+            view = EniView(eni_id=eni_id, mac=mac, device_index=device,
+                           primary_ip=ips[0] if ips else "", ips=ips, prefixes=prefixes,
+                           subnet_cidr=cidr)
+            if ipv6:
+                view.ipv6s = self._lines(base + "ipv6s", missing_ok=True)
+                view.ipv6_prefixes = self._lines(base + "ipv6-prefix", missing_ok=True)
+                blocks = self._lines(base + "subnet-ipv6-cidr-blocks", missing_ok=True)
+                view.subnet_ipv6_cidr = blocks[0] if blocks else None
+            out.append(view)
         return out

@@ -12,7 +12,7 @@ import time
 from collections import Counter
 from datetime import UTC, datetime
 
-from cnikit.daemon import reconcile
+from cnikit.daemon import ipv6, reconcile
 from cnikit.daemon.apis import ApiError, Ec2Api, EniView, ImdsApi, InstanceInfo, Limits
 from cnikit.daemon.clock import Clock, from_wall_ns, to_wall_ns
 from cnikit.daemon.config import Config
@@ -23,6 +23,7 @@ from cnikit.daemon.datastore import (
     IpamKey,
     NoAvailableIP,
     Stats,
+    row_ip,
 )
 from cnikit.daemon.pool import Capacity, decide, within_targets
 
@@ -114,6 +115,9 @@ class IpamD:
         if self.cfg.max_eni:
             max_enis = min(max_enis, self.cfg.max_eni)
         self.capacity = Capacity(max_enis, self.limits.ipv4_per_eni - 1)
+        if self.cfg.ipv6:
+            self._start_ipv6()
+            return
         self.subnet_cidr = self._subnet_cidr()
         enis = reconcile.startup_view(self)
         self.pending_deletes |= self._detaching()
@@ -130,7 +134,7 @@ class IpamD:
             dropped = self.cfg.strategy.restore_dropped(self, dropped)
         for row in dropped:
             self.metrics.inc("awscni_ipamd_error_count", fn="restoreDropped")
-            self._event("restore-dropped", ip=row.get("ipv4"), container=row.get("containerID"))
+            self._event("restore-dropped", ip=row_ip(row), container=row.get("containerID"))
         self.cfg.strategy.confirm_startup(self)
         log.info("start: %d ENIs, %d allocations recovered, %d dropped", len(self.ds.enis),
                  len(rows) - len(dropped), len(dropped))
@@ -140,6 +144,18 @@ class IpamD:
         # the pool) half an interval after start-up, while the CNI server already answers
         # the pods that waited for it (upstream 3887 goes through that window).
         self.pool_step(shrink=False)
+
+    def _start_ipv6(self) -> None:
+        """IPv6 mode (cnikit/daemon/ipv6.py): the /80, then the checkpoint's pods on it."""
+        ipv6.start(self)
+        rows = self.checkpoint.read() if self.checkpoint is not None else []
+        if self.cfg.strategy.keeps_ip_cooldowns and self.checkpoint is not None:
+            self.ds.recall_cooling(self.checkpoint.read_cooling())
+        _, dropped = self.ds.restore(rows)
+        for row in dropped:
+            self.metrics.inc("awscni_ipamd_error_count", fn="restoreDropped")
+            self._event("restore-dropped", ip=row_ip(row), container=row.get("containerID"))
+        self.last_reconcile = self.clock.now()
 
     def _subnet_cidr(self) -> str:
         """For the plugin's per-ENI route tables (the subnet router is its first host)."""
@@ -204,6 +220,8 @@ class IpamD:
         imds_view: IMDS read beforehand (a list of EniView or the ApiError it raised), so a
         process can do the slow read without holding the lock its CNI requests need.
         """
+        if self.cfg.ipv6:
+            return  # upstream's pool manager returns at once in IPv6 mode: nothing to do
         if self.reconcile_due():
             self.reconcile(imds_view)
         self.pool_step()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import queue
+import socket
 import threading
 import time
 
@@ -125,8 +126,9 @@ class PodNet:
             # route still names the IP, so the rules can be found and removed all the same.
             hidx = self.node.link_index(host_veth)
             if hidx is not None:
-                ip = next((r.dst.split("/")[0] for r in self.node.routes()
-                           if r.oif == hidx and r.dst.endswith("/32")), None)
+                routes = self.node.routes() + self.node.routes(family=socket.AF_INET6)
+                ip = next((r.dst.split("/")[0] for r in routes
+                           if r.oif == hidx and r.dst.endswith(("/32", "/128"))), None)
         try:
             if ip:
                 wiring.unwire(self.node, ip, host_veth, device_index, delete_link=not later)
@@ -185,13 +187,16 @@ class PodNet:
 
         if not view["present"]:
             return f"{ifname} is missing in {netns_path}"
-        if f"{ip}/32" not in view["ips"]:
-            return f"{ifname} does not hold {ip}/32 (has {', '.join(view['ips']) or 'nothing'})"
-        if view["gateway"] != wiring.POD_GATEWAY:
-            return f"default route is via {view['gateway']}, not {wiring.POD_GATEWAY}"
+        held = wiring.host_route(ip)
+        if held not in view["ips"]:
+            return f"{ifname} does not hold {held} (has {', '.join(view['ips']) or 'nothing'})"
+        gateway = wiring.POD_GATEWAY6 if ":" in ip else wiring.POD_GATEWAY
+        if view["gateway"] != gateway:
+            return f"default route is via {view['gateway']}, not {gateway}"
         hidx = self.node.link_index(host_veth)
         if hidx is None:
             return f"host veth {host_veth} is missing"
-        if not any(r.dst == f"{ip}/32" and r.oif == hidx for r in self.node.routes()):
-            return f"no host route {ip}/32 dev {host_veth}"
+        family = socket.AF_INET6 if ":" in ip else socket.AF_INET
+        if not any(r.dst == held and r.oif == hidx for r in self.node.routes(family=family)):
+            return f"no host route {held} dev {host_veth}"
         return None

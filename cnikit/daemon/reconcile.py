@@ -27,8 +27,9 @@ import ipaddress
 import logging
 from typing import TYPE_CHECKING, Protocol
 
+from cnikit.daemon import ipv6
 from cnikit.daemon.apis import ApiError, EniView
-from cnikit.daemon.datastore import DatastoreError, host_cidr
+from cnikit.daemon.datastore import DatastoreError, host_cidr, row_ip
 
 if TYPE_CHECKING:
     from cnikit.daemon.ipamd import IpamD
@@ -58,6 +59,9 @@ class ReconcileStrategy(Protocol):
     def release_failed(self, d: IpamD, eni_id: str, cidrs: list[str]) -> None:
         """EC2 refused to release these (datastore keys, already out of the pool)."""
 
+    def startup_enis_ipv6(self, d: IpamD, views: list[EniView]) -> None:
+        """IPv6 mode's start-up read of every ENI from IMDS: raise to fail init."""
+
 
 class UpstreamReconcile:
     """Upstream's eniIPPoolReconcile: lengths (1.18.3) or contents (1.18.4) compared."""
@@ -65,8 +69,16 @@ class UpstreamReconcile:
     trusts_imds = True
     keeps_ip_cooldowns = False
 
-    def __init__(self, contents: bool):
+    def __init__(self, contents: bool, ipv6_subnet_required: bool = False):
         self.contents = contents
+        # v1.20.0-v1.20.4: IPv6 mode needs every ENI's subnet-ipv6-cidr-blocks (#3489).
+        self.ipv6_subnet_required = ipv6_subnet_required
+
+    def startup_enis_ipv6(self, d: IpamD, views: list[EniView]) -> None:
+        if self.ipv6_subnet_required:
+            ipv6.require_ipv6_subnets(d, views)
+        else:
+            ipv6.tolerate_unmanaged(d, views)
 
     def reconcile(self, d: IpamD, imds_enis: list[EniView]) -> None:
         _upstream(d, imds_enis, contents=self.contents)
@@ -101,6 +113,9 @@ class HardenedReconcile:
 
     def release_failed(self, d: IpamD, eni_id: str, cidrs: list[str]) -> None:
         hold_failed_release(d, eni_id, cidrs)
+
+    def startup_enis_ipv6(self, d: IpamD, views: list[EniView]) -> None:
+        ipv6.tolerate_unmanaged(d, views)
 
 
 def trusts_imds(d: IpamD) -> bool:
@@ -444,7 +459,7 @@ def hold_unconfirmed(d: IpamD, rows: list[dict]) -> list[dict]:
     held, still = [], []
     for row in rows:
         try:
-            ip = ipaddress.ip_address(row["ipv4"])
+            ip = ipaddress.ip_address(row_ip(row))
         except (KeyError, TypeError, ValueError):
             still.append(row)
             continue
@@ -467,7 +482,7 @@ def hold_unconfirmed(d: IpamD, rows: list[dict]) -> list[dict]:
         held.append(row)
     recovered, dropped = d.ds.restore(held)  # rewrites the checkpoint, the lost rows in it
     for row in recovered:
-        d._event("restore-held", ip=row.get("ipv4"), container=row.get("containerID"))
+        d._event("restore-held", ip=row_ip(row), container=row.get("containerID"))
     return still + dropped
 
 

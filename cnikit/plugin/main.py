@@ -27,6 +27,7 @@ SUPPORTED = ["0.3.0", "0.3.1", "0.4.0", "1.0.0"]
 CHECK_SINCE = "0.4.0"  # CHECK came with spec 0.4.0: older configs get code 1, as libcni's skel
 DEFAULT_SOCKET = "/run/cnikit/daemon/ipamd.sock"
 GATEWAY = "169.254.1.1"
+GATEWAY6 = "fe80::1"  # an IPv6 pod's next hop (upstream's, on every pod)
 
 # CNI spec error codes
 E_VERSION, E_FIELD, E_UNKNOWN_CONTAINER, E_ENV, E_IO, E_DECODE, E_CONFIG, E_TRY_AGAIN = (
@@ -165,9 +166,11 @@ def cmd_add(conf):
 
 
 def _result(conf, req, resp, netns):
-    ip = {"address": f"{resp['ip']}/32", "gateway": GATEWAY, "interface": 1}
+    v6 = ":" in resp["ip"]
+    gateway = GATEWAY6 if v6 else GATEWAY
+    ip = {"address": f"{resp['ip']}/{128 if v6 else 32}", "gateway": gateway, "interface": 1}
     if conf["cniVersion"] != "1.0.0":
-        ip["version"] = "4"
+        ip["version"] = "6" if v6 else "4"
     result = {
         "cniVersion": conf["cniVersion"],
         "interfaces": [
@@ -175,7 +178,7 @@ def _result(conf, req, resp, netns):
             {"name": req["ifName"], "mac": resp.get("podMac", ""), "sandbox": netns},
         ],
         "ips": [ip],
-        "routes": [{"dst": "0.0.0.0/0", "gw": GATEWAY}],
+        "routes": [{"dst": "::/0" if v6 else "0.0.0.0/0", "gw": gateway}],
         "dns": conf.get("dns") or {},
     }
     return result

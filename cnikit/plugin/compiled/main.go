@@ -32,6 +32,7 @@ const (
 	checkSince    = "0.4.0" // CHECK came with spec 0.4.0: older configs get code 1, as libcni's skel
 	defaultSocket = "/run/cnikit/daemon/ipamd.sock"
 	gateway       = "169.254.1.1"
+	gateway6      = "fe80::1" // an IPv6 pod's next hop (main.py's GATEWAY6)
 	callTimeout   = 60 * time.Second
 )
 
@@ -424,10 +425,14 @@ func cmdAdd(conf map[string]any) (any, *cniError) {
 	if !ok {
 		return nil, fail(999, "internal error: KeyError: 'ip'")
 	}
-	ip := kv{}.with("address", ipStr+"/32").with("gateway", gateway).with("interface", 1)
+	gw, plen, family, dst := gateway, "/32", "4", "0.0.0.0/0"
+	if strings.Contains(ipStr, ":") {
+		gw, plen, family, dst = gateway6, "/128", "6", "::/0"
+	}
+	ip := kv{}.with("address", ipStr+plen).with("gateway", gw).with("interface", 1)
 	ver := conf["cniVersion"].(string)
 	if ver != "1.0.0" {
-		ip = ip.with("version", "4")
+		ip = ip.with("version", family)
 	}
 	var dns any = kv{}
 	if truthy(conf["dns"]) {
@@ -440,7 +445,7 @@ func cmdAdd(conf map[string]any) (any, *cniError) {
 			kv{}.with("name", ifname).with("mac", str(resp["podMac"])).with("sandbox", netns),
 		}).
 		with("ips", []any{ip}).
-		with("routes", []any{kv{}.with("dst", "0.0.0.0/0").with("gw", gateway)}).
+		with("routes", []any{kv{}.with("dst", dst).with("gw", gw)}).
 		with("dns", dns), nil
 }
 
