@@ -145,6 +145,12 @@ def certify(target, seeds: int = DEFAULT_SEEDS, report_dir: str | Path = "report
     names = list(only) if only else scenarios.names()
     for n in names:
         scenarios.get(n)  # an unknown name fails here, before anything starts
+    # A build is certified for its address family: the scenarios of another do not apply.
+    skipped = [n for n in names if not t.runs(scenarios.get(n))]
+    if only and skipped:
+        raise UsageError(f"{', '.join(skipped)}: not of {t.name}'s address family "
+                         f"({' and '.join(t.families)}; ip_family in its target file)")
+    names = [n for n in names if n not in skipped]
     root = Path(report_dir)
     try:
         root.mkdir(parents=True, exist_ok=True)

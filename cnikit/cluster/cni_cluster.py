@@ -26,13 +26,17 @@ from cnikit.check.history import History
 from cnikit.cluster import retries
 from cnikit.cluster.nemesis import Nemesis
 from cnikit.daemon.server import request
+from cnikit.errors import UsageError
+
+# Upstream's settings of an IPv6 cluster (EKS sets them on aws-node).
+IPV6_MODE = {"ENABLE_IPv6": "true", "ENABLE_IPv4": "false", "ENABLE_PREFIX_DELEGATION": "true"}
 
 
 class CniCluster:
     def __init__(self, nodes: int = 3, profile: str | None = None, instance_type: str = "m5.large",
                  scale: float = 0.1, env: dict[str, str] | None = None, imds_seed: int | None = None,
                  runtime: str | None = None, ec2: str = "moto", ec2_endpoint: str | None = None,
-                 seed: int | None = None, target=None):
+                 seed: int | None = None, target=None, ip_family: str | None = None):
         from cnikit.targets import default_name, resolve_target
         from cnikit.targets.node import check_runtime_for
 
@@ -47,6 +51,11 @@ class CniCluster:
         self.runtime = runtime or os.environ.get("CNIKIT_RUNTIME") or "process"
         check_runtime_for(self.target, self.runtime)  # before anything starts
         self.ec2, self.ec2_endpoint, self.seed = ec2, ec2_endpoint, seed
+        # "ipv4": an IPv4 VPC; "ipv6": a dual-stack VPC, the build in its IPv6 mode; "dual":
+        # a dual-stack VPC, the build as it comes. Default: the target's own family.
+        self.ip_family = ip_family or self.target.ip_family
+        if self.ip_family not in ("ipv4", "ipv6", "dual"):
+            raise UsageError(f"ip family {self.ip_family!r}: one of ipv4, ipv6, dual")
         self.cloud = self.imds = self.fabric = None
         self.topo = None
         self.daemons: list = []
@@ -75,7 +84,8 @@ class CniCluster:
         from fault_imds.server import ImdsServer
 
         self.cloud = Cloud.start(ec2=self.ec2, endpoint=self.ec2_endpoint, seed=self.seed)
-        self.topo = self.cloud.bootstrap(nodes=self.n_nodes, instance_type=self.instance_type)
+        self.topo = self.cloud.bootstrap(nodes=self.n_nodes, instance_type=self.instance_type,
+                                         ipv6=self.ip_family != "ipv4")
         self.imds = ImdsServer(ec2_endpoint=self.cloud.endpoint, seed=self.imds_seed).start()
 
     def _start_nodes(self) -> None:
@@ -108,11 +118,14 @@ class CniCluster:
                           imds_endpoint=self.fabric.imds_endpoint, region=self.cloud.region)
 
     def daemon_env(self) -> dict[str, str]:
-        """What the kit gives every target's daemon (the scenario's env over it)."""
+        """What the kit gives every target's daemon (the scenario's env over it). An IPv6
+        run sets upstream's IPv6-mode variables, as EKS's IPv6 clusters do."""
+        family = IPV6_MODE if self.ip_family == "ipv6" else {}
         return {
             **self.cloud.client_env(self.fabric.ec2_endpoint),
             "AWS_EC2_METADATA_SERVICE_ENDPOINT": self.fabric.imds_endpoint,
             "CNIKIT_TIME_SCALE": str(self.scale),
+            **family,
             **self.env,
         }
 

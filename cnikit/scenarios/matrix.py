@@ -10,6 +10,16 @@ from pathlib import Path
 from cnikit.errors import UsageError
 
 
+def matrix_cells(names: list[str], columns: list, seeds: int, first_seed: int = 1) -> list:
+    """(scenario, target, seed) for every run of the matrix: a scenario meets only the
+    builds of its address family (Target.runs), the IP-family axis."""
+    from cnikit import scenarios
+
+    return [(name, tgt, seed) for name in names for tgt in columns
+            if tgt.runs(scenarios.get(name))
+            for seed in range(first_seed, first_seed + seeds)]
+
+
 def run_matrix(names: list[str], profiles: list, seeds: int, first_seed: int = 1,
                report_root: Path | None = None, progress=None, duration: float | None = None,
                on_result=None, jobs: int = 1, shard: tuple[int, int] | None = None,
@@ -25,8 +35,7 @@ def run_matrix(names: list[str], profiles: list, seeds: int, first_seed: int = 1
     from cnikit.targets import resolve_target
 
     columns = [resolve_target(p) for p in profiles]
-    cells = take_shard([(name, tgt, seed) for name in names for tgt in columns
-                        for seed in range(first_seed, first_seed + seeds)], shard)
+    cells = take_shard(matrix_cells(names, columns, seeds, first_seed), shard)
 
     def rdir(cell) -> Path | None:
         name, tgt, seed = cell

@@ -19,7 +19,8 @@ from cnikit.errors import UsageError
 from cnikit.targets.model import DaemonSpec, ObserveSpec, PluginSpec, ReadySpec, Target
 
 TOP = {"name": True, "version": True, "daemon": True, "plugin": True, "observe": False,
-       "max_pods": False}
+       "max_pods": False, "ip_family": False}
+IP_FAMILIES = ("ipv4", "ipv6", "dual")
 DAEMON = ("command", "image", "args", "env", "ready")
 READY = ("socket", "url", "timeout")
 PLUGIN = {"binaries": True, "conflist": True}
@@ -94,9 +95,12 @@ def load_target(path: str | os.PathLike) -> Target:
                        "directories and JUnit classes)")
     version = c.string(doc["version"], "version")
     max_pods = _max_pods(c, doc.get("max_pods"))
+    family = c.string(doc.get("ip_family", "ipv4"), "ip_family")
+    if family not in IP_FAMILIES:
+        c.fail("ip_family", f"{family!r}: one of {', '.join(IP_FAMILIES)}")
     return Target(name=name, version=version, daemon=_daemon(c, doc["daemon"]),
                   plugin=_plugin(c, doc["plugin"]), observe=_observe(c, doc.get("observe", {})),
-                  source=path.absolute(), max_pods=max_pods)
+                  source=path.absolute(), max_pods=max_pods, ip_family=family)
 
 
 def _max_pods(c: _Checker, value) -> int | dict[str, int] | None:

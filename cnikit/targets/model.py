@@ -74,10 +74,25 @@ class Target:
     # Pods a node takes, as kubelet's --max-pods is set from a CNI's capacity: one number, or
     # instance type -> number; None (or a type not listed): upstream's formula (max_pods_for).
     max_pods: int | dict[str, int] | None = None
+    # The address family of the build's pods: "ipv4", "ipv6" (the VPC CNI's IPv6 mode, in a
+    # dual-stack VPC) or "dual" (a build that runs in either). A built-in runs its profile's.
+    ip_family: str = "ipv4"
 
     @property
     def builtin(self) -> bool:
         return self.profile is not None
+
+    @property
+    def families(self) -> tuple[str, ...]:
+        """The families of the scenarios this build is run under."""
+        if self.profile is not None:
+            return tuple(self.profile.families)
+        return ("ipv4", "ipv6") if self.ip_family == "dual" else (self.ip_family,)
+
+    def runs(self, scenario) -> bool:
+        """Whether `scenario` (a cnikit.scenarios Scenario) applies to this build: its
+        address family is one the build runs in."""
+        return getattr(scenario, "family", "ipv4") in self.families
 
     @property
     def image(self) -> str | None:

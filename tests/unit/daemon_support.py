@@ -14,7 +14,8 @@ from cnikit.daemon.datastore import IpamKey
 from cnikit.daemon.fakes import FakeEc2, FakeImds
 from cnikit.daemon.ipamd import IpamD
 
-PROFILES = profiles.names()  # the registry: a new profile is tested here too
+PROFILES = profiles.names("ipv4")  # the registry: a new profile is tested here too
+PROFILES_IPV6 = profiles.names("ipv6")
 
 
 def key(n: int) -> IpamKey:

@@ -165,7 +165,7 @@ def test_the_cli_refuses_a_bad_target_with_exit_2_before_starting_anything(tmp_p
         assert r.returncode == 2, r.stdout + r.stderr
         lines = r.stderr.strip().splitlines()
         assert lines == [f"cnikit: {path}: flavour: unknown key (one of name, version, daemon, "
-                         "plugin, observe, max_pods)"], r.stderr
+                         "plugin, observe, max_pods, ip_family)"], r.stderr
         assert "Traceback" not in r.stderr and r.stdout == ""
     # No run was claimed (a run claims its directory before any namespace or process).
     after = set(RUN_ROOT.glob("*")) if RUN_ROOT.exists() else set()
@@ -191,7 +191,7 @@ def test_builtins_are_the_profiles_in_display_order():
     r = subprocess.run([sys.executable, "-c",
                         "from cnikit.targets import builtin_names; print(builtin_names())"],
                        capture_output=True, text=True, timeout=60)
-    assert r.stdout.strip() == "['vpc-cni-1.18.3', 'vpc-cni-1.18.4', 'hardened']", r.stderr
+    assert r.stdout.strip() == "['vpc-cni-1.18.3', 'vpc-cni-1.18.4', 'vpc-cni-1.20.4', 'hardened']", r.stderr
 
 
 def test_a_builtin_runs_through_the_same_seam_as_a_file():
@@ -226,7 +226,7 @@ def test_the_daemon_config_reads_the_registry():
     s = from_env({"CNIKIT_PROFILE": "vpc-cni-1.18.4"}).strategy
     assert isinstance(s, UpstreamReconcile) and s.contents and s.trusts_imds
     with pytest.raises(UsageError, match="CNIKIT_PROFILE='x' is not one of vpc-cni-1.18.3, "
-                                         "vpc-cni-1.18.4, hardened"):
+                                         "vpc-cni-1.18.4, vpc-cni-1.20.4, hardened"):
         from_env({"CNIKIT_PROFILE": "x"})
 
 
@@ -249,7 +249,8 @@ def test_adding_a_profile_is_one_new_module(tmp_path, monkeypatch):
         """))
     monkeypatch.syspath_prepend(str(tmp_path))
     found = profiles.discover("myprofiles")
-    assert list(found) == ["vpc-cni-1.18.3", "vpc-cni-1.18.4", "vpc-cni-1.19.0", "hardened"]
+    assert list(found) == ["vpc-cni-1.18.3", "vpc-cni-1.18.4", "vpc-cni-1.19.0", "vpc-cni-1.20.4",
+                           "hardened"]
     assert found["vpc-cni-1.19.0"].expected_verdict("imds-stale-equal-length") == "holds"
     # The real registry is untouched.
     assert "vpc-cni-1.19.0" not in builtin_names()

@@ -29,6 +29,9 @@ class Profile:
     # scenario -> "holds" | "violation" | None (not asserted); a scenario not listed: "holds",
     # the verdict every correct build must reach.
     expected: Mapping[str, str | None] = field(default_factory=dict)
+    # The address families this profile is run in (the daemon's ENABLE_IPv4 / ENABLE_IPv6
+    # modes); a scenario of another family is not run against it.
+    families: tuple[str, ...] = ("ipv4", "ipv6")
 
     def expected_verdict(self, scenario: str) -> str | None:
         return self.expected.get(scenario, HOLDS)
@@ -58,8 +61,9 @@ def registry() -> Mapping[str, Profile]:
     return _registry
 
 
-def names() -> list[str]:
-    return list(registry())
+def names(family: str | None = None) -> list[str]:
+    """Every profile, or those run in `family` ("ipv4" or "ipv6")."""
+    return [n for n, p in registry().items() if family is None or family in p.families]
 
 
 def get(name: str) -> Profile:

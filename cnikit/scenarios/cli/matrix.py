@@ -11,7 +11,7 @@ import click
 
 from cnikit.fabric.cleanup import cleanup_on_signals
 from cnikit.scenarios.cli.common import _console, _progress, _quiet_logs, _target_option
-from cnikit.scenarios.matrix import matrix_ok, run_matrix, write_matrix
+from cnikit.scenarios.matrix import matrix_cells, matrix_ok, run_matrix, write_matrix
 from cnikit.scenarios.parallel import default_jobs
 from cnikit.targets import builtin_names
 
@@ -28,7 +28,7 @@ def _table(m: dict, profiles: list[str]):
         for p in profiles:
             c = row.get(p)
             if c is None:
-                cells.append("")
+                cells.append("n/a")  # another address family: not run
                 continue
             cells.append(matrix_cell(c))
         t.add_row(name, *cells)
@@ -82,7 +82,7 @@ def matrix_cmd(as_json, seeds, only, profiles, targets, report_root, jobs, shard
 
     share = parse_shard(shard)
     require_root("cnikit matrix")
-    total = len(take_shard(list(range(len(names) * len(profiles) * seeds)), share))
+    total = len(take_shard(matrix_cells(names, columns, seeds), share))
     console = _console()
     done, flying = [0], set()
 

@@ -21,6 +21,9 @@ class Scenario:
     env: dict[str, str] = field(default_factory=dict)
     duration: float | None = None  # default --duration (seconds of chaos), if it takes one
     instance_type: str = "m5.large"  # every node's: its ENI and address limits
+    # The pods' address family: "ipv4", or "ipv6" (a dual-stack VPC, the build in its IPv6
+    # mode: upstream's ENABLE_IPv6). Run only against builds of that family.
+    family: str = "ipv4"
 
     @property
     def expected(self) -> dict[str, str | None]:
@@ -35,13 +38,13 @@ REGISTRY: dict[str, Scenario] = {}
 
 def scenario(name: str, description: str, why: str = "", nodes: int = 2,
              env: dict[str, str] | None = None, duration: float | None = None,
-             instance_type: str = "m5.large"):
+             instance_type: str = "m5.large", family: str = "ipv4"):
     """Register fn(ctx) as a named scenario (one line of description; why each profile
     reaches the verdict its profile module (cnikit.daemon.profiles) expects)."""
 
     def deco(fn):
         REGISTRY[name] = Scenario(name, description, fn, why, nodes, dict(env or {}), duration,
-                                  instance_type)
+                                  instance_type, family)
         return fn
 
     return deco

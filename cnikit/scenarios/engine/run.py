@@ -39,13 +39,14 @@ BASE_ENV: dict[str, str] = {"CNIKIT_PRIVATE_STATUS": "off"}
 
 def make_cluster(nodes: int, target, scale: float, env: dict, seed: int, ec2: str,
                  ec2_endpoint: str | None, instance_type: str = "m5.large",
-                 runtime: str | None = None):
-    """A CniCluster (not started) running `target` (a Target, built-in name or file)."""
+                 runtime: str | None = None, ip_family: str = "ipv4"):
+    """A CniCluster (not started) running `target` (a Target, built-in name or file) with
+    pods of `ip_family`."""
     from cnikit.cluster import CniCluster
 
     return CniCluster(nodes=nodes, target=target, instance_type=instance_type, scale=scale,
                       env={**BASE_ENV, **env}, imds_seed=seed, ec2=ec2, ec2_endpoint=ec2_endpoint,
-                      seed=seed, runtime=runtime)
+                      seed=seed, runtime=runtime, ip_family=ip_family)
 
 
 # ---- running one ---------------------------------------------------------------------------
@@ -97,6 +98,9 @@ def run_scenario(sc: Scenario, target=None, seed: int = 1, ec2: str = "moto",
     profile = tgt.name
     if ec2 not in ("moto", "localstack"):
         raise UsageError(f"--ec2 must be moto or localstack, not {ec2!r}")
+    if not tgt.runs(sc):
+        raise UsageError(f"scenario {sc.name} is an {sc.family} scenario; {tgt.name} runs "
+                         f"{' and '.join(tgt.families)} (its ip_family)")
     if duration is not None and duration <= 0:
         raise UsageError(f"--duration must be positive, got {duration}")
     require_root(f"scenario {sc.name}")
@@ -108,13 +112,14 @@ def run_scenario(sc: Scenario, target=None, seed: int = 1, ec2: str = "moto",
     result = RunResult(sc.name, sc.description, profile, seed, "error", tgt.expected(sc.name),
                        0.0, started, target=tgt.name,
                        params={"scale": scale, "env": sc.env, "nodes": sc.nodes,
-                               "instance_type": sc.instance_type,
+                               "instance_type": sc.instance_type, "ip_family": sc.family,
                                "duration": duration, "ec2": ec2,
                                "target": str(tgt.source) if tgt.source else tgt.name},
                        versions=_versions())
     say(f"{sc.name} [{profile}] seed {seed}: starting {sc.nodes} node(s)")
     cluster = make_cluster(sc.nodes, tgt, scale, sc.env, seed, ec2, ec2_endpoint,
-                           instance_type=sc.instance_type, runtime=runtime)
+                           instance_type=sc.instance_type, runtime=runtime,
+                           ip_family=sc.family)
     # The cluster's history: its nemesis records every fault there, the watch the rest.
     history = cluster.history
     watch = sampler = ctx = None
