@@ -19,6 +19,7 @@ from cnikit.check.invariants import judge
 from cnikit.check.watch import Watch
 from cnikit.fabric import ec2ops
 from cnikit.fabric.topology import Fabric
+from cnikit.report import write_report
 from tests.integration.conftest import needs_root, wait_until
 
 pytestmark = [pytest.mark.root, needs_root]
@@ -137,3 +138,9 @@ def test_both_families_judged_in_one_run(dual_mesh, fab_cloud, tmp_path):
         [(v.kind, v.subject) for v in watch.invariants.violations()]
     verdict = json.loads((watch.dump(tmp_path / "report") / "verdict.json").read_text())
     assert verdict["ok"] is False
+    # The run's report reads it: the lost IPv6 pod, by its address, in the summary.
+    paths = write_report(tmp_path / "report", {
+        "scenario": "dual-stack", "profile": None, "seed": 0, "verdict": "violation",
+        "seconds": 1.0, "history": history, "imds_events": [], "audit": []})
+    report = json.loads(paths["json"].read_text())
+    assert lost.ip in json.dumps(report["summary"]) and paths["html"].stat().st_size > 0
