@@ -13,6 +13,10 @@ TEMPLATE = '''# cnikit target: the CNI build under test (docs/certify.md has eve
 # Certify it with:  cnikit certify {path}
 name = "cnikit-reference"
 version = "{version}"
+# The address family of the build's pods: "ipv4", "ipv6" (the VPC CNI's IPv6 mode: the kit
+# runs its IPv6 scenarios in a dual-stack VPC and sets ENABLE_IPv6=true, ENABLE_IPv4=false,
+# ENABLE_PREFIX_DELEGATION=true) or "dual" (a build that runs in either mode).
+ip_family = "{family}"
 
 [daemon]
 # Run once per node, inside the node's network namespace, as a DaemonSet's container would.
@@ -50,8 +54,11 @@ def _tool(name: str) -> str:
 
 def render(path: str | Path, profile: str = "hardened") -> str:
     from cnikit import __version__
+    from cnikit.daemon import profiles
 
-    return TEMPLATE.format(path=path, version=__version__, profile=profile,
+    families = profiles.get(profile).families
+    family = families[0] if len(families) == 1 else "dual"
+    return TEMPLATE.format(path=path, version=__version__, profile=profile, family=family,
                            daemon=f'"{_tool("cnikit")}"', plugin=f'"{_tool("cnikit-cni")}"')
 
 

@@ -35,7 +35,8 @@ def run(ctx: Ctx) -> None:
     eni = _unmanaged_ipv4_eni(ctx)
     ctx.step("an unmanaged ENI of an IPv4-only subnet attached to the node", eni=eni)
     ctx.kill_daemon(NODE, signal.SIGTERM)
-    ctx.restart_daemon(NODE)  # not ready in time: a liveness violation
+    # Not ready within the build's own readiness timeout: a liveness violation.
+    ctx.restart_daemon(NODE)
     ctx.step("the daemon restarted")
     peers(ctx, node=NODE, count=2)  # each must get an address of the node's /80
     ctx.step("new pods on the node")

@@ -31,9 +31,11 @@ pytestmark = [pytest.mark.root,
 def _cells(config) -> list[tuple[str, str]]:
     target = getattr(config, "_cnikit_target", None)
     if target is not None:
-        return [(name, target.name) for name in scenarios.names()]
+        return [(name, target.name) for name in scenarios.names()
+                if target.runs(scenarios.get(name))]
     return [(name, profile) for name in scenarios.names() for profile in builtin_names()
-            if builtin(profile).expected(name) is not None]
+            if builtin(profile).runs(scenarios.get(name))
+            and builtin(profile).expected(name) is not None]
 
 
 def pytest_generate_tests(metafunc) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cnikit.targets import builtin_names
+from cnikit.targets import builtin, builtin_names
 
 
 @click.command("scenarios")
@@ -16,8 +16,10 @@ def scenarios_cmd(verbose: bool) -> None:
     width = max(len(n) for n in scenarios.names())
     for name in scenarios.names():
         sc = scenarios.get(name)
-        click.echo(f"{name:<{width}}  {sc.description}")
+        family = "" if sc.family == "ipv4" else f"[{sc.family}] "
+        click.echo(f"{name:<{width}}  {family}{sc.description}")
         if verbose:
-            exp = ", ".join(f"{p}: {sc.expected.get(p) or 'not asserted'}" for p in builtin_names())
+            exp = ", ".join(f"{p}: {sc.expected.get(p) or 'not asserted'}" for p in builtin_names()
+                            if builtin(p).runs(sc))
             click.echo(f"{'':<{width}}  expected {exp}")
             click.echo(f"{'':<{width}}  why: {sc.why}")
