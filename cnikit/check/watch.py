@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from cnikit.check.egress_probe import EgressProbe
 from cnikit.check.history import CLIENT, PROBER, History
 from cnikit.check.invariants import Invariants
 from cnikit.check.monitor import Monitor
@@ -51,12 +52,16 @@ class Watch:
                                [n.instance_id for n in fabric.nodes], daemon_view)
         self.prober = Prober(self._on_probe, interval=interval, timeout=timeout,
                              fail_after=fail_after, linger=ip_cooldown, run_dir=fabric.run.dir)
+        # IPv6 pods' IPv4 egress, in a dual-stack VPC (cnikit.check.egress_probe).
+        self.egress = EgressProbe(fabric, self.history) if fabric.ipv6 else None
         self.errors: dict[str, str] = {}
 
     def start(self) -> Watch:
         self.monitor.start()
         self.prober.start()
         try:
+            if self.egress is not None:
+                self.egress.start()
             self._add_anchor()
             pods = list(self.fabric.pods.values())
             for pod in pods:
@@ -78,6 +83,8 @@ class Watch:
         if self._on_pod in self.fabric.observers:
             self.fabric.observers.remove(self._on_pod)
         self.prober.stop()
+        if self.egress is not None:
+            self.egress.stop()
         self.monitor.stop()
 
     # -- inputs --------------------------------------------------------------------------
@@ -106,6 +113,12 @@ class Watch:
     def _probe(self, pods) -> None:
         errors = self.prober.add([ProbeTarget(p.name, p.path, p.ip) for p in pods])
         self.errors.update(errors)
+        if self.egress is not None:
+            for p in pods:
+                try:
+                    self.egress.add(p)
+                except OSError as e:
+                    self.errors[p.name] = f"IPv4 egress probe: {e}"
 
     def _on_pod(self, event: str, pod) -> None:
         if event == "add":
@@ -121,12 +134,16 @@ class Watch:
             self._probe([pod])
         elif event == "deleting":  # a retried DEL in flight: its success tears the pod down
             self.prober.remove([pod.name])
+            if self.egress is not None:
+                self.egress.remove(pod.name)
             self.history.append(CLIENT, "ok", "pod-deleting", {"pod": pod.name, "ip": pod.ip})
         elif event == "kept":  # that DEL failed and the runtime keeps the pod
             self.history.append(CLIENT, "ok", "pod-kept", {"pod": pod.name, "ip": pod.ip})
             self._probe([pod])
         elif event == "delete":
             self.prober.remove([pod.name])
+            if self.egress is not None:
+                self.egress.remove(pod.name)
             self.history.append(CLIENT, "ok", "pod-delete", {"pod": pod.name, "ip": pod.ip})
 
     # -- results -------------------------------------------------------------------------

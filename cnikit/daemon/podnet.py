@@ -113,6 +113,28 @@ class PodNet:
                 pod.close()
             os.close(fd)
 
+    def add_egress(self, netns_path: str, ip: str, host_veth: str, egress_range: str,
+                   replace_stale: bool) -> dict:
+        """The IPv6 pod's IPv4 egress (cnikit.fabric.egress): its v4if0 holding `ip`."""
+        from cnikit.fabric import egress, wiring
+        from cnikit.fabric.netlink import NetlinkError
+
+        fd = _open_ns(netns_path)
+        pod = None
+        try:
+            pod = wiring.netlink_in(fd)
+            if egress.pod_egress_ip(pod) == ip:
+                return {"egressIp": ip}  # a repeated ADD: already there
+            try:
+                egress.wire(self.node, pod, fd, ip, host_veth, egress_range, replace_stale)
+            except NetlinkError as e:
+                raise PodNetError(f"IPv4 egress {ip} into {netns_path}: {e}", 5) from None
+            return {"egressIp": ip}
+        finally:
+            if pod is not None:
+                pod.close()
+            os.close(fd)
+
     def delete(self, netns_path: str | None, ip: str | None, host_veth: str,
                device_index: int | None) -> None:
         """Tolerates everything already gone. The veth (and so the pod's interface) is deleted

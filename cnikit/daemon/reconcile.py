@@ -68,6 +68,9 @@ class UpstreamReconcile:
 
     trusts_imds = True
     keeps_ip_cooldowns = False
+    # An IPv6 pod's IPv4 return route meets a stale one (#3702): upstream before v1.22.4
+    # took EEXIST as done.
+    egress_replaces_stale_route = False
 
     def __init__(self, contents: bool, ipv6_subnet_required: bool = False):
         self.contents = contents
@@ -100,6 +103,7 @@ class HardenedReconcile:
 
     trusts_imds = False
     keeps_ip_cooldowns = True
+    egress_replaces_stale_route = True  # the address is the new pod's: its route too
 
     def reconcile(self, d: IpamD, imds_enis: list[EniView]) -> None:
         _hardened(d, imds_enis)

@@ -25,6 +25,7 @@ from pathlib import Path
 from cnikit.daemon import metrics
 from cnikit.daemon.apis import ApiError
 from cnikit.daemon.datastore import DatastoreError, IpamKey, NoAvailableIP
+from cnikit.daemon.egress_ipam import EgressExhausted, EgressIpam
 from cnikit.daemon.ipamd import IpamD
 from cnikit.daemon.podnet import PodNet, PodNetError, veth_name
 from cnikit.unixcall import exchange
@@ -55,6 +56,10 @@ def private_status_on() -> bool:
     return os.environ.get(PRIVATE_STATUS_ENV, "on").strip().lower() not in ("off", "0", "false", "no")
 
 
+def _egress_owner(key: IpamKey) -> str:
+    return f"{key.container_id}/{key.if_name}"
+
+
 def router_of(subnet_cidr: str) -> str:
     if not subnet_cidr:
         return ""
@@ -72,6 +77,10 @@ class Daemon:
         self._servers: list = []
         self._threads: list[threading.Thread] = []
         self.podnet: PodNet | None = None
+        cfg = ipamd.cfg
+        # IPv6 pods' IPv4 egress (upstream's egress-cni with host-local IPAM).
+        self.egress = (EgressIpam(cfg.v4_egress_range, self.state_dir / "egress-v4")
+                       if cfg.ipv6 and cfg.v4_egress else None)
 
     @property
     def socket_path(self) -> Path:
@@ -105,7 +114,7 @@ class Daemon:
             return {"ok": False, "code": CNI_TRY_AGAIN, "error": f"no IP available: {e}"}
         except PodNetError as e:
             return {"ok": False, "code": e.code, "error": str(e)}
-        except (DatastoreError, ApiError, OSError) as e:
+        except (DatastoreError, ApiError, OSError, EgressExhausted) as e:
             return {"ok": False, "code": CNI_IO, "error": f"{type(e).__name__}: {e}"}
 
     def _answer(self, a, **extra) -> dict:
@@ -145,12 +154,25 @@ class Daemon:
                                   "try again", CNI_TRY_AGAIN)
             wired = self._podnet().add(netns_path, a.ip, veth, key.if_name, a.device_number,
                                        router, mtu)
+            if self.egress is not None:
+                wired.update(self._add_egress(key, netns_path))
         except BaseException:
             # Like ptp's cmdAdd: give back what this ADD took before answering the error.
             with self.lock:
                 self.ipamd.delete(key)
+                if self.egress is not None:
+                    self.egress.release(_egress_owner(key))
             raise
         return self._answer(a, **wired)
+
+    def _add_egress(self, key: IpamKey, netns_path: str) -> dict:
+        from cnikit.fabric import egress
+
+        with self.lock:
+            ip = self.egress.allocate(_egress_owner(key))
+        return self._podnet().add_egress(
+            netns_path, ip, egress.host_veth_name(key.container_id),
+            self.ipamd.cfg.v4_egress_range, self.ipamd.cfg.strategy.egress_replaces_stale_route)
 
     def _del(self, key: IpamKey, req: dict, netns_path: str) -> dict:
         with self.lock:
@@ -161,6 +183,9 @@ class Daemon:
                                   a.device_number if a else None)
         with self.lock:
             gone = self.ipamd.delete(key)
+            if self.egress is not None:
+                # Freed at once; its host veth goes with the pod's namespace (upstream's).
+                self.egress.release(_egress_owner(key))
         if gone is None:
             return {"ok": True, "released": False}
         return self._answer(gone, released=True)
@@ -203,6 +228,10 @@ class Daemon:
 
     def serve(self, metrics_addr=None, introspection_addr=None) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        if self.egress is not None:
+            from cnikit.fabric import egress
+
+            egress.snat(self.ipamd.cfg.v4_egress_range, self.ipamd.instance.primary_ip)
         # A socket file left by a killed daemon would refuse our bind.
         self.socket_path.unlink(missing_ok=True)
         daemon = self

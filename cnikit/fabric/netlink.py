@@ -437,6 +437,14 @@ class Netlink:
         body = self._route_body(dst, gateway, oif, table, onlink, scope)
         self.request(RTM_NEWROUTE, NLM_F_CREATE | NLM_F_REPLACE, body, f"route {dst}")
 
+    def route_add(self, dst: str, gateway: str | None = None, oif: int | None = None,
+                  table: int = RT_TABLE_MAIN) -> bool:
+        """Add the route to dst (like `ip route add`); False when one to dst exists already
+        (EEXIST), which it leaves as it is."""
+        body = self._route_body(dst, gateway, oif, table, False, None)
+        return self.request(RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL, body, f"route {dst}",
+                            ok=(errno.EEXIST,)) is not None
+
     def route_del(self, dst: str, table: int = RT_TABLE_MAIN, oif: int | None = None,
                   gateway: str | None = None) -> bool:
         """Delete the route to dst; False if it was already gone."""
