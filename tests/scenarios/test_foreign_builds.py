@@ -5,7 +5,9 @@ by a test written for the bug.
 
 - ec2_per_pod: an IPAM plugin for ptp that asks EC2 for one address per pod, no daemon, no
   warm pool, no IMDS reads. Its bug (`release = "at-once"`): DEL gives the address back to
-  EC2 at once, no IP cooldown (upstream 1091's class): early-reuse.
+  EC2 at once, no IP cooldown (upstream 1091's class): early-reuse. Its IPv6 mode
+  (`ip_family = "ipv6"`: one IPv6 address per pod) is certified on the IPv6 scenarios, the
+  same bug failing there with early-reuse too.
 - prefix_daemon: a daemon that holds /28 prefixes and hands out their addresses, no warm-IP
   logic. Its bug (`--reconcile trusts-imds`): a prefix missing from IMDS's ipv4-prefix is released with
   its pods (upstream 3824's class): their addresses are no longer the node's.
@@ -37,6 +39,8 @@ BUILDS = Path(__file__).resolve().parents[1] / "builds"
 CASES = {
     "ec2_per_pod/ec2-per-pod.toml": set(),
     "ec2_per_pod/ec2-per-pod-no-cooldown.toml": {"early-reuse"},
+    "ec2_per_pod/ec2-per-pod-ipv6.toml": set(),
+    "ec2_per_pod/ec2-per-pod-ipv6-no-cooldown.toml": {"early-reuse"},
     "prefix_daemon/prefix-daemon.toml": set(),
     "prefix_daemon/prefix-daemon-trusts-imds.toml": {"ip-not-owned", "unreachable", "shared-ip"},
 }
