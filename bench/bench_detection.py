@@ -19,6 +19,11 @@ PYTHONPATH set to the copy first, so that daemon, and only it, imports the mutan
 
     bench/bench_detection.py [--quick] [--jobs N] [--seeds N] [--stop-at-first] [--mutant NAME ...]
 
+A mutant of category "ipv6" breaks the daemon's IPv6 mode: its target declares
+`ip_family = "ipv6"`, so certification runs the IPv6 scenarios in a dual-stack VPC with
+upstream's IPv6 settings (ENABLE_IPv6=true ...). The baseline runs every family its mutants
+do (`ip_family = "dual"` when there are both).
+
 `--quick`: a few mutants and two scenarios. `--stop-at-first`: a mutant's certification
 ends at its first violation (faster; the table then names the first scenario that caught it).
 Prints one JSON object on stdout (figures, the per-mutant table, goal, whether met); progress
@@ -44,7 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from mutants import BY_NAME, MUTANTS, QUICK, QUICK_SCENARIOS, Mutant  # noqa: E402
+from mutants import BY_NAME, IPV6, MUTANTS, QUICK, QUICK_SCENARIOS, Mutant  # noqa: E402
 
 from cnikit.certify.suite import DEFAULT_SEEDS  # noqa: E402
 
@@ -138,13 +143,26 @@ def plugin_binary(pristine: Path) -> str:
     return _PLUGINS[pristine]
 
 
-def write_target(copy: Path, pristine: Path, name: str) -> Path:
-    """The hardened reference daemon as a target file, running the copy."""
+def family_of(mutant: Mutant) -> str:
+    """The address family a mutant is certified in: its bug's."""
+    return "ipv6" if mutant.category == IPV6 else "ipv4"
+
+
+def baseline_family(planted: list[Mutant]) -> str:
+    """The unmodified daemon's family: every one the mutants are certified in."""
+    families = {family_of(m) for m in planted} or {"ipv4"}
+    return "dual" if len(families) > 1 else families.pop()
+
+
+def write_target(copy: Path, pristine: Path, name: str, ip_family: str = "ipv4") -> Path:
+    """The hardened reference daemon as a target file, running the copy, certified in
+    ip_family ("ipv4", "ipv6": its IPv6 mode, or "dual": both)."""
     command = [sys.executable, "-P", "-m", "cnikit.cli", "daemon", "--state-dir", "{state_dir}"]
     s = json.dumps  # a JSON string is a TOML basic string
     text = "\n".join([
         f"name = {s(name)}",
         'version = "mutant"',
+        f"ip_family = {s(ip_family)}",
         "[daemon]",
         f"command = [{', '.join(s(a) for a in command)}]",
         f'env = {{ CNIKIT_PROFILE = "hardened", PYTHONPATH = {s(search_path(copy, pristine))} }}',
@@ -274,9 +292,11 @@ def judge(result: dict) -> tuple[str, list[str]]:
 
 
 def evaluate(mutant: Mutant | None, pristine: Path, workdir: Path, only: list[str],
-             stop_at_first: bool, timeout: float, seeds: int) -> dict:
+             stop_at_first: bool, timeout: float, seeds: int, family: str = "ipv4") -> dict:
+    """family: the baseline's (a mutant is certified in its own)."""
     name = mutant.name if mutant else BASELINE
-    row: dict = {"name": name}
+    family = family_of(mutant) if mutant else family
+    row: dict = {"name": name, "ip_family": family}
     if mutant:
         row.update(category=mutant.category, file=mutant.file, why=mutant.why)
     t0 = time.monotonic()
@@ -293,7 +313,7 @@ def evaluate(mutant: Mutant | None, pristine: Path, workdir: Path, only: list[st
                    seconds=round(time.monotonic() - t0, 1))
         say(f"{name}: error: {problem}")
         return row
-    target = write_target(copy, pristine, f"mutant-{name}")
+    target = write_target(copy, pristine, f"mutant-{name}", family)
     result = certify_in_worker(name, pristine, target, copy / "report", only, stop_at_first,
                                timeout, seeds)
     outcome, caught_by = judge(result)
@@ -376,9 +396,12 @@ def main() -> int:
     out["kit_commit"] = commit
     done = [0]
 
+    base_family = baseline_family(planted)
+    out["baseline_ip_family"] = base_family
+
     def one(m: Mutant | None) -> dict:
         row = evaluate(m, pristine, workdir, only, args.stop_at_first, args.timeout,
-                       args.seeds)
+                       args.seeds, base_family)
         with _print_lock, open(workdir / "rows.jsonl", "a") as f:
             f.write(json.dumps(row) + "\n")  # what a long run has found so far
         done[0] += 1

@@ -16,7 +16,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 CATEGORIES = ("checkpointing", "imds-trust", "ec2-trust", "cooldown", "allocation", "release",
-              "eni-lifecycle", "restart-restore")
+              "eni-lifecycle", "restart-restore", "ipv6")
+# A mutant of this category breaks the daemon's IPv6 mode (ENABLE_IPv6=true): it is
+# certified as an IPv6 build (its target's ip_family), on the IPv6 scenarios.
+IPV6 = "ipv6"
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,7 @@ R = "cnikit/daemon/reconcile.py"
 DS = "cnikit/daemon/datastore.py"
 IPAMD = "cnikit/daemon/ipamd.py"
 CKPT = "cnikit/daemon/checkpoint.py"
+V6 = "cnikit/daemon/ipv6.py"
 
 MUTANTS: list[Mutant] = [
     # ---- checkpointing ------------------------------------------------------------------
@@ -325,6 +329,69 @@ MUTANTS: list[Mutant] = [
         "a DEL frees the address its prevResult names, not what its sandbox holds: a DEL "
         "replayed after the address went to a new pod takes it from that pod (cilium #10065)",
         "allocation"),
+]
+
+# ---- issue 40: the IPv6 mode (one /80 on the primary ENI, no pool, no reconcile) ----------
+MUTANTS += [
+    Mutant(
+        "ipv6-pick-ignores-cooldown", DS,
+        "        free = [a for a in c.addresses.values() if not a.assigned and not self.cooling(a)]\n",
+        "        free = [a for a in c.addresses.values() if not a.assigned]\n",
+        "the IPv6 pick takes a released address of the /80 still in its cooldown (the longest "
+        "released first): a pod deleted a moment ago has its address handed on while peers "
+        "still send to it (upstream 1091 in IPv6 mode)",
+        IPV6),
+    Mutant(
+        "ipv6-pick-ignores-holder", DS,
+        "        free = [a for a in c.addresses.values() if not a.assigned and not self.cooling(a)]\n",
+        "        free = [a for a in c.addresses.values() if not self.cooling(a)]\n",
+        "the IPv6 pick looks only at an address's cooldown: once an address of the /80 has "
+        "been used, the one a running pod holds goes to a second pod",
+        IPV6),
+    Mutant(
+        "ipv6-restart-skips-checkpoint", IPAMD,
+        "        ipv6.start(self)\n"
+        "        rows = self.checkpoint.read() if self.checkpoint is not None else []\n",
+        "        ipv6.start(self)\n"
+        "        rows = []  # IPv6 mode: the /80 is EC2's word, the pods come back by themselves\n",
+        "a restarted daemon in IPv6 mode takes its /80 from EC2 but not its pods from the "
+        "checkpoint: the running pods' addresses are free again and go to new pods",
+        IPV6),
+    Mutant(
+        "ipv6-restart-forgets-cooldowns", IPAMD,
+        "        if self.cfg.strategy.keeps_ip_cooldowns and self.checkpoint is not None:\n"
+        "            self.ds.recall_cooling(self.checkpoint.read_cooling())\n"
+        "        _, dropped = self.ds.restore(rows)\n",
+        "        _, dropped = self.ds.restore(rows)\n",
+        "the IPv6 start-up restores the pods but not the cooldowns of the addresses freed "
+        "just before the restart: the next pod gets one of them at once",
+        IPV6),
+    Mutant(
+        "ipv6-startup-trusts-imds-prefix", V6,
+        "    prefixes = list(primary.ipv6_prefixes)\n",
+        "    import ipaddress  # IMDS's ipv6-prefix is the node's word on its /80s\n"
+        "    shown = {str(ipaddress.ip_network(p, strict=False)) for v in views\n"
+        "             if v.device_index == 0 for p in v.ipv6_prefixes}\n"
+        "    stale = [p for p in primary.ipv6_prefixes\n"
+        "             if str(ipaddress.ip_network(p, strict=False)) not in shown]\n"
+        "    if stale:  # EC2 lists a /80 IMDS does not: given back, a new one taken\n"
+        "        d.ec2._call(\"UnassignIpv6Addresses\", NetworkInterfaceId=primary.eni_id,\n"
+        "                    Ipv6Prefix=stale)\n"
+        "    prefixes = [p for p in primary.ipv6_prefixes if p not in stale]\n",
+        "the IPv6 start-up believes IMDS's ipv6-prefix: a /80 EC2 holds that a partial or "
+        "stale IMDS read leaves out is released with the running pods on it and a new one "
+        "assigned (upstream 3824's class in IPv6 mode)",
+        IPV6),
+    Mutant(
+        "ipv6-strict-subnet-read", V6,
+        "    for v in views:\n"
+        "        if v.device_index and v.subnet_ipv6_cidr is None:\n"
+        "            d._event(\"startup-skip-ipv4-only-eni\", eni=v.eni_id)\n",
+        "    require_ipv6_subnets(d, views)  # every ENI has an IPv6 subnet block\n",
+        "v1.20.0-v1.20.4's IPv6 start-up: an ENI whose subnet-ipv6-cidr-blocks IMDS answers "
+        "404 for (an unmanaged ENI of an IPv4-only subnet) fails the read of every ENI, and "
+        "the daemon never starts again (upstream 3489)",
+        IPV6),
 ]
 
 BY_NAME = {m.name: m for m in MUTANTS}

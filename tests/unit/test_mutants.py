@@ -121,3 +121,23 @@ def test_a_certified_mutant_is_flagged_only_by_waste_its_baseline_run_did_not_sh
     caught = row({"new-eni-addresses-lag seed 1": [refused]}, outcome="caught")
     mod.flag(caught, base)
     assert caught["outcome"] == "caught" and "flagged_by" not in caught
+
+
+def test_an_ipv6_mutant_is_certified_as_an_ipv6_build_and_the_baseline_in_every_family(
+        bench, tmp_path):
+    """A bug of the daemon's IPv6 mode shows only when the daemon runs in it: its target
+    declares ip_family ipv6 (the IPv6 scenarios, ENABLE_IPv6=true); the unmodified daemon
+    runs every family the mutants do."""
+    from cnikit.targets import load_target
+
+    mod, pristine = bench
+    v6 = [m for m in mutants.MUTANTS if m.category == mutants.IPV6]
+    v4 = mutants.BY_NAME["startup-from-imds"]
+    assert len(v6) >= 4
+    assert {mod.family_of(m) for m in v6} == {"ipv6"} and mod.family_of(v4) == "ipv4"
+    assert mod.baseline_family(v6) == "ipv6"
+    assert mod.baseline_family([v4]) == "ipv4"
+    assert mod.baseline_family([v4, *v6]) == "dual"
+    mod.make_copy(pristine, tmp_path, v6[0])
+    t = load_target(mod.write_target(tmp_path, pristine, "mutant-v6", mod.family_of(v6[0])))
+    assert t.ip_family == "ipv6" and t.families == ("ipv6",)
