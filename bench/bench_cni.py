@@ -3,6 +3,9 @@ side by side in one run, each executed as a runtime does (env + stdin) from insi
 same node namespace. Prints one JSON object; progress on stderr.
 
 Goal (issue 5): ADD median <= 1.5x ptp's, DEL median no slower than ptp's.
+IPv6 (issue 40): the daemon in its IPv6 mode against ptp + host-local on an IPv6 subnet,
+side by side in one run; goal: ADD median <= 0.6x ptp's IPv6 ADD, measured with the IPv4
+egress the VPC CNI gives every IPv6 pod (v4if0, a second veth) and, for reference, without.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="30 pods instead of 100")
     ap.add_argument("--pods", type=int, default=None)
+    ap.add_argument("--no-ipv6", action="store_true", help="the IPv4 leg alone")
     opts = ap.parse_args()
     n = opts.pods or (30 if opts.quick else 100)
     if os.geteuid() != 0:
@@ -143,8 +147,67 @@ def main() -> int:
         "goal": "cnikit-cni ADD median <= 1.5x ptp's and DEL median <= ptp's",
         "goal_met": add_ratio <= 1.5 and del_ratio <= 1.0,
     }
+    if not opts.no_ipv6:
+        out["ipv6"] = ipv6_leg(n)
+        out["goal_met"] = out["goal_met"] and out["ipv6"]["goal_met"]
     print(json.dumps(out))
     return 0
+
+
+def ipv6_leg(n: int) -> dict:
+    """IPv6 pods: cnikit-cni with its daemon in IPv6 mode (with and without IPv4 egress)
+    against ptp + host-local handing out addresses of an IPv6 /64, interleaved pod by pod."""
+    from cnikit.cluster import CniCluster
+    from cnikit.fabric import netns
+
+    lat: dict[str, dict[str, list[float]]] = {}
+    for egress in ("true", "false"):
+        log(f"bench_cni ipv6: {n} pods per plugin, IPv4 egress {egress}")
+        with CniCluster(nodes=1, profile="hardened", scale=0.1, ip_family="ipv6",
+                        env={"ENABLE_V4_EGRESS": egress}) as c:
+            node, rid = c.fabric.nodes[0], c.fabric.rid
+            cnikit_bin = str(c.bin_dir / "cnikit-cni")
+            tmpdir = tempfile.TemporaryDirectory(prefix="bench-cni6-")
+            pods = []
+            try:
+                ptp_conf = {"cniVersion": "1.0.0", "name": "bench-ptp6", "type": "ptp",
+                            "ipMasq": False, "ipam": {"type": "host-local", "dataDir": tmpdir.name,
+                                                      "subnet": "fd00:cafe::/64"}}
+                ck_conf = c.netconf(0)
+                for i in range(n):
+                    for kind in ("c", "p"):
+                        name = f"ck-{rid}-n0-b{kind}{i}"
+                        os.close(netns.create(name))
+                        pods.append((kind, i, f"/run/netns/{name}"))
+                mine = f"cnikit-egress-{egress}"
+                got = lat.setdefault(mine, {"ADD": [], "DEL": []})
+                ptp = lat.setdefault("ptp", {"ADD": [], "DEL": []})
+                with netns.entered(node.ns.fd):
+                    for command in ("ADD", "DEL"):
+                        for kind, i, path in pods:
+                            if kind == "c":
+                                got[command].append(run_plugin(cnikit_bin, str(c.bin_dir), command,
+                                                               ck_conf, f"ck{i}", path, f"c{i}"))
+                            elif egress == "true":  # ptp measured once, beside the default
+                                ptp[command].append(run_plugin(f"{PTP_DIR}/ptp", PTP_DIR, command,
+                                                               ptp_conf, f"ptp{i}", path, f"p{i}"))
+                        log(f"  {command}: cnikit median {statistics.median(got[command]):.1f} ms"
+                            + (f", ptp median {statistics.median(ptp[command]):.1f} ms"
+                               if ptp[command] else ""))
+            finally:
+                for _, _, path in pods:
+                    netns.remove(Path(path).name)
+                tmpdir.cleanup()
+    ptp_add = statistics.median(lat["ptp"]["ADD"])
+    ratio = statistics.median(lat["cnikit-egress-true"]["ADD"]) / ptp_add
+    return {
+        **{k: {"ADD": summary(v["ADD"]), "DEL": summary(v["DEL"])} for k, v in lat.items()},
+        "add_median_ratio": round(ratio, 3),
+        "add_median_ratio_no_egress": round(
+            statistics.median(lat["cnikit-egress-false"]["ADD"]) / ptp_add, 3),
+        "goal": "IPv6 ADD median (with IPv4 egress) <= 0.6x ptp's IPv6 ADD",
+        "goal_met": ratio <= 0.6,
+    }
 
 
 if __name__ == "__main__":
