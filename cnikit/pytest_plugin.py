@@ -51,6 +51,13 @@ def pytest_addoption(parser) -> None:
         help="the build under test: a target file (docs/certify.md) or a built-in name; "
              "overrides --cnikit-profile",
     )
+    group.addoption(
+        "--cnikit-ip-family",
+        default=None,
+        choices=("ipv4", "ipv6", "dual"),
+        help="the pods' address family in every cluster: ipv6 is a dual-stack VPC with the "
+             "build in its IPv6 mode (default: the target's ip_family, else ipv4)",
+    )
     group.addoption("--cnikit-report", default=None, help="directory for run reports")
     group.addoption(
         "--cnikit-shard",
@@ -161,6 +168,7 @@ def cnikit_options(pytestconfig) -> dict:
     return {"profile": target.name if target is not None else pytestconfig.getoption("--cnikit-profile"),
             "target": target,
             "ec2": pytestconfig.getoption("--cnikit-ec2"),
+            "ip_family": pytestconfig.getoption("--cnikit-ip-family"),
             "report": pytestconfig.getoption("--cnikit-report")}
 
 
@@ -208,7 +216,7 @@ def _cnikit_kit(request, _cnikit_cloud, _cnikit_imds, cnikit_options):
     from cnikit.testkit import Kit
 
     kit = Kit(_cnikit_cloud, _cnikit_imds, profile=cnikit_options["profile"],
-              target=cnikit_options["target"])
+              target=cnikit_options["target"], ip_family=cnikit_options.get("ip_family"))
     request.node._cnikit_kit = kit
     yield kit
     # Stop the checkers before any namespace goes away: teardown is not a fault.

@@ -42,9 +42,9 @@ class Cluster(CniCluster):
 
     def __init__(self, cloud, imds, nodes: int = 2, profile: str | None = None,
                  instance_type: str = "m5.large", scale: float = 0.1,
-                 env: dict[str, str] | None = None, target=None):
+                 env: dict[str, str] | None = None, target=None, ip_family: str | None = None):
         super().__init__(nodes=nodes, profile=profile, instance_type=instance_type, scale=scale,
-                         env=env, target=target)
+                         env=env, target=target, ip_family=ip_family)
         self._shared_cloud, self._shared_imds = cloud, imds
         self.k8s_names: dict[str, str] = {}  # fabric pod name -> the name the test gave
         self._seq = itertools.count()
@@ -54,7 +54,8 @@ class Cluster(CniCluster):
         self.cloud, self.imds = self._shared_cloud, self._shared_imds
         vpc, subnet = next_cidrs()
         self.topo = self.cloud.bootstrap(nodes=self.n_nodes, instance_type=self.instance_type,
-                                         vpc_cidr=vpc, subnet_cidr=subnet)
+                                         vpc_cidr=vpc, subnet_cidr=subnet,
+                                         ipv6=self.ip_family != "ipv4")
 
     # ---- what a test uses -------------------------------------------------------------
 
@@ -289,7 +290,7 @@ class Kit:
     """One test's clusters and checkers on a shared cloud and fault IMDS."""
 
     def __init__(self, cloud, imds_server, profile: str | None = None, scale: float = 0.1,
-                 target=None):
+                 target=None, ip_family: str | None = None):
         from cnikit.targets import default_name, resolve_target
 
         self.cloud = cloud
@@ -302,20 +303,24 @@ class Kit:
         # The build under test (a Target, a built-in name or a target file); profile= is an alias.
         self.target = resolve_target(target or profile or default_name())
         self.profile = self.target.name
+        # The pods' address family of every cluster (None: the target's ip_family).
+        self.ip_family = ip_family
         self.scale = scale
         self.clusters: list[Cluster] = []
         self.invariants: Invariants | None = None
 
     def cluster(self, nodes: int = 2, pods: int = 0, profile: str | None = None,
                 instance_type: str = "m5.large", scale: float | None = None,
-                env: dict[str, str] | None = None, target=None) -> Cluster:
+                env: dict[str, str] | None = None, target=None,
+                ip_family: str | None = None) -> Cluster:
         if os.geteuid() != 0:
             from cnikit.errors import EnvironmentProblem
 
             raise EnvironmentProblem("a cnikit cluster needs root (network namespaces)")
         c = Cluster(self.cloud, self.imds_server, nodes=nodes,
                     target=target or profile or self.target, instance_type=instance_type,
-                    scale=self.scale if scale is None else scale, env=env).start()
+                    scale=self.scale if scale is None else scale, env=env,
+                    ip_family=ip_family or self.ip_family).start()
         self.nemesis.attach(c.history)  # the shared faults already in effect
         self.clusters.append(c)
         try:

@@ -157,7 +157,9 @@ class Cloud:
         vpc_v6 = subnet_v6 = None
         extra = {}
         if ipv6:
-            vpc_v6 = vpc["Ipv6CidrBlockAssociationSet"][0]["Ipv6CidrBlock"]
+            # moto writes the /56 with zero-padded groups: the RFC 5952 text, as EC2 gives it
+            vpc_v6 = str(ipaddress.IPv6Network(
+                vpc["Ipv6CidrBlockAssociationSet"][0]["Ipv6CidrBlock"]))
             subnet_v6 = str(next(ipaddress.IPv6Network(vpc_v6).subnets(new_prefix=64)))
             extra["Ipv6CidrBlock"] = subnet_v6
         subnet_id = ec2.create_subnet(VpcId=vpc_id, CidrBlock=subnet_cidr,

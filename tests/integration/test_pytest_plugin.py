@@ -249,3 +249,31 @@ def test_the_documented_example_passes_under_xdist(tmp_path):
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
     assert "3 passed" in out, out[-3000:]
+
+
+def test_ip_family_option_makes_ipv6_clusters_and_judges_them(pytester):
+    """--cnikit-ip-family ipv6: every cluster is a dual-stack VPC with the build in its IPv6
+    mode; the checkers judge its IPv6 pods (the /80 taken from the node darkens them)."""
+    pytester.makepyfile(test_six='''
+import ipaddress
+
+def test_ipv6_pods_hold(cluster, invariants):
+    c = cluster(nodes=2, pods=4)
+    for pod in c.pods.values():
+        assert ipaddress.ip_address(pod.ip).version == 6
+    assert invariants.wait_for(lambda inv: inv.violations(), 2) is None
+
+def test_a_taken_prefix_fails_the_test(cloud, cluster, invariants):
+    c = cluster(nodes=2, pods=2)
+    victim = next(p for p in c.pods.values() if p.node.index == 1)
+    eni = c.topo.instances[1].primary_eni_id
+    snap = cloud.gate.owners()
+    prefix = next(p for p, o in snap.ipv6_prefixes.items() if o.eni_id == eni)
+    cloud.ec2.unassign_ipv6_addresses(NetworkInterfaceId=eni, Ipv6Prefixes=[prefix])
+    assert invariants.wait_for(lambda inv: victim.name in inv.failing_pods(), 10) is not None
+''')
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-o", "timeout=240",
+                                           "--cnikit-ip-family", "ipv6")
+    result.assert_outcomes(failed=1, passed=1)
+    out = result.stdout.str()
+    assert "FAILED test_six.py::test_a_taken_prefix_fails_the_test" in out, out[-3000:]

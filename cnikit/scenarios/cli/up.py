@@ -45,9 +45,12 @@ def log_nemesis(history, path: Path) -> None:
 @runtime_option
 @click.option("--nodes", default=2, show_default=True, type=click.IntRange(1, 20))
 @click.option("--pods", default=4, show_default=True, type=click.IntRange(0, 500))
+@click.option("--ip-family", type=click.Choice(["ipv4", "ipv6", "dual"]), default=None,
+              help="the pods' address family: ipv6 is a dual-stack VPC with the daemon in "
+                   "its IPv6 mode (default: the build's own, ipv4 for the built-ins)")
 @_profile_option()
 @_ec2_options
-def up_cmd(nodes, pods, profile, ec2, ec2_endpoint) -> None:
+def up_cmd(nodes, pods, ip_family, profile, ec2, ec2_endpoint) -> None:
     """A live VPC (nodes, daemons, pods) kept until Ctrl-C. Every fault added over the
     control URLs is a nemesis operation, logged to reports/up/RUNID/nemesis.jsonl."""
     from cnikit.cluster.actions import Served
@@ -57,7 +60,8 @@ def up_cmd(nodes, pods, profile, ec2, ec2_endpoint) -> None:
     _quiet_logs()
     require_root("cnikit up")
     with cleanup_on_signals():
-        cluster = make_cluster(nodes, profile, DEFAULT_SCALE, {}, 1, ec2, ec2_endpoint)
+        cluster = make_cluster(nodes, profile, DEFAULT_SCALE, {}, 1, ec2, ec2_endpoint,
+                               ip_family=ip_family)
         follower = None
         try:
             with _progress("bringing the VPC up") as say:
@@ -82,6 +86,9 @@ def up_cmd(nodes, pods, profile, ec2, ec2_endpoint) -> None:
                        f"nodes name one: ?instance=ID)")
             click.echo(f"CONTROL  {urls['CONTROL']}   (IMDS faults: $CONTROL/faults, "
                        "$CONTROL/events)")
+            if f.ipv6:
+                click.echo(f"IPv6     VPC {f.topo.vpc_ipv6_cidr}, subnet {f.topo.subnet_ipv6_cidr}; "
+                           f"inside the VPC the IMDS is also at {f.imds_endpoint6}")
             for n, node in enumerate(f.nodes):
                 click.echo(f"node {n}  {node.instance_id}  netns {node.name}  "
                            f"daemon socket {cluster.daemons[n].socket_path}")

@@ -39,7 +39,7 @@ BASE_ENV: dict[str, str] = {"CNIKIT_PRIVATE_STATUS": "off"}
 
 def make_cluster(nodes: int, target, scale: float, env: dict, seed: int, ec2: str,
                  ec2_endpoint: str | None, instance_type: str = "m5.large",
-                 runtime: str | None = None, ip_family: str = "ipv4"):
+                 runtime: str | None = None, ip_family: str | None = None):
     """A CniCluster (not started) running `target` (a Target, built-in name or file) with
     pods of `ip_family`."""
     from cnikit.cluster import CniCluster
