@@ -17,6 +17,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from tests.unit.test_gate_regions import aws_cli
+from tests.waiting import wait_for
 
 _numbers = itertools.count(100)
 
@@ -53,6 +54,14 @@ def upstream_v6s(cloud, eni_id: str) -> list[str]:
     raw = cloud.client(endpoint=cloud.upstream_url)
     eni = raw.describe_network_interfaces(NetworkInterfaceIds=[eni_id])["NetworkInterfaces"][0]
     return sorted(a["Ipv6Address"] for a in eni.get("Ipv6Addresses", ()))
+
+
+def listed(ec2, eni_id: str) -> bool:
+    try:
+        described(ec2, eni_id)
+    except ClientError:  # not in the Describe's past yet
+        return False
+    return True
 
 
 def host6(topo, n: int) -> str:
@@ -326,3 +335,17 @@ def test_the_aws_cli_assigns_and_unassigns_ipv6_through_the_gate(v6, tmp_path):
               "--ipv6-addresses", gone)
     assert out["UnassignedIpv6Addresses"] == [gone]
     assert gone not in v6s(ec2, eni)
+
+
+@pytest.mark.parametrize("kind", ["addresses_lag", "describe_lag"])
+def test_a_lagging_describe_lags_the_ipv6_lists_too(v6, kind):
+    cloud, topo, ec2 = v6
+    eni = topo.instances[0].primary_eni_id
+    cloud.gate.faults.add(kind, seconds=1.0)
+    wait_for(lambda: listed(ec2, eni), 5, what="the lagging Describe showing the new VPC's ENI")
+    (prefix,) = ec2.assign_ipv6_addresses(NetworkInterfaceId=eni,
+                                          Ipv6PrefixCount=1)["AssignedIpv6Prefixes"]
+    assert v6_prefixes(ec2, eni) == []  # Describe still shows the ENI as it was
+    assert cloud.gate.owners().ipv6_prefixes[prefix].eni_id == eni  # the truth moved at once
+    wait_for(lambda: v6_prefixes(ec2, eni) == [prefix], 5, what="Describe catching up")
+    cloud.gate.faults.clear()

@@ -280,7 +280,11 @@ class Backend:
                 if lag not in states:
                     states[lag] = cls._enis_as_of(r, lag)
                 then = states[lag].get(eni_id)
-                ips, prefixes = (then.ips, then.prefixes) if then else ((eni.primary_ip,), ())
-                eni = dataclasses.replace(eni, ips=ips, prefixes=prefixes)
+                if then is not None:
+                    eni = dataclasses.replace(eni, ips=then.ips, prefixes=then.prefixes,
+                                              ipv6s=then.ipv6s, ipv6_prefixes=then.ipv6_prefixes)
+                else:  # a new ENI: its primary addresses alone
+                    eni = dataclasses.replace(eni, ips=(eni.primary_ip,), prefixes=(),
+                                              ipv6s=eni.ipv6s[:1], ipv6_prefixes=())
             out[eni_id] = eni
         return out
