@@ -106,6 +106,7 @@ def the_private_status_api_is_off(r, seen) -> None:
 # -- restart-storm-throttled (upstream 873/617) ---------------------------------------------------
 
 @check("restart-storm-throttled")
+@check("ipv6-start-throttled")
 def every_daemon_met_the_account_limit_at_once(r, seen) -> None:
     """The storm was real: every node's daemon was killed before any was started again, and
     the account's one bucket refused some of the build's calls (the exposure counts them)."""
@@ -231,3 +232,46 @@ def every_retry_of_the_runtime_was_made(r, seen) -> None:
                          "del-after-restart"):
             assert e["type"] == "ok", e
     assert any(e["value"]["op"] == "del-replayed" and e["value"]["held_by"] for e in ops), ops
+
+
+# -- the IPv6 twins (issue 40): what each run went through -------------------------------------
+
+@check("ipv6-ip-reuse-cooldown")
+def the_ipv6_cooldown_check_was_armed_and_a_replayed_del_met_a_reused_address(r, seen) -> None:
+    """The deleted pods' peers kept their flows to the old IPv6 addresses (the check was
+    armed) and none was answered; after the cooldowns a new pod got a deleted pod's
+    address, and that old pod's DEL replayed then succeeded."""
+    ghosts = sum((e["value"] or {}).get("ghost_sent", 0) for e in r.history
+                 if e["f"] == "stats")
+    assert ghosts > 0
+    assert not [e for e in r.history if e["f"] == "stale"]
+    replays = [e for e in r.history if e["process"] == "client" and e["f"] == "cni-retry"
+               and e["value"]["op"] == "del-replayed"]
+    assert all(":" in e["value"]["ip"] for e in replays), replays
+    assert any(e["value"]["held_by"] and e["type"] == "ok" for e in replays), replays
+
+
+@check("ipv6-restart-keeps-pods")
+def the_daemon_died_mid_add_and_inside_checkpoint_writes(r, seen) -> None:
+    """Node 0's daemon was SIGKILLed four times: twice with an ADD in flight, twice by the
+    write trap as it opened a file of its state for writing; each time it came back."""
+    kills = [e["value"] for e in r.history if e["process"] == "nemesis"
+             and e["f"] == "daemon-kill" and e["type"] == "start"]
+    assert len(kills) == 4 and {k["target"]["node"] for k in kills} == {0}, kills
+    titles = [s["title"] for s in r.steps]
+    assert sum("killed opening" in t for t in titles) == 2, titles
+    assert sum("restarted, the ADD retried" in t for t in titles) == 2, titles
+
+
+@check("ipv6-prefix-missing-from-imds")
+def the_restarted_daemon_read_ipv6_prefix_without_its_80(r, seen) -> None:
+    """The restarted daemon asked IMDS for its primary ENI's ipv6-prefix while the fault
+    left its /80 out (answered 404), and new pods came on the node after."""
+    [fault] = [f for f in r.exposure["faults"] if f["op"] == "imds-fault"]
+    assert fault["reached"] >= 1, r.exposure
+    asked = [q for q in r.imds_requests if fault["id"] in (q.get("faults") or ())]
+    assert asked and all(q["path"].endswith("/ipv6-prefix") and q["status"] == 404
+                         for q in asked), asked
+    titles = [s["title"] for s in r.steps]
+    assert any(t.startswith("daemon restarted") for t in titles), titles
+    assert any(t.startswith("IMDS complete again") for t in titles), titles
