@@ -69,12 +69,15 @@ def say(msg: str) -> None:
 
 # ---- the copy of the daemon -------------------------------------------------------------
 
-def snapshot(dest: Path) -> str | None:
+def snapshot(dest: Path, worktree: bool = False) -> str | None:
     """The kit's packages as last committed, into dest, once: the baseline, every mutant and
     the kit judging them come from this same tree however long the benchmark runs. Returns
-    the commit (None outside a git checkout: then the files as they are)."""
+    the commit (None outside a git checkout: then the files as they are; `worktree`: the
+    files as they are in any case, uncommitted changes included)."""
     dest.mkdir(parents=True, exist_ok=True)
     try:
+        if worktree:
+            raise OSError("the work tree, as it is")
         commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
                                 text=True, check=True, timeout=30).stdout.strip()
         archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", commit, "--",
@@ -356,6 +359,9 @@ def main() -> int:
                     help="end a mutant's certification at its first violation")
     ap.add_argument("--all", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--workdir", help="keep the copies and their reports here")
+    ap.add_argument("--worktree", action="store_true",
+                    help="measure the checkout as it is, uncommitted changes included (a "
+                         "scenario or a mutant not committed yet), not its last commit")
     ap.add_argument("--timeout", type=float, default=CERTIFY_TIMEOUT_S,
                     help="seconds for one certification")
     ap.add_argument("--seeds", type=int, default=DEFAULT_SEEDS,
@@ -392,8 +398,9 @@ def main() -> int:
         f"{args.jobs} at a time, in {workdir}")
     t0 = time.monotonic()
     pristine = workdir / "_pristine"
-    commit = snapshot(pristine)
+    commit = snapshot(pristine, worktree=args.worktree)
     out["kit_commit"] = commit
+    out["worktree"] = args.worktree
     done = [0]
 
     base_family = baseline_family(planted)
