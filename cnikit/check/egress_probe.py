@@ -124,7 +124,11 @@ class EgressProbe:
     def _collect(self, pods, deadline: float) -> None:
         socks = {p["sock"].fileno(): p for _, p in pods if p["sock"].fileno() >= 0}
         while socks and (left := deadline - time.monotonic()) > 0:
-            ready, _, _ = select.select(list(socks), [], [], left)
+            try:
+                ready, _, _ = select.select(list(socks), [], [], left)
+            except (OSError, ValueError):
+                return  # a pod removed (its socket closed) meanwhile: the next round goes on
+
             for fd in ready:
                 p = socks[fd]
                 try:
