@@ -52,6 +52,20 @@ def run_plugin(binary, cni_path, command, conf, cid, netns, name):
     return ms
 
 
+def pod_namespaces(rid: str, n: int) -> list[tuple[str, int, str]]:
+    """(kind, i, netns path) for n pods of each plugin, interleaved ("c" cnikit, "p" ptp),
+    named as the run's pods so that cleanup knows them."""
+    from cnikit.fabric import netns
+
+    out = []
+    for i in range(n):
+        for kind in ("c", "p"):
+            name = f"ck-{rid}-n0-b{kind}{i}"
+            os.close(netns.create(name))
+            out.append((kind, i, f"/run/netns/{name}"))
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="30 pods instead of 100")
@@ -91,11 +105,7 @@ def main() -> int:
             ptp_conf = {"cniVersion": "1.0.0", "name": "bench-ptp", "type": "ptp", "ipMasq": False,
                         "ipam": {"type": "host-local", "subnet": "10.244.0.0/16", "dataDir": tmp}}
             ck_conf = c.netconf(0)
-            for i in range(n):
-                for kind in ("c", "p"):
-                    name = f"ck-{rid}-n0-b{kind}{i}"
-                    os.close(netns.create(name))
-                    pods.append((kind, i, f"/run/netns/{name}"))
+            pods += pod_namespaces(rid, n)
             lat = {"cnikit": {"ADD": [], "DEL": []}, "ptp": {"ADD": [], "DEL": []}}
             # Run from inside the node namespace (children inherit this thread's namespace).
             with netns.entered(node.ns.fd):
@@ -174,11 +184,7 @@ def ipv6_leg(n: int) -> dict:
                             "ipMasq": False, "ipam": {"type": "host-local", "dataDir": tmpdir.name,
                                                       "subnet": "fd00:cafe::/64"}}
                 ck_conf = c.netconf(0)
-                for i in range(n):
-                    for kind in ("c", "p"):
-                        name = f"ck-{rid}-n0-b{kind}{i}"
-                        os.close(netns.create(name))
-                        pods.append((kind, i, f"/run/netns/{name}"))
+                pods += pod_namespaces(rid, n)
                 mine = f"cnikit-egress-{egress}"
                 got = lat.setdefault(mine, {"ADD": [], "DEL": []})
                 ptp = lat.setdefault("ptp", {"ADD": [], "DEL": []})

@@ -47,3 +47,15 @@ def internal_error() -> Ec2Error:
     return Ec2Error(
         "InternalError", "An internal error has occurred. Retry your request.", status=500
     )
+
+
+def insufficient_addresses() -> Ec2Error:
+    return Ec2Error("InsufficientFreeAddressesInSubnet",
+                    "The specified subnet does not have enough free addresses to satisfy the "
+                    "request.")
+
+
+def insufficient_cidr_blocks() -> Ec2Error:
+    return Ec2Error("InsufficientCidrBlocks",
+                    "The specified subnet does not have enough free cidr blocks to satisfy the "
+                    "request.")

@@ -37,6 +37,8 @@ from cnikit.cloud.errors import (
     Ec2Error,
     eni_not_found,
     instance_not_found,
+    insufficient_addresses,
+    insufficient_cidr_blocks,
     invalid_value,
     subnet_not_found,
 )
@@ -256,10 +258,7 @@ class Mirror:
                 picked.append(str(ipaddress.IPv4Address(value)))
             value += 1
         if len(picked) < count:
-            raise Ec2Error(
-                "InsufficientFreeAddressesInSubnet",
-                "The specified subnet does not have enough free addresses to satisfy the request.",
-            )
+            raise insufficient_addresses()
         return picked
 
     def pick_prefixes(self, subnet: Subnet, count: int, taken: set[int] = frozenset()) -> list[str]:
@@ -272,10 +271,7 @@ class Mirror:
                 if self._prefix_free(subnet, block, used, taken):
                     picked.append(str(block))
         if len(picked) < count:
-            raise Ec2Error(
-                "InsufficientCidrBlocks",
-                "The specified subnet does not have enough free cidr blocks to satisfy the request.",
-            )
+            raise insufficient_cidr_blocks()
         return picked
 
     @staticmethod
@@ -325,10 +321,7 @@ class Mirror:
                 picked.append(str(ipaddress.IPv6Address(value)))
             value += 1
         if len(picked) < count:
-            raise Ec2Error(
-                "InsufficientFreeAddressesInSubnet",
-                "The specified subnet does not have enough free addresses to satisfy the request.",
-            )
+            raise insufficient_addresses()
         return picked
 
     def pick_ipv6_prefixes(self, subnet: Subnet, count: int, taken_blocks: set[int]) -> list[str]:
@@ -341,10 +334,7 @@ class Mirror:
                 picked.append(ipv6_prefix_of(block))
             block += 1
         if len(picked) < count:
-            raise Ec2Error(
-                "InsufficientCidrBlocks",
-                "The specified subnet does not have enough free cidr blocks to satisfy the request.",
-            )
+            raise insufficient_cidr_blocks()
         return picked
 
     def check_ipv6_prefix(self, subnet: Subnet, prefix: str, taken_blocks: set[int]) -> str:

@@ -200,3 +200,28 @@ def pods_come_and_go(ctx: Ctx, node: int, count: int = 3) -> None:
         ctx.require_pod(node)
     ctx.wait_reconciles(node, 1)
     ctx.step("pods deleted and added; a reconcile", node=node)
+
+
+def restart_all_under_limit(ctx: Ctx, nodes: list[int], rate: float, burst: float) -> str:
+    """Pods on every node, then the account's EC2 limit (one bucket for every node and
+    action, upstream 873/617) and every daemon killed and started together: each must come
+    up and give a new pod under the limit (liveness). Returns the limit's fault id, still
+    in force."""
+    import time
+
+    peers(ctx, node=nodes[-1], count=2)
+    for n in nodes[:-1]:
+        fill(ctx, n, 2)
+    ctx.step("pods up on every node")
+    since = time.monotonic()
+    limit = ctx.ec2_fault("throttle", scope="account", rate=rate, burst=burst)
+    ctx.step(f"the account's EC2 limit: {rate:g} calls/s, burst {burst:g}, one bucket for "
+             "every node and action")
+    ctx.restart_all(nodes, wait=max(30.0, ctx.run_seconds(300)))
+    ctx.step("every daemon killed, then all started together: all ready")
+    for n in nodes:
+        ctx.require_pod(n, retry_for=max(20.0, ctx.run_seconds(120)))
+    fault = ctx.gate.faults.get(limit)
+    refused = fault.refused_since(since) if fault is not None else 0
+    ctx.step(f"a new pod on every node under the limit ({refused} calls refused so far)")
+    return limit

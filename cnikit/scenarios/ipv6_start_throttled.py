@@ -13,9 +13,7 @@ and traffic throughout: a throttled call changes nothing.
 
 from __future__ import annotations
 
-import time
-
-from cnikit.scenarios.common import fill, peers
+from cnikit.scenarios.common import restart_all_under_limit
 from cnikit.scenarios.engine import Ctx, scenario
 
 RATE, BURST = 2.0, 3.0  # calls per second for the whole account, and its bucket
@@ -35,22 +33,7 @@ NODES = 3
 )
 def run(ctx: Ctx) -> None:
     nodes = list(range(NODES))
-    peers(ctx, node=NODES - 1, count=2)
-    for n in nodes[:-1]:
-        fill(ctx, n, 2)
-    ctx.step("pods up on every node")
-
-    since = time.monotonic()
-    limit = ctx.ec2_fault("throttle", scope="account", rate=RATE, burst=BURST)
-    ctx.step(f"the account's EC2 limit: {RATE:g} calls/s, burst {BURST:g}, one bucket for "
-             "every node and action")
-    ctx.restart_all(nodes, wait=max(30.0, ctx.run_seconds(300)))
-    ctx.step("every daemon killed, then all started together: all ready")
-    for n in nodes:
-        ctx.require_pod(n, retry_for=max(20.0, ctx.run_seconds(120)))
-    fault = ctx.gate.faults.get(limit)
-    refused = fault.refused_since(since) if fault is not None else 0
-    ctx.step(f"a new pod on every node under the limit ({refused} calls refused so far)")
+    limit = restart_all_under_limit(ctx, nodes, RATE, BURST)
     # Pods come and go under the limit: IPv6 mode asks EC2 nothing for them.
     for n in nodes:
         mine = ctx.pods_on(n)

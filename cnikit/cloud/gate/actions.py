@@ -71,6 +71,16 @@ class Actions:
         self._enis_as_of = backend._enis_as_of
         self._addresses_as_of = backend._addresses_as_of
 
+    async def _eni_with_limits(self, r: Region, eni_id: str | None):
+        """The ENI (EC2's not-found when unknown), its instance type's limits known to the
+        mirror first: the address rules judge against them."""
+        eni = r.mirror.eni(eni_id)
+        if eni.attachment:
+            inst = r.mirror.instances.get(eni.attachment.instance_id)
+            if inst:
+                await self._ensure_limits(inst.instance_type)
+        return eni
+
     @property
     def _lock(self) -> asyncio.Lock:
         """Serialises every mutating call (made on the event loop when the gate starts)."""

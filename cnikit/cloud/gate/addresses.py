@@ -18,11 +18,7 @@ class AddressActions(Actions):
     async def _assign(self, r: Region, params, headers) -> tuple[int, bytes]:
         mirror = r.mirror
         async with self._lock:
-            eni = mirror.eni(params.get("NetworkInterfaceId"))
-            if eni.attachment:
-                inst = mirror.instances.get(eni.attachment.instance_id)
-                if inst:
-                    await self._ensure_limits(inst.instance_type)
+            eni = await self._eni_with_limits(r, params.get("NetworkInterfaceId"))
             plan = mirror.plan_assign(
                 eni.eni_id,
                 R.list_param(params, "PrivateIpAddress"),

@@ -17,11 +17,7 @@ class Ipv6Actions(Actions):
     async def _assign_ipv6(self, r: Region, params, headers) -> tuple[int, bytes]:
         mirror = r.mirror
         async with self._lock:
-            eni = mirror.eni(params.get("NetworkInterfaceId"))
-            if eni.attachment:
-                inst = mirror.instances.get(eni.attachment.instance_id)
-                if inst:
-                    await self._ensure_limits(inst.instance_type)
+            eni = await self._eni_with_limits(r, params.get("NetworkInterfaceId"))
             plan = mirror.plan_assign_ipv6(
                 eni.eni_id,
                 R.list_param(params, "Ipv6Addresses"),
