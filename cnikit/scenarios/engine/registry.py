@@ -24,6 +24,14 @@ class Scenario:
     # The pods' address family: "ipv4", or "ipv6" (a dual-stack VPC, the build in its IPv6
     # mode: upstream's ENABLE_IPv6). Run only against builds of that family.
     family: str = "ipv4"
+    # An ipv4 scenario in a dual-stack VPC: the nodes' ENIs hold IPv6 addresses too, and the
+    # build stays in its IPv4 mode (upstream #3156's nodes).
+    dual_stack: bool = False
+
+    @property
+    def vpc_family(self) -> str:
+        """The CniCluster's ip_family for this scenario."""
+        return "dual" if self.dual_stack and self.family == "ipv4" else self.family
 
     @property
     def expected(self) -> dict[str, str | None]:
@@ -38,13 +46,13 @@ REGISTRY: dict[str, Scenario] = {}
 
 def scenario(name: str, description: str, why: str = "", nodes: int = 2,
              env: dict[str, str] | None = None, duration: float | None = None,
-             instance_type: str = "m5.large", family: str = "ipv4"):
+             instance_type: str = "m5.large", family: str = "ipv4", dual_stack: bool = False):
     """Register fn(ctx) as a named scenario (one line of description; why each profile
     reaches the verdict its profile module (cnikit.daemon.profiles) expects)."""
 
     def deco(fn):
         REGISTRY[name] = Scenario(name, description, fn, why, nodes, dict(env or {}), duration,
-                                  instance_type, family)
+                                  instance_type, family, dual_stack)
         return fn
 
     return deco

@@ -112,14 +112,14 @@ def run_scenario(sc: Scenario, target=None, seed: int = 1, ec2: str = "moto",
     result = RunResult(sc.name, sc.description, profile, seed, "error", tgt.expected(sc.name),
                        0.0, started, target=tgt.name,
                        params={"scale": scale, "env": sc.env, "nodes": sc.nodes,
-                               "instance_type": sc.instance_type, "ip_family": sc.family,
+                               "instance_type": sc.instance_type, "ip_family": sc.vpc_family,
                                "duration": duration, "ec2": ec2,
                                "target": str(tgt.source) if tgt.source else tgt.name},
                        versions=_versions())
     say(f"{sc.name} [{profile}] seed {seed}: starting {sc.nodes} node(s)")
     cluster = make_cluster(sc.nodes, tgt, scale, sc.env, seed, ec2, ec2_endpoint,
                            instance_type=sc.instance_type, runtime=runtime,
-                           ip_family=sc.family)
+                           ip_family=sc.vpc_family)
     # The cluster's history: its nemesis records every fault there, the watch the rest.
     history = cluster.history
     watch = sampler = ctx = None
