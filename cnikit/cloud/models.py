@@ -540,8 +540,14 @@ class Mirror:
     def plan_new_eni(self, subnet_id: str | None, primary: str | None, secondaries: list[str],
                      count: int | None, prefixes: list[str],
                      prefix_count: int | None) -> tuple[Subnet, list[str], list[str]]:
-        """Addresses for a new ENI (CreateNetworkInterface, RunInstances): primary first."""
+        """Addresses for a new ENI (CreateNetworkInterface, RunInstances): primary first.
+        In an IPv6-only subnet none: the ENI has IPv6 addresses alone."""
         subnet = self.subnet(subnet_id)
+        if subnet.cidr is None:
+            if primary or secondaries or count or prefixes or prefix_count:
+                raise invalid_value(f"Subnet {subnet.subnet_id} is IPv6-only: an interface in "
+                                    "it has no IPv4 address")
+            return subnet, [], []
         taken: set[int] = set()
         ips: list[str] = []
         for ip in ([primary] if primary else []) + secondaries:

@@ -268,7 +268,7 @@ def eni_from_item(item: ET.Element, prefixes: tuple[str, ...] = (),
     ]
     ordered = [ip for primary, ip in ips if primary] + [ip for primary, ip in ips if not primary]
     if not ordered:
-        ordered = [_text(item, "privateIpAddress")]
+        ordered = [ip for ip in [_text(item, "privateIpAddress")] if ip]
     att = item.find("attachment")
     attachment = None
     if att is not None and _text(att, "instanceId"):
@@ -409,14 +409,16 @@ def render_eni(eni: Eni) -> bytes:
     item = ET.fromstring(eni.template) if eni.template else ET.Element("item")
     for tag in ("privateIpAddress", "privateIpAddressesSet", "ipv4PrefixSet", "attachment",
                 "status", "networkInterfaceId", "subnetId", "vpcId", "macAddress",
-                "ipv6AddressesSet", "ipv6PrefixSet", "ipv6Address"):
+                "ipv6AddressesSet", "ipv6PrefixSet", "ipv6Address", "ipv6Native"):
         for el in item.findall(tag):
             item.remove(el)
     _set(item, "networkInterfaceId", eni.eni_id)
     _set(item, "subnetId", eni.subnet_id)
     _set(item, "vpcId", eni.vpc_id)
     _set(item, "macAddress", eni.mac)
-    _set(item, "privateIpAddress", eni.primary_ip)
+    if eni.primary_ip:  # an ENI of an IPv6-only subnet has none
+        _set(item, "privateIpAddress", eni.primary_ip)
+    _set(item, "ipv6Native", "false" if eni.ips else "true")
     ips = ET.SubElement(item, "privateIpAddressesSet")
     for n, ip in enumerate(eni.ips):
         it = ET.SubElement(ips, "item")

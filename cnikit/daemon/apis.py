@@ -29,7 +29,9 @@ class EniView:
     ips: list[str] = field(default_factory=list)
     prefixes: list[str] = field(default_factory=list)
     subnet_id: str = ""
-    subnet_cidr: str = ""
+    # IMDS's subnet-ipv4-cidr-block: None when IMDS answered 404 (an ENI of an IPv6-only
+    # subnet); "" when not known.
+    subnet_cidr: str | None = ""
     attachment_id: str | None = None
     instance_id: str | None = None
     tags: dict[str, str] = field(default_factory=dict)

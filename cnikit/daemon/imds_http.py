@@ -85,6 +85,15 @@ class HttpImds:
             return ""
         return lines[0] if lines else ""
 
+    def _opt_or_none(self, path: str) -> str | None:
+        """Like _opt, but None when IMDS answers 404 (the entry does not exist), apart from
+        "" when the read failed otherwise."""
+        try:
+            lines = self._lines(path, missing_ok=True)
+        except ApiError:
+            return ""
+        return lines[0] if lines else None
+
     def enis(self, ipv6: bool = False) -> list[EniView]:
         out = []
         for entry in self._lines("network/interfaces/macs/"):
@@ -98,7 +107,7 @@ class HttpImds:
                 raise ApiError(f"IMDS {base}: unreadable interface entries", "BadMetadata") from None
             ips = self._lines(base + "local-ipv4s", missing_ok=True)
             prefixes = self._lines(base + "ipv4-prefix", missing_ok=True)
-            cidr = self._opt(base + "subnet-ipv4-cidr-block")
+            cidr = self._opt_or_none(base + "subnet-ipv4-cidr-block")
             view = EniView(eni_id=eni_id, mac=mac, device_index=device,
                            primary_ip=ips[0] if ips else "", ips=ips, prefixes=prefixes,
                            subnet_cidr=cidr)

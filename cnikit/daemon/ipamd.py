@@ -26,12 +26,14 @@ from cnikit.daemon.datastore import (
     row_ip,
 )
 from cnikit.daemon.pool import Capacity, decide, within_targets
+from cnikit.daemon.reconcile import TAG_NO_MANAGE
 
 log = logging.getLogger("cnikit.daemon")
 
 TAG_INSTANCE = "node.k8s.amazonaws.com/instance_id"
 TAG_CLUSTER = "cluster.k8s.amazonaws.com/name"
 TAG_CREATED = "node.k8s.amazonaws.com/createdAt"
+
 # Reconciles between two leaked-ENI sweeps. The sweep is the last resort for an ENI nobody
 # knows any more; an ENI the daemon meant to delete is retried every reconcile instead
 # (pending_deletes, upstream #732/#754), so the sweep need not run often.
@@ -174,6 +176,14 @@ class IpamD:
     def _setup_eni(self, view: EniView) -> None:
         """Add an ENI and the addresses a view shows for it (upstream setupENI)."""
         if view.eni_id in self.ds.enis:
+            return
+        if view.subnet_cidr is None or (view.instance_id and not view.ips):
+            # An ENI of an IPv6-only subnet (IMDS has no IPv4 subnet for it, EC2 no IPv4 on
+            # it): no IPv4 pod can live on it.
+            self._event("skip-eni-without-ipv4", eni=view.eni_id)
+            return
+        if view.tags.get(TAG_NO_MANAGE) == "true":  # upstream's filterUnmanagedENIs
+            self._event("skip-unmanaged-eni", eni=view.eni_id)
             return
         device = view.device_index if view.device_index is not None else 0
         self.ds.add_eni(view.eni_id, device, device == 0, view.primary_ip, view.mac)

@@ -31,6 +31,8 @@ from cnikit.daemon import ipv6
 from cnikit.daemon.apis import ApiError, EniView
 from cnikit.daemon.datastore import DatastoreError, host_cidr, row_ip
 
+TAG_NO_MANAGE = "node.k8s.amazonaws.com/no_manage"
+
 if TYPE_CHECKING:
     from cnikit.daemon.ipamd import IpamD
 
@@ -62,6 +64,10 @@ class ReconcileStrategy(Protocol):
     def startup_enis_ipv6(self, d: IpamD, views: list[EniView]) -> None:
         """IPv6 mode's start-up read of every ENI from IMDS: raise to fail init."""
 
+    def check_imds_read(self, d: IpamD, views: list[EniView]) -> None:
+        """An IPv4-mode read of every ENI from IMDS (start-up, reconcile): raise ApiError
+        to fail it as the build's own read would."""
+
 
 class UpstreamReconcile:
     """Upstream's eniIPPoolReconcile: lengths (1.18.3) or contents (1.18.4) compared."""
@@ -82,6 +88,16 @@ class UpstreamReconcile:
             ipv6.require_ipv6_subnets(d, views)
         else:
             ipv6.tolerate_unmanaged(d, views)
+
+    def check_imds_read(self, d: IpamD, views: list[EniView]) -> None:
+        # v1.18.x's getENIMetadata reads every ENI's subnet-ipv4-cidr-block: an ENI of an
+        # IPv6-only subnet (404) fails the whole read, and start-up with it (what #3681
+        # fixed for later releases).
+        for v in views:
+            if v.subnet_cidr is None:
+                d.metrics.inc("awscni_ipamd_error_count", fn="GetSubnetIPv4CIDRBlock")
+                raise ApiError(f"failed to retrieve ENI metadata for ENI: {v.mac}: "
+                               "subnet-ipv4-cidr-block: 404", "HTTP404")
 
     def reconcile(self, d: IpamD, imds_enis: list[EniView]) -> None:
         _upstream(d, imds_enis, contents=self.contents)
@@ -121,6 +137,9 @@ class HardenedReconcile:
     def startup_enis_ipv6(self, d: IpamD, views: list[EniView]) -> None:
         ipv6.tolerate_unmanaged(d, views)
 
+    def check_imds_read(self, d: IpamD, views: list[EniView]) -> None:
+        pass  # IMDS is a hint: an ENI without IPv4 is skipped where it would enter
+
 
 def trusts_imds(d: IpamD) -> bool:
     return d.cfg.strategy.trusts_imds
@@ -129,7 +148,11 @@ def trusts_imds(d: IpamD) -> bool:
 def startup_view(d: IpamD) -> list[EniView]:
     if trusts_imds(d):
         # Upstream (1.18.x, with fixes #1011/#1341) takes IMDS's ENIs that EC2 still has.
-        return [listed for listed, _ in skip_departed_enis(d, d.imds.enis())]
+        listed = d.imds.enis()
+        d.cfg.strategy.check_imds_read(d, listed)
+        # EC2's tags leave out what the CNI must not manage (upstream's filterUnmanagedENIs).
+        return [view for view, truth in skip_departed_enis(d, listed)
+                if truth is None or truth.tags.get(TAG_NO_MANAGE) != "true"]
     described = d.ec2.describe_enis(d.instance.instance_id)
     try:
         listed = d.imds.enis()
@@ -196,6 +219,7 @@ def run(d: IpamD, imds_view=None) -> None:
         if isinstance(imds_view, ApiError):
             raise imds_view
         imds_enis = d.imds.enis() if imds_view is None else imds_view
+        d.cfg.strategy.check_imds_read(d, imds_enis)
     except ApiError as e:
         d.metrics.inc("awscni_ipamd_error_count", fn="reconcileFailedGetENIs")
         log.warning("reconcile: IMDS failed: %s", e)

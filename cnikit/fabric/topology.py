@@ -360,9 +360,6 @@ class Fabric:
         vpc_name = names.vpc_link(self.rid, spec.node, spec.device_index)
         vpc_mac = _mac_for(vpc_name)
         ifname = f"eth{spec.device_index}"
-        cidr = self._subnet_cidr(spec.subnet_id)
-        router = self._add_router(cidr)
-        plen = ipaddress.ip_network(cidr, strict=False).prefixlen
         v, n = self.vpc.nl, node.ns.nl
         # A VPC-side index no node-side link has (see Netlink.veth_add).
         v.veth_add(vpc_name, ifname, peer_ns_fd=node.ns.fd, mac=vpc_mac, peer_mac=spec.mac,
@@ -371,13 +368,17 @@ class Fabric:
             vidx = v.link_index(vpc_name)
             nidx = n.link_index(ifname)
             n.link_set(nidx, up=True, no_ipv6_ll=True)
-            n.addr_add(nidx, spec.primary_ip, plen, noprefixroute=True)
-            n.neigh_replace(nidx, router, vpc_mac)
-            if spec.device_index == 0:
-                n.route_replace("default", gateway=router, oif=nidx, onlink=True)
             v.link_set(vidx, up=True, no_ipv6_ll=True)
-            v.route_replace(f"{spec.primary_ip}/32", oif=vidx)
-            v.neigh_replace(vidx, spec.primary_ip, spec.mac)
+            if spec.primary_ip:  # an ENI of an IPv6-only subnet has no IPv4 side
+                cidr = self._subnet_cidr(spec.subnet_id)
+                router = self._add_router(cidr)
+                plen = ipaddress.ip_network(cidr, strict=False).prefixlen
+                n.addr_add(nidx, spec.primary_ip, plen, noprefixroute=True)
+                n.neigh_replace(nidx, router, vpc_mac)
+                if spec.device_index == 0:
+                    n.route_replace("default", gateway=router, oif=nidx, onlink=True)
+                v.route_replace(f"{spec.primary_ip}/32", oif=vidx)
+                v.neigh_replace(vidx, spec.primary_ip, spec.mac)
             if self.ipv6:
                 self._link_ipv6(spec, n, nidx, v, vidx, vpc_mac)
             if not (n.wait_oper_up(ifname) and v.wait_oper_up(vpc_name)):

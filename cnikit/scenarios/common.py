@@ -225,3 +225,43 @@ def restart_all_under_limit(ctx: Ctx, nodes: list[int], rate: float, burst: floa
     refused = fault.refused_since(since) if fault is not None else 0
     ctx.step(f"a new pod on every node under the limit ({refused} calls refused so far)")
     return limit
+
+
+def attach_unmanaged_eni(ctx: Ctx, node: int, ipv6_only: bool) -> str:
+    """A subnet of the other family beside the node's (IPv4-only, or IPv6-only from the
+    VPC's /56), an ENI there tagged `node.k8s.amazonaws.com/no_manage=true` (a storage or
+    appliance interface the CNI must leave alone), attached to the node at the next device
+    index, once IMDS lists it: what the daemon's next start-up reads (upstream #3489,
+    #3681). Returns the ENI's id."""
+    import ipaddress
+
+    ec2 = ctx.cloud.client()
+    topo = ctx.fabric.topo
+    if ipv6_only:
+        blocks = ipaddress.IPv6Network(topo.vpc_ipv6_cidr).subnets(new_prefix=64)
+        block = next(str(b) for b in blocks if str(b) != topo.subnet_ipv6_cidr)
+        subnet = ec2.create_subnet(VpcId=topo.vpc_id, Ipv6Native=True, Ipv6CidrBlock=block,
+                                   AvailabilityZone=topo.az)["Subnet"]["SubnetId"]
+    else:
+        vpc = ipaddress.ip_network(topo.vpc_cidr)
+        cidr = next(str(n) for n in vpc.subnets(new_prefix=24)
+                    if str(n) != topo.subnet_cidr and n.network_address != vpc.network_address)
+        subnet = ec2.create_subnet(VpcId=topo.vpc_id, CidrBlock=cidr,
+                                   AvailabilityZone=topo.az)["Subnet"]["SubnetId"]
+    eni = ec2.create_network_interface(
+        SubnetId=subnet, Description="an appliance's interface",
+        TagSpecifications=[{"ResourceType": "network-interface",
+                            "Tags": [{"Key": "node.k8s.amazonaws.com/no_manage",
+                                      "Value": "true"}]}],
+    )["NetworkInterface"]
+    instance = topo.instances[node].instance_id
+    taken = {e.device_index for e in ctx.gate.owners().enis.values()
+             if e.instance_id == instance and e.device_index is not None}
+    device = next(i for i in range(1, 16) if i not in taken)
+    ec2.attach_network_interface(NetworkInterfaceId=eni["NetworkInterfaceId"],
+                                 InstanceId=instance, DeviceIndex=device)
+    mac = eni["MacAddress"].lower()
+    entry = "ipv6s" if ipv6_only else "local-ipv4s"
+    ctx.wait_until(lambda: ctx.imds_served(node, mac, entry) is not None, 10,
+                   "IMDS lists the new ENI")
+    return eni["NetworkInterfaceId"]

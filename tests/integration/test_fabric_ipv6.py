@@ -119,3 +119,23 @@ def test_nodes_reach_the_imds_ipv6_endpoint(dual_fabric, fab_cloud):
             assert resp.status == 200 and body == inst.instance_id  # known by its address
     finally:
         imds.stop()
+
+
+def test_an_ipv6_only_interface_becomes_a_link_with_its_ipv6_address_alone(dual_fabric,
+                                                                             fab_cloud):
+    fabric = dual_fabric(nodes=1)
+    ec2 = fab_cloud.client()
+    topo = fabric.topo
+    block = list(ipaddress.IPv6Network(topo.vpc_ipv6_cidr).subnets(new_prefix=64))[7]
+    subnet = ec2.create_subnet(VpcId=topo.vpc_id, Ipv6Native=True, Ipv6CidrBlock=str(block),
+                               AvailabilityZone=topo.az)["Subnet"]["SubnetId"]
+    eni = ec2.create_network_interface(SubnetId=subnet)["NetworkInterface"]
+    ec2.attach_network_interface(NetworkInterfaceId=eni["NetworkInterfaceId"],
+                                 InstanceId=topo.instances[0].instance_id, DeviceIndex=1)
+    assert fabric.wait_synced(fab_cloud.gate.owners().version)
+    assert not fabric.sync_errors
+    nl = fabric.nodes[0].ns.nl
+    eth1 = nl.link_index("eth1")
+    assert eth1 is not None and nl.addrs(eth1) == []  # no IPv4 on it
+    held = {a.ip for a in nl.addrs(eth1, socket.AF_INET6)}
+    assert eni["Ipv6Addresses"][0]["Ipv6Address"] in held

@@ -349,3 +349,28 @@ def test_a_lagging_describe_lags_the_ipv6_lists_too(v6, kind):
     assert cloud.gate.owners().ipv6_prefixes[prefix].eni_id == eni  # the truth moved at once
     wait_for(lambda: v6_prefixes(ec2, eni) == [prefix], 5, what="Describe catching up")
     cloud.gate.faults.clear()
+
+
+def test_an_interface_of_an_ipv6_only_subnet_has_ipv6_addresses_alone(v6):
+    cloud, topo, ec2 = v6
+    block = list(ipaddress.IPv6Network(topo.vpc_ipv6_cidr).subnets(new_prefix=64))[11]
+    subnet = ec2.create_subnet(VpcId=topo.vpc_id, Ipv6Native=True, Ipv6CidrBlock=str(block),
+                               AvailabilityZone=topo.az)["Subnet"]["SubnetId"]
+    assert "IPv6-only" in refused(lambda: ec2.create_network_interface(
+        SubnetId=subnet, PrivateIpAddress="10.0.9.9"), "InvalidParameterValue")
+    made = ec2.create_network_interface(SubnetId=subnet)["NetworkInterface"]
+    eni = made["NetworkInterfaceId"]
+    assert made.get("PrivateIpAddress") is None and made["PrivateIpAddresses"] == []
+    (addr,) = v6s(ec2, eni)  # given one, as EC2 always does there
+    assert ipaddress.IPv6Address(addr) in block
+    ec2.attach_network_interface(NetworkInterfaceId=eni, InstanceId=topo.instances[0].instance_id,
+                                 DeviceIndex=1)
+    cloud.gate.resync()  # moto gave the ENI an IPv4 of its own: never shown
+    d = described(ec2, eni)
+    assert d.get("PrivateIpAddress") is None and d["Ipv6Native"] is True
+    info = cloud.gate.owners().enis[eni]
+    assert info.ips == [] and info.ipv6s == [addr] and info.device_index == 1
+    # No IPv4 address to give in an IPv6-only subnet.
+    refused(lambda: ec2.assign_private_ip_addresses(NetworkInterfaceId=eni,
+                                                    SecondaryPrivateIpAddressCount=1),
+            "InsufficientFreeAddressesInSubnet")

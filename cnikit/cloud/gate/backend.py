@@ -210,12 +210,16 @@ class Backend:
         for t in {i.instance_type for i in instances}:
             await self._ensure_limits(t)
         old = r.mirror.enis
+        ipv6_only = {s.subnet_id for s in subnets if s.cidr is None}
         enis = []
         for it in items:
             eni_id = it.findtext("networkInterfaceId")
             kept = old.get(eni_id)
-            enis.append(R.eni_from_item(it, kept.prefixes if kept else (),
-                                        kept.ipv6_prefixes if kept else ()))
+            eni = R.eni_from_item(it, kept.prefixes if kept else (),
+                                  kept.ipv6_prefixes if kept else ())
+            if eni.subnet_id in ipv6_only:  # moto gives such an ENI an IPv4 all the same
+                eni = dataclasses.replace(eni, ips=(), prefixes=())
+            enis.append(eni)
 
         def load():
             if adopt:  # a new region joins in the same change its first state lands in

@@ -29,7 +29,9 @@ def plan_new_ipv6(mirror: Mirror, subnet: Subnet, params: dict[str, str], prefix
     prefixes = R.list_param(params, prefix + "Ipv6Prefix", "Ipv6Prefix")
     prefix_count = R.int_param(params, prefix + "Ipv6PrefixCount")
     if not (addresses or count or prefixes or prefix_count):
-        if not subnet.assign_ipv6_on_creation:
+        # An IPv6-only subnet always gives a new interface its address (EC2 requires
+        # AssignIpv6AddressOnCreation there).
+        if not subnet.assign_ipv6_on_creation and subnet.cidr is not None:
             return AssignPlan("")
         count = 1
     eni = eni or Eni("", subnet.subnet_id, subnet.vpc_id, "", ())
@@ -52,7 +54,8 @@ class InterfaceActions(Actions):
             fwd = {k: v for k, v in params.items()
                    if not k.startswith(("PrivateIpAddresses.", "Ipv4Prefix", "Ipv6"))
                    and k not in ("SecondaryPrivateIpAddressCount", "PrivateIpAddress")}
-            fwd["PrivateIpAddress"] = ips[0]
+            if ips:  # moto picks one of its own in an IPv6-only subnet: never shown
+                fwd["PrivateIpAddress"] = ips[0]
             body = await self._call(r.name, "CreateNetworkInterface", fwd, headers)
             eni = R.eni_from_created(body)
             more = []

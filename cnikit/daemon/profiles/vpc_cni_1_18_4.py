@@ -9,6 +9,8 @@ PROFILE = Profile(
     reconcile=UpstreamReconcile(contents=True),
     order=20,
     expected={
+        # Start-up reads every ENI's subnet-ipv4-cidr-block from IMDS: 404 ends it (#3681).
+        "unmanaged-ipv6-only-eni": VIOLATION,
         # Its egress plugin took a stale route's EEXIST as done (#3702, fixed in v1.22.4).
         # The checkpoint carries no cooldowns: a restart reuses a just-freed address.
         "ipv6-restart-after-delete": VIOLATION,
