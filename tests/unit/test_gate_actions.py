@@ -20,7 +20,7 @@ MODELLED = {
     "DetachNetworkInterface", "DescribeNetworkInterfaces",
     "AssignPrivateIpAddresses", "UnassignPrivateIpAddresses",
     "AssignIpv6Addresses", "UnassignIpv6Addresses",
-    "DescribeSubnets",
+    "DescribeSubnets", "CreateSubnet", "CreateVpc", "DescribeVpcs",
 }
 
 

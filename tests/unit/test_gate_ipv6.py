@@ -374,3 +374,32 @@ def test_an_interface_of_an_ipv6_only_subnet_has_ipv6_addresses_alone(v6):
     refused(lambda: ec2.assign_private_ip_addresses(NetworkInterfaceId=eni,
                                                     SecondaryPrivateIpAddressCount=1),
             "InsufficientFreeAddressesInSubnet")
+
+
+def test_a_given_56_is_the_vpcs_and_its_subnets_take_64s_of_it(gate_cloud):
+    """A VPC's /56 from an IPv6 pool (BYOIP): moto keeps none, the gate does."""
+    ec2 = gate_cloud.client()
+    n = next(_numbers)
+    given = f"2600:1f18:{n:x}:ab00::/56"
+    vpc = ec2.create_vpc(CidrBlock=f"10.{n}.0.0/16", Ipv6CidrBlock=given,
+                         Ipv6Pool="ipv6pool-ec2-0123456789abcdef0")["Vpc"]
+    shown = [a["Ipv6CidrBlock"] for a in vpc["Ipv6CidrBlockAssociationSet"]]
+    assert shown == [given]
+    described = ec2.describe_vpcs(VpcIds=[vpc["VpcId"]])["Vpcs"][0]
+    (assoc,) = described["Ipv6CidrBlockAssociationSet"]
+    assert assoc["Ipv6CidrBlock"] == given and assoc["Ipv6CidrBlockState"]["State"] == "associated"
+    assert assoc["Ipv6Pool"] == "ipv6pool-ec2-0123456789abcdef0"
+    inside = str(next(ipaddress.IPv6Network(given).subnets(new_prefix=64)))
+    sn = ec2.create_subnet(VpcId=vpc["VpcId"], CidrBlock=f"10.{n}.1.0/24",
+                           Ipv6CidrBlock=inside)["Subnet"]
+    eni = ec2.create_network_interface(SubnetId=sn["SubnetId"],
+                                       Ipv6AddressCount=1)["NetworkInterface"]
+    assert ipaddress.IPv6Address(eni["Ipv6Addresses"][0]["Ipv6Address"]) in \
+        ipaddress.IPv6Network(inside)
+    refused(lambda: ec2.create_subnet(VpcId=vpc["VpcId"], CidrBlock=f"10.{n}.2.0/24",
+                                      Ipv6CidrBlock="2001:db8:0:1::/64"), "InvalidSubnet.Range")
+    refused(lambda: ec2.create_subnet(VpcId=vpc["VpcId"], CidrBlock=f"10.{n}.3.0/24",
+                                      Ipv6CidrBlock=given), "InvalidParameterValue")
+    refused(lambda: ec2.create_vpc(CidrBlock="10.250.0.0/16", Ipv6CidrBlock="2600:1f18::/48",
+                                   Ipv6Pool="ipv6pool-ec2-0123456789abcdef0"),
+            "InvalidParameterValue")

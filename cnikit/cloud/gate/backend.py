@@ -67,6 +67,9 @@ class Region:
         self.name = name
         self.mirror = mirror
         self.history: collections.deque[tuple[float, dict[str, Eni]]] = collections.deque()
+        # vpc id -> (its given IPv6 /56, the pool it came from): moto keeps none
+        # (cnikit/cloud/gate/vpcs.py).
+        self.given_ipv6: dict[str, tuple[str, str]] = {}
 
 
 class Backend:
