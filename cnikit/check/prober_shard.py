@@ -251,19 +251,25 @@ class Shard:
                 self._queue_ghosts(mesh, now)
             if self.retry:
                 return self.retry.popleft()
-        i = self.mine[self.round_i]
-        self.round_i += 1
-        src = order[i]
         split = mesh.split
-        if not split or i < split:
-            anchors = mesh.anchors_low
-            dst = order[(i + self.round_k) % (split or n)]
-        else:
-            anchors = mesh.anchors_high
-            dst = order[split + (i - split + self.round_k_high) % (n - split)]
-        if anchors:
-            self.anchor_next.extend((src, a) for a in anchors)
-        return src, dst
+        while self.round_i < len(self.mine):
+            i = self.mine[self.round_i]
+            self.round_i += 1
+            src = order[i]
+            # The round's offset was drawn for the ring sizes when it began: taken modulo
+            # the ring's size now, so that a pod leaving mid-round (a smaller ring) never
+            # makes a pod its own destination (such a pair only ever times out).
+            if not split or i < split:
+                base, size, k, anchors = 0, split or n, self.round_k, mesh.anchors_low
+            else:
+                base, size, k, anchors = split, n - split, self.round_k_high, mesh.anchors_high
+            if anchors:
+                self.anchor_next.extend((src, a) for a in anchors)
+            if size < 2:
+                continue  # alone in its ring: its anchors are all it probes
+            dst = order[base + (i - base + (k - 1) % (size - 1) + 1) % size]
+            return src, dst
+        return None
 
     def _queue_ghosts(self, mesh: Mesh, now: float) -> None:
         """One probe per lingering ghost this round, from the next of this shard's pods."""

@@ -79,3 +79,29 @@ def test_a_removed_pods_lingering_flows_come_from_its_own_family():
     mesh = Mesh([1, 6, 2, 7, 8], [], IPS)
     assert mesh.peers_of(6, mesh.order) == (7, 8)
     assert mesh.peers_of(1, mesh.order) == (2,)
+
+
+@pytest.mark.parametrize("mixed", [False, True])
+def test_a_pod_leaving_mid_round_never_pairs_a_pod_with_itself(mixed):
+    """A round's offset is drawn for the ring as it was when the round began; a pod gone
+    mid-round shrinks the ring, and the offset must not come round to the source itself
+    (CI: a certification saw pods 'failing' with themselves, which only ever time out)."""
+    ids = [1, 2, 3, 4, 5] + ([6, 7, 8, 9] if mixed else [])
+    settings = Settings()
+    settings.interval = 0.0
+    prober = SimpleNamespace(mesh=Mesh(ids, [ANCHOR4], IPS), last_probed={})
+    shard = Shard(prober, settings, 0, 1)
+    try:
+        for r in range(40):
+            shard.next_pair(0.0)  # the round begins with the whole ring
+            gone = ids[r % len(ids)]
+            prober.mesh = Mesh([p for p in ids if p != gone], [ANCHOR4], IPS)
+            for _ in range(30):  # the rest of the round on the smaller ring
+                pair = shard.next_pair(0.0)
+                if pair is None:
+                    break
+                assert pair[0] != pair[1], pair
+            prober.mesh = Mesh(ids, [ANCHOR4], IPS)
+    finally:
+        shard.ep.close()
+        shard.close()
