@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cnikit.scenarios.engine import Ctx, Liveness
+from cnikit.scenarios.engine import Ctx, Liveness, Precondition
 
 
 def peers(ctx: Ctx, node: int = 1, count: int = 2) -> list:
@@ -235,6 +235,8 @@ def attach_unmanaged_eni(ctx: Ctx, node: int, ipv6_only: bool) -> str:
     #3681). Returns the ENI's id."""
     import ipaddress
 
+    from botocore.exceptions import ClientError
+
     ec2 = ctx.cloud.client()
     topo = ctx.fabric.topo
     if ipv6_only:
@@ -255,11 +257,21 @@ def attach_unmanaged_eni(ctx: Ctx, node: int, ipv6_only: bool) -> str:
                                       "Value": "true"}]}],
     )["NetworkInterface"]
     instance = topo.instances[node].instance_id
-    taken = {e.device_index for e in ctx.gate.owners().enis.values()
-             if e.instance_id == instance and e.device_index is not None}
-    device = next(i for i in range(1, 16) if i not in taken)
-    ec2.attach_network_interface(NetworkInterfaceId=eni["NetworkInterfaceId"],
-                                 InstanceId=instance, DeviceIndex=device)
+    for _ in range(5):
+        # The build attaches ENIs of its own meanwhile (its warm pool): a device index taken
+        # between the look and the attach is EC2's refusal, and the next free one is tried.
+        taken = {e.device_index for e in ctx.gate.owners().enis.values()
+                 if e.instance_id == instance and e.device_index is not None}
+        device = next(i for i in range(1, 16) if i not in taken)
+        try:
+            ec2.attach_network_interface(NetworkInterfaceId=eni["NetworkInterfaceId"],
+                                         InstanceId=instance, DeviceIndex=device)
+            break
+        except ClientError as e:
+            if "device index" not in str(e):
+                raise
+    else:
+        raise Precondition("a free device index on the node for the unmanaged ENI, in 5 tries")
     mac = eni["MacAddress"].lower()
     entry = "ipv6s" if ipv6_only else "local-ipv4s"
     ctx.wait_until(lambda: ctx.imds_served(node, mac, entry) is not None, 10,
