@@ -107,18 +107,28 @@ def test_nodes_reach_the_imds_ipv6_endpoint(dual_fabric, fab_cloud):
         fabric = dual_fabric(nodes=2, imds=imds)
         assert fabric.imds_endpoint6 == "http://[fd00:ec2::254]"
         for n, inst in enumerate(fabric.topo.instances):
-            with netns.entered(fabric.nodes[n].ns.fd):
-                conn = http.client.HTTPConnection("fd00:ec2::254", 80, timeout=5)
-                conn.connect()  # the socket is made in the node's namespace
-            try:
-                conn.request("GET", "/latest/meta-data/instance-id")
-                resp = conn.getresponse()
-                body = resp.read().decode()
-            finally:
-                conn.close()
-            assert resp.status == 200 and body == inst.instance_id  # known by its address
+            # The IMDS learns of the new instances (and their IPv6 addresses) from EC2 a
+            # moment after they are made: a 404 until then.
+            got = wait_until(lambda n=n: imds_get6(fabric, n, "instance-id"), 15,
+                             what=f"node {n}'s IMDS answer over IPv6")
+            assert got == inst.instance_id  # known by the address it asks from
     finally:
         imds.stop()
+
+
+def imds_get6(fabric, node: int, leaf: str) -> str | None:
+    """The IMDS's answer to `leaf`, asked from the node's namespace over IPv6 (None: not
+    200)."""
+    with netns.entered(fabric.nodes[node].ns.fd):
+        conn = http.client.HTTPConnection("fd00:ec2::254", 80, timeout=5)
+        conn.connect()  # the socket is made in the node's namespace
+    try:
+        conn.request("GET", f"/latest/meta-data/{leaf}")
+        resp = conn.getresponse()
+        body = resp.read().decode()
+    finally:
+        conn.close()
+    return body if resp.status == 200 else None
 
 
 def test_an_ipv6_only_interface_becomes_a_link_with_its_ipv6_address_alone(dual_fabric,
