@@ -61,7 +61,9 @@ class MotoServer:
     def reset(self) -> None:
         """Wipe all state (about 0.3 s), for tests that share one server."""
         req = urllib.request.Request(f"{self.url}/moto-api/reset", method="POST")
-        urllib.request.urlopen(req, timeout=10).read()
+        # A process's first reset builds every moto backend: seconds of CPU, and past ten on
+        # a CI runner busy with ten test workers (CI: a run that never started).
+        urllib.request.urlopen(req, timeout=60).read()
 
     def stop(self) -> None:
         if self.url:
