@@ -283,14 +283,8 @@ class Mirror:
         return not any(v in used or v in taken for v in range(start, start + PREFIX_SIZE))
 
     def check_prefix(self, subnet: Subnet, prefix: str, taken: set[int]) -> str:
-        try:
-            block = ipaddress.IPv4Network(prefix, strict=True)
-        except ValueError:
-            raise invalid_value(f"Invalid value '{prefix}' for ipv4 prefix: not an aligned /28") from None
-        if block.prefixlen != PREFIX_LEN:
-            raise invalid_value(f"Invalid value '{prefix}' for ipv4 prefix: must be a /28")
-        if not block.subnet_of(subnet.cidr):
-            raise invalid_value(f"Prefix {prefix} does not fall within the subnet's address range")
+        block = aligned_prefix(prefix, ipaddress.IPv4Network, PREFIX_LEN, subnet.cidr,
+                               "the subnet's address range")
         if not self._prefix_free(subnet, block, self._used.get(subnet.subnet_id, set()), taken):
             raise invalid_value(f"Prefix {prefix} overlaps addresses in use or reserved")
         return str(block)
@@ -340,14 +334,8 @@ class Mirror:
     def check_ipv6_prefix(self, subnet: Subnet, prefix: str, taken_blocks: set[int]) -> str:
         if subnet.ipv6_cidr is None:
             raise invalid_value(f"Subnet {subnet.subnet_id} has no IPv6 CIDR block")
-        try:
-            net = ipaddress.IPv6Network(prefix, strict=True)
-        except ValueError:
-            raise invalid_value(f"Invalid value '{prefix}' for ipv6 prefix: not an aligned /80") from None
-        if net.prefixlen != IPV6_PREFIX_LEN:
-            raise invalid_value(f"Invalid value '{prefix}' for ipv6 prefix: must be a /80")
-        if not net.subnet_of(subnet.ipv6_cidr):
-            raise invalid_value(f"Prefix {prefix} does not fall within the subnet's IPv6 range")
+        net = aligned_prefix(prefix, ipaddress.IPv6Network, IPV6_PREFIX_LEN, subnet.ipv6_cidr,
+                             "the subnet's IPv6 range")
         if not self._v6_block_free(subnet, ipv6_block(str(net)), taken_blocks):
             raise invalid_value(f"Prefix {prefix} overlaps addresses in use or reserved")
         return str(net)
@@ -702,6 +690,23 @@ class Mirror:
             snap = replace(snap, version=shared.value, regions=shared.regions)
         self._snapshot = snap
         return snap
+
+
+def aligned_prefix(prefix: str, network, prefixlen: int, within, range_words: str):
+    """A delegated prefix as EC2 takes it: aligned, of `prefixlen`, inside `within` (the
+    subnet's block, `range_words` in the refusal), else InvalidParameterValue."""
+    family = "ipv6" if network is ipaddress.IPv6Network else "ipv4"
+    try:
+        block = network(prefix, strict=True)
+    except ValueError:
+        raise invalid_value(f"Invalid value '{prefix}' for {family} prefix: not an aligned "
+                            f"/{prefixlen}") from None
+    if block.prefixlen != prefixlen:
+        raise invalid_value(f"Invalid value '{prefix}' for {family} prefix: must be a "
+                            f"/{prefixlen}")
+    if not block.subnet_of(within):
+        raise invalid_value(f"Prefix {prefix} does not fall within {range_words}")
+    return block
 
 
 def ipv6_block(prefix: str) -> int:

@@ -18,16 +18,22 @@ from cnikit.cloud.gate.actions import Actions, action
 from cnikit.cloud.gate.backend import Region, UpstreamError
 
 
-def _given_block(raw: str) -> str:
+def _ipv6_block(raw: str, prefixlen: int, wrong_size: str) -> ipaddress.IPv6Network:
+    """An `ipv6CidrBlock` parameter as EC2 takes it: a valid block of `prefixlen`, else
+    InvalidParameterValue (`wrong_size`: the message for a block of another size)."""
     try:
         net = ipaddress.IPv6Network(raw, strict=True)
     except ValueError:
         raise invalid_value(f"Value ({raw}) for parameter ipv6CidrBlock is invalid. This is "
                             "not a valid IPv6 CIDR block.") from None
-    if net.prefixlen != 56:
-        raise invalid_value(f"Value ({raw}) for parameter ipv6CidrBlock is invalid. The "
-                            "IPv6 CIDR block of a VPC must be a /56.")
-    return str(net)
+    if net.prefixlen != prefixlen:
+        raise invalid_value(wrong_size)
+    return net
+
+
+def _given_block(raw: str) -> str:
+    return str(_ipv6_block(raw, 56, f"Value ({raw}) for parameter ipv6CidrBlock is invalid. "
+                                    "The IPv6 CIDR block of a VPC must be a /56."))
 
 
 def _add_association(vpc: ET.Element, block: str, pool: str) -> None:
@@ -84,13 +90,7 @@ class VpcActions(Actions):
         return await self.backend._unmodelled(r, "CreateSubnet", params, headers)
 
     async def _check_subnet_block(self, r: Region, vpc_id: str, raw: str) -> None:
-        try:
-            net = ipaddress.IPv6Network(raw, strict=True)
-        except ValueError:
-            raise invalid_value(f"Value ({raw}) for parameter ipv6CidrBlock is invalid. "
-                                "This is not a valid IPv6 CIDR block.") from None
-        if net.prefixlen != 64:
-            raise invalid_value(f"The IPv6 CIDR block {raw} of a subnet must be a /64")
+        net = _ipv6_block(raw, 64, f"The IPv6 CIDR block {raw} of a subnet must be a /64")
         body = await self._call(r.name, "DescribeVpcs", {"VpcId.1": vpc_id})
         blocks = [b.text for b in R.parse_xml(_rewrite(body, "vpcSet/item", r.given_ipv6))
                   .iter("ipv6CidrBlock") if b.text]
