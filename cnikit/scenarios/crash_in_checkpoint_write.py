@@ -11,9 +11,7 @@ one loses only the unfinished ADD, which the runtime retries.
 
 from __future__ import annotations
 
-import threading
-
-from cnikit.scenarios.common import fill, peers
+from cnikit.scenarios.common import fill, kill_in_write_of_an_add, peers
 from cnikit.scenarios.engine import Ctx, scenario
 
 NODE = 0
@@ -36,20 +34,10 @@ def run(ctx: Ctx) -> None:
     ctx.wait_within_targets(NODE)
     ctx.step("3 pods on node 0")
     for k in range(CRASHES):
-        trap = ctx.kill_in_write(NODE)
-        try:
-            # The runtime retries the ADD until the daemon is back (kubelet does).
-            adder = threading.Thread(target=ctx.add_pod, args=(NODE,), kwargs={"retry_for": 30})
-            adder.start()
-            wrote = ctx.design(lambda t=trap: t.wait(0.05), 15,
-                               "the daemon wrote a file of its state directory for an ADD")
-        finally:
-            trap.close()
-        if not wrote:
-            adder.join(40)
+        adder, fired = kill_in_write_of_an_add(ctx, NODE)
+        if fired is None:
             ctx.not_exposed("the build's daemon wrote nothing in its state directory for an "
                             "ADD: no write to crash in")
-        fired = trap.fired or {}
         ctx.step(f"crash {k + 1}: killed opening {fired.get('path', '?').rsplit('/', 1)[-1]} "
                  "for writing")
         ctx.restart_daemon(NODE)

@@ -23,7 +23,7 @@ import signal
 import threading
 import time
 
-from cnikit.scenarios.common import fill, peers
+from cnikit.scenarios.common import fill, kill_in_write_of_an_add, peers
 from cnikit.scenarios.engine import Ctx, scenario
 
 NODE = 0
@@ -72,18 +72,9 @@ def run(ctx: Ctx) -> None:
         ctx.step(f"kill {k + 1}: SIGKILL with an ADD in flight, restarted", node=NODE)
 
     for k in range(WRITE_KILLS):
-        trap = ctx.kill_in_write(NODE)
-        try:
-            adder = threading.Thread(target=ctx.add_pod, args=(NODE,), kwargs={"retry_for": 30})
-            adder.start()
-            wrote = ctx.design(lambda t=trap: t.wait(0.05), 15,
-                               "the daemon wrote a file of its state directory for an ADD")
-        finally:
-            trap.close()
-        if not wrote:  # a build that keeps no state on disk: nothing to kill it in
-            adder.join(40)
+        adder, fired = kill_in_write_of_an_add(ctx, NODE)
+        if fired is None:  # a build that keeps no state on disk: nothing to kill it in
             break
-        fired = trap.fired or {}
         ctx.step(f"kill in write {k + 1}: killed opening "
                  f"{fired.get('path', '?').rsplit('/', 1)[-1]} for writing", node=NODE)
         ctx.restart_daemon(NODE)
