@@ -19,6 +19,9 @@ class EgressExhausted(Exception):
 
 
 class EgressIpam:
+    """One daemon's: it alone writes the directory, so what is held is read once, at
+    start-up (a restart keeps it), and then kept in memory beside the files."""
+
     def __init__(self, egress_range: str, data_dir: str | os.PathLike):
         net = ipaddress.IPv4Network(egress_range)
         self.first = int(net.network_address) + 2  # .1 is the pods' gateway
@@ -26,8 +29,13 @@ class EgressIpam:
         self.dir = Path(data_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self._last_file = self.dir / "last_reserved_ip.0"
+        self._held = self._read()  # address -> owner
+        try:
+            self._next = int(ipaddress.IPv4Address(self._last_file.read_text().strip())) + 1
+        except (OSError, ValueError):
+            self._next = self.first
 
-    def _held(self) -> dict[str, str]:
+    def _read(self) -> dict[str, str]:
         out = {}
         for f in self.dir.iterdir():
             try:
@@ -40,28 +48,26 @@ class EgressIpam:
     def allocate(self, owner: str) -> str:
         """The owner's address (the same one again for the same owner), else the next free
         one after the last reserved."""
-        held = self._held()
-        for ip, who in held.items():
+        for ip, who in self._held.items():
             if who == owner:
                 return ip
-        try:
-            start = int(ipaddress.IPv4Address(self._last_file.read_text().strip())) + 1
-        except (OSError, ValueError):
-            start = self.first
         size = self.last - self.first + 1
         for i in range(size):
-            value = self.first + (start - self.first + i) % size
+            value = self.first + (self._next - self.first + i) % size
             ip = str(ipaddress.IPv4Address(value))
-            if ip not in held:
+            if ip not in self._held:
                 _write(self.dir / ip, owner)
                 _write(self._last_file, ip)
+                self._held[ip] = owner
+                self._next = value + 1
                 return ip
         raise EgressExhausted(f"no free IPv4 egress address in {self.dir}")
 
     def release(self, owner: str) -> str | None:
-        for ip, who in self._held().items():
+        for ip, who in list(self._held.items()):
             if who == owner:
                 (self.dir / ip).unlink(missing_ok=True)
+                del self._held[ip]
                 return ip
         return None
 
