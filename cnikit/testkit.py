@@ -290,7 +290,7 @@ class Kit:
     """One test's clusters and checkers on a shared cloud and fault IMDS."""
 
     def __init__(self, cloud, imds_server, profile: str | None = None, scale: float = 0.1,
-                 target=None, ip_family: str | None = None):
+                 target=None, ip_family: str | None = None, slower: float = 1.0):
         from cnikit.targets import default_name, resolve_target
 
         self.cloud = cloud
@@ -306,6 +306,9 @@ class Kit:
         # The pods' address family of every cluster (None: the target's ip_family).
         self.ip_family = ip_family
         self.scale = scale
+        # Every cluster's time scale is multiplied by this: the pytest plugin's re-run of a
+        # test the machine was too slow for (cnikit.scenarios.engine.adapt).
+        self.slower = slower
         self.clusters: list[Cluster] = []
         self.invariants: Invariants | None = None
 
@@ -319,7 +322,7 @@ class Kit:
             raise EnvironmentProblem("a cnikit cluster needs root (network namespaces)")
         c = Cluster(self.cloud, self.imds_server, nodes=nodes,
                     target=target or profile or self.target, instance_type=instance_type,
-                    scale=self.scale if scale is None else scale, env=env,
+                    scale=(self.scale if scale is None else scale) * self.slower, env=env,
                     ip_family=ip_family or self.ip_family).start()
         self.nemesis.attach(c.history)  # the shared faults already in effect
         self.clusters.append(c)

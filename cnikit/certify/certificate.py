@@ -58,6 +58,11 @@ SCHEMA = {
                            "report": {"type": ["string", "null"]},
                            "precondition": {"type": ["string", "null"]},
                            "too_slow": {"type": ["string", "null"]},
+                           "scale": {"type": ["number", "null"]},
+                           "attempts": {"type": "array", "items": {
+                               "type": "object", "required": ["scale", "verdict", "too_slow"],
+                               "properties": {"scale": {"type": "number"},
+                                              "too_slow": {"type": ["string", "null"]}}}},
                            "label": {"enum": ["exposed", "not exposed", *VERDICTS[1:]]},
                            "exposure": {"type": "object"},
                            "cost": {"type": "array", "items": {
@@ -136,6 +141,8 @@ def summary(cert) -> dict:
            "not_exposed": sum(1 for r in cert.runs
                               if label(r["verdict"], r.get("exposure")) == "not exposed"),
            "too_slow": len(cert.too_slow),
+           # Runs judged only at a slower time scale (cnikit.scenarios.engine.adapt).
+           "slowed": sum(1 for r in cert.runs if r.get("attempts")),
            # Runs whose build wasted EC2 calls or ENIs (cnikit.check.cost): not a verdict.
            "cost": sum(1 for r in cert.runs if r.get("cost"))}
     for v in VERDICTS:

@@ -15,6 +15,7 @@ from cnikit.certify.suite import DEFAULT_SEEDS, EXERCISED_BAR
 from cnikit.check.exposure import label
 from cnikit.containers.options import runtime_option
 from cnikit.errors import CnikitError, UsageError
+from cnikit.report.words import time_scale_sentence
 from cnikit.scenarios.parallel import default_jobs
 
 
@@ -102,6 +103,9 @@ def certify_cmd(target, seeds, report_dir, junitxml, only, jobs, shard, init_fil
                f"{s['exposed']} exposed ({time.monotonic() - t0:.0f}s)")
     for r in cert.runs:
         shown = label(r["verdict"], r.get("exposure"))
+        slowed = time_scale_sentence(r.get("scale"), r.get("attempts") or [])
+        if slowed and r["verdict"] != "inconclusive":
+            click.echo(f"  {r['scenario']} seed {r['seed']}: {slowed}")
         if shown == "exposed":
             continue
         if r["verdict"] == "violation":  # the evidence, never a precondition met before it

@@ -40,6 +40,7 @@ def _cell(verdict: str) -> str:
 def render(doc: dict) -> str:
     from cnikit.check.cost import lines as cost_lines
     from cnikit.check.exposure import lines as exposure_lines
+    from cnikit.report.words import time_scale_sentence
 
     t, kit, s = doc["target"], doc["kit"], doc["summary"]
     colour = {"certified": COLOURS["holds"], "failed": COLOURS["violation"]}.get(doc["verdict"],
@@ -52,6 +53,9 @@ def render(doc: dict) -> str:
             notes.insert(0, f"precondition not met: {r['precondition']}")
         if r.get("error") and r["verdict"] == "error":
             notes.insert(0, r["error"])
+        slowed = time_scale_sentence(r.get("scale"), r.get("attempts") or [])
+        if slowed:
+            notes.insert(0, slowed)
         exposure = r.get("exposure") or {}
         notes += exposure_lines(exposure) + cost_lines(r.get("cost"))
         expected = r.get("expected") or "holds"

@@ -27,7 +27,8 @@ FIELDS = ("scenario", "profile", "seed", "verdict", "seconds", "violations", "wa
 VERDICTS = ("holds", "violation", "inconclusive", "error")
 # Kept in report.json when a RunResult has them (cnikit.scenarios.engine).
 EXTRAS = ("description", "expected", "error", "precondition", "exposure", "cost", "params",
-          "nodes", "steps", "schedule", "daemon_views", "daemon_events", "imds_requests")
+          "nodes", "steps", "schedule", "daemon_views", "daemon_events", "imds_requests",
+          "attempts")
 
 # The shape of report.json, as a JSON Schema (draft 2020-12); tests validate against it.
 SCHEMA = {
@@ -153,6 +154,7 @@ def build(result) -> tuple[dict, object]:
     from cnikit.check.cost import lines as cost_lines
     from cnikit.check.exposure import lines as exposure_lines
     from cnikit.report import cause, coverage, rootcause, summary, timeline
+    from cnikit.report.words import time_scale_sentence
 
     doc = normalize(result)
     extras = doc.pop("extras")
@@ -165,6 +167,10 @@ def build(result) -> tuple[dict, object]:
     doc["summary"] = summary.summarize(tl, doc["verdict"], doc["violations"], doc["warnings"])
     if doc["verdict"] == "inconclusive" and extras.get("precondition"):
         doc["summary"].insert(0, f"inconclusive: precondition not met: {extras['precondition']}")
+    slowed = time_scale_sentence((extras.get("params") or {}).get("scale"),
+                                 extras.get("attempts") or [])
+    if slowed:
+        doc["summary"].insert(0, slowed)
     exposure = extras.get("exposure") or {}
     if doc["verdict"] == "holds" and exposure and not exposure.get("exposed", True):
         doc["summary"].insert(0, "not exposed: none of the scenario's faults reached this build")

@@ -53,9 +53,11 @@ def render(doc: dict, tl: Timeline) -> str:
     verdict = doc.get("verdict", "?")
     violations = doc.get("violations") or []
     title = f"cnikit report: {doc.get('scenario') or 'run'} / {doc.get('profile') or '?'}"
+    scale = (doc.get("params") or {}).get("scale")
     meta = (f"seed {esc(doc.get('seed'))} \u00b7 {tl.t1 - tl.t0:.1f}s recorded"
             + (f" \u00b7 run took {doc['seconds']:.1f}s" if isinstance(doc.get("seconds"), (int, float)) else "")
-            + f" \u00b7 {len(tl.pods)} pods \u00b7 {len(tl.enis)} ENIs \u00b7 {len(tl.faults)} faults")
+            + f" \u00b7 {len(tl.pods)} pods \u00b7 {len(tl.enis)} ENIs \u00b7 {len(tl.faults)} faults"
+            + (f" \u00b7 time scale {scale:g}" if isinstance(scale, (int, float)) else ""))
     groups = chain_groups(violations)
     letter = {n: g["name"] for g in groups for n in g["violations"]}
     summary = "".join(

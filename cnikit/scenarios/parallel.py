@@ -40,6 +40,11 @@ def run_record(result, scenario: str, seed: int, report_root: Path) -> dict:
         "report": report,
         "precondition": getattr(result, "precondition", None),
         "too_slow": getattr(result, "too_slow", None),
+        # The time scale the verdict came from, and the faster ones the machine was too slow
+        # for first (cnikit.scenarios.engine.adapt).
+        "scale": (getattr(result, "params", None) or {}).get("scale"),
+        "attempts": [{k: a.get(k) for k in ("scale", "factor", "verdict", "too_slow", "seconds")}
+                     for a in getattr(result, "attempts", None) or []],
         "exercised": getattr(result, "exercised", result.verdict in ("holds", "violation")),
         "exposure": getattr(result, "exposure", None) or {},
         "cost": getattr(result, "cost", None) or [],

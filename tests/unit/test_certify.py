@@ -124,7 +124,8 @@ def test_certificate_schema_and_hashes(target, tmp_path):
     assert doc["target"]["name"] == "cnikit-reference"
     assert doc["summary"] == {"runs": 4, "exercised": 3, "exposed": 2, "not_exposed": 0,
                               "holds": 1, "violation": 1,
-                              "inconclusive": 1, "error": 1, "too_slow": 0, "cost": 0}
+                              "inconclusive": 1, "error": 1, "too_slow": 0, "slowed": 0,
+                              "cost": 0}
     assert doc["files"], "the files under test are named"
     for f in doc["files"]:
         assert f["sha256"] == hashlib.sha256(Path(f["path"]).read_bytes()).hexdigest(), f

@@ -22,6 +22,7 @@ from cnikit.scenarios.cli.common import (
 def _print_result(r, out=None) -> None:
     from cnikit.check.cost import lines as cost_lines
     from cnikit.check.exposure import lines as exposure_lines
+    from cnikit.report.words import time_scale_sentence
 
     echo = out or click.echo
     verdict = r.verdict.upper()
@@ -29,6 +30,10 @@ def _print_result(r, out=None) -> None:
     echo(f"{r.scenario} [{r.profile}] seed {r.seed}: {verdict}{exp} in {r.seconds:.1f}s")
     if r.error:
         echo(f"  scenario error: {r.error}")
+    slowed = time_scale_sentence((r.params or {}).get("scale"),
+                                 getattr(r, "attempts", None) or [])
+    if slowed and not getattr(r, "too_slow", None):
+        echo(f"  {slowed}")
     if getattr(r, "too_slow", None):
         echo(f"  too slow: {r.too_slow}; its violations are not judged (run it again on a "
              "quieter machine, or with a larger CNIKIT_TIME_SCALE)")

@@ -25,6 +25,9 @@ class RunResult:
     # its violations, a case a checker could not judge: cnikit.check.stall; a race the
     # scenario lost: TooSlow): the run is inconclusive, its precondition says why.
     too_slow: str | None = None
+    # Earlier runs of this one at faster time scales that the machine was too slow for
+    # (cnikit.scenarios.engine.adapt): scale, factor, verdict, too_slow, seconds, report.
+    attempts: list[dict] = field(default_factory=list)
     exercised: bool = True  # False when inconclusive/error before the build was exercised
     # What of the run's faults reached the build (cnikit.check.exposure.judge).
     exposure: dict = field(default_factory=dict)

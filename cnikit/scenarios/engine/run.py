@@ -82,20 +82,23 @@ def run_scenario(sc: Scenario, target=None, seed: int = 1, ec2: str = "moto",
                  duration: float | None = None, scale: float | None = None,
                  on_step: Callable | None = None, observe: float = 1.0,
                  progress: Callable[[str], None] | None = None, runtime: str | None = None,
-                 profile: str | None = None, strict_leaks: bool | None = None) -> RunResult:
+                 profile: str | None = None, strict_leaks: bool | None = None,
+                 slower: tuple[float, ...] | None = None) -> RunResult:
     """Bring up the cluster, watch it, play the scenario, judge, tear everything down.
     `target`: a Target, a built-in name or a target file (default the default profile);
     `profile=` is an alias for a built-in name. `strict_leaks`: a leak is a violation
-    (certification) rather than a warning; None: CNIKIT_STRICT_LEAKS=1 in the environment."""
-    from cnikit.check.watch import Watch, required_ip_cooldown
-    from cnikit.cluster.nemesis import TargetGone
+    (certification) rather than a warning; None: CNIKIT_STRICT_LEAKS=1 in the environment.
+
+    A run the machine was too slow for is run again at slower time scales (`slower`: the
+    factors, default CNIKIT_SLOWER_SCALES or 2 then 4; cnikit.scenarios.engine.adapt) before
+    it may be called inconclusive; the result says which scale it used and why."""
     from cnikit.runtime import require_root, time_scale
+    from cnikit.scenarios.engine import adapt
     from cnikit.targets import default_name, resolve_target
 
     if target is None and profile is not None:
         check_profile(profile)
     tgt = resolve_target(target or profile or default_name())
-    profile = tgt.name
     if ec2 not in ("moto", "localstack"):
         raise UsageError(f"--ec2 must be moto or localstack, not {ec2!r}")
     if not tgt.runs(sc):
@@ -103,11 +106,31 @@ def run_scenario(sc: Scenario, target=None, seed: int = 1, ec2: str = "moto",
                          f"{' and '.join(tgt.families)} (its ip_family)")
     if duration is not None and duration <= 0:
         raise UsageError(f"--duration must be positive, got {duration}")
+    factors = adapt.factors(slower)
     require_root(f"scenario {sc.name}")
     if scale is None:
         scale = time_scale() if "CNIKIT_TIME_SCALE" in os.environ else DEFAULT_SCALE
-    duration = duration if duration is not None else sc.duration
     say = progress or (lambda msg: None)
+
+    def attempt(factor: float) -> RunResult:
+        return _run_once(sc, tgt, seed, ec2, ec2_endpoint, duration, scale * factor,
+                         on_step, observe, say, runtime, strict_leaks)
+
+    return adapt.run(attempt, scale, factors, report_dir, write_report, say,
+                     f"{sc.name} [{tgt.name}] seed {seed}")
+
+
+def _run_once(sc: Scenario, tgt, seed: int, ec2: str, ec2_endpoint: str | None,
+              duration: float | None, scale: float,
+              on_step: Callable | None, observe: float, say: Callable[[str], None],
+              runtime: str | None, strict_leaks: bool | None) -> RunResult:
+    """One run at one time scale, judged, its report not yet written (run_scenario, without
+    its re-runs)."""
+    from cnikit.check.watch import Watch, required_ip_cooldown
+    from cnikit.cluster.nemesis import TargetGone
+
+    profile = tgt.name
+    duration = duration if duration is not None else sc.duration
     t0, started = time.monotonic(), time.time()
     result = RunResult(sc.name, sc.description, profile, seed, "error", tgt.expected(sc.name),
                        0.0, started, target=tgt.name,
@@ -181,8 +204,6 @@ def run_scenario(sc: Scenario, target=None, seed: int = 1, ec2: str = "moto",
         cluster.close()
     _judge(result, watch, history, liveness + (sampler.liveness if sampler else []), stalls)
     result.seconds = round(time.monotonic() - t0, 2)
-    if report_dir is not None:
-        result.report = {k: str(v) for k, v in write_report(report_dir, result).items()}
     return result
 
 
