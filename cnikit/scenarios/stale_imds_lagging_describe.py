@@ -80,6 +80,21 @@ def run(ctx: Ctx) -> None:
     ctx.step(f"both sources caught up; two reconciles; {added} more pods", **focus)
     # Upstream's reconcile cooldown (60 s) is the window's start, as the lag above counts.
     staged(passes, released_wall + ctx.run_seconds(60), released_wall + lag)
+    released_again(ctx, eni.eni_id, set(taken), released_wall)
+
+
+def released_again(ctx: Ctx, eni_id: str, taken: set[str], since: float) -> None:
+    """TooSlow when the build put a taken address back in its pool but gave it to no pod:
+    it asked EC2 to release it from its ENI again (refused: another interface holds it)
+    before the pending pod's next ADD came (every PENDING_POLL seconds). That is the bug's
+    own move, lost to timing (CI, a busy runner: 1.18.3 held); a violation found meanwhile
+    still stands. A build that never re-adds them never asks."""
+    again = sorted({ip for a in ctx.cloud.gate.audit.records()
+                    if a.action == "UnassignPrivateIpAddresses" and a.eni_id == eni_id
+                    and a.time > since and a.outcome != "ok" for ip in a.ips if ip in taken})
+    if again:
+        raise TooSlow(f"node {NODE}'s daemon released {', '.join(again)} again (another "
+                      "interface holds them) before a pending pod was given one")
 
 
 def staged(passes, opened: float, closed: float) -> None:
