@@ -13,11 +13,10 @@ import sys
 import threading
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FuturesTimeout
 from pathlib import Path
 
 from cnikit.errors import UsageError
+from cnikit.scenarios.cpu_gate import CpuGate
 
 
 def run_record(result, scenario: str, seed: int, report_root: Path) -> dict:
@@ -56,15 +55,16 @@ def run_record(result, scenario: str, seed: int, report_root: Path) -> dict:
 
 
 def default_jobs() -> int:
-    """Runs at once by default: three per core this process may use. A run mostly waits on
-    the build's compressed intervals: on 2 cores six at once kept every verdict of the
-    matrix over 5 seeds (330 runs in 1,030 s; one seed in 230 s, the machine 68% busy) and
-    certified the hardened build in 108 s (22 scenarios), against 274 s at one per core."""
+    """At most this many runs at once by default: four per core this process may use; the
+    CPU gate (cnikit.scenarios.cpu_gate) starts fewer while the cores have no room. On 2
+    cores the whole matrix (127 runs) took 275 s with the gate and up to eight at once,
+    the machine 84% busy, against 345 s (68% busy) at a fixed six, every verdict the same
+    (2026-12-07)."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
-    return max(1, min(3 * cores, 64))
+    return max(1, min(4 * cores, 64))
 
 
 def parse_shard(text: str | None) -> tuple[int, int] | None:
@@ -202,48 +202,57 @@ class Pool:
 def run_specs(items: list, spec_of: Callable[[object], dict], jobs: int,
               on_start: Callable[[object], None] | None = None,
               on_done: Callable[[object, dict], None] | None = None,
-              seconds_of: Callable[[object], float | None] | None = None) -> list[dict]:
-    """One run per item (spec_of(item): the worker's JSON spec), `jobs` at once; the records
-    in the items' order. seconds_of(item): how long its run took last time (None: unknown);
-    the longest start first, so that the last runs to end are short ones (in the plan's
-    order the 27-run matrix started its 51 s random-chaos run last: 117 s in all)."""
+              seconds_of: Callable[[object], float | None] | None = None,
+              gate: CpuGate | None = None) -> list[dict]:
+    """One run per item (spec_of(item): the worker's JSON spec), at most `jobs` at once and
+    as many as the machine's CPU has room for (cnikit.scenarios.cpu_gate; `gate` replaces
+    it); the records in the items' order. seconds_of(item): how long its run took last time
+    (None: unknown); the longest start first, so that the last runs to end are short ones
+    (in the plan's order the 27-run matrix started its 51 s random-chaos run last: 117 s in
+    all)."""
     pool = Pool(jobs)
-
-    def one(item) -> dict:
-        if on_start is not None:
-            on_start(item)
-        rec = pool.run(spec_of(item))
-        if on_done is not None:
-            on_done(item, rec)
-        return rec
-
+    gate = gate or CpuGate(jobs)
     order = longest_first(items, seconds_of) if seconds_of is not None and jobs > 1 \
         else list(range(len(items)))
-    ex = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="runs")
+    records: list = [None] * len(items)
+    running = [0]
+    cond = threading.Condition()
+
+    def one(i: int) -> None:
+        try:
+            if on_start is not None:
+                on_start(items[i])
+            rec = pool.run(spec_of(items[i]))
+            if on_done is not None:
+                on_done(items[i], rec)
+            records[i] = rec
+        except BaseException as e:  # noqa: BLE001 - handed to the main thread below
+            records[i] = e
+        finally:
+            with cond:
+                running[0] -= 1
+                cond.notify_all()
+
     try:
-        futures = [ex.submit(one, items[i]) for i in order]
-        done = [_result(f) for f in futures]
+        for i in order:
+            # Bounded waits: a signal is handled by the main thread when it next wakes
+            # (Ctrl-C, SIGTERM: stop every worker), never while it blocks for a whole run.
+            with cond:
+                while not gate.admit(running[0]):
+                    cond.wait(0.25)
+                running[0] += 1
+            threading.Thread(target=one, args=(i,), name="runs", daemon=True).start()
+        with cond:
+            while running[0]:
+                cond.wait(0.5)
     except BaseException:
         pool.stop()
         raise
-    finally:
-        ex.shutdown(wait=True, cancel_futures=True)
     pool.close()
-    records: list = [None] * len(items)
-    for i, rec in zip(order, done, strict=True):
-        records[i] = rec
+    failed = next((r for r in records if isinstance(r, BaseException)), None)
+    if failed is not None:
+        raise failed
     return records
-
-
-def _result(future):
-    # A bounded wait, again and again: a signal that lands on a side thread is only flagged
-    # for the main thread, which runs its handler (Ctrl-C, SIGTERM: stop every worker) when
-    # it next wakes. A main thread blocked on the future until a run ends would not.
-    while True:
-        try:
-            return future.result(timeout=0.5)
-        except FuturesTimeout:
-            continue
 
 
 def longest_first(items: list, seconds_of: Callable[[object], float | None]) -> list[int]:

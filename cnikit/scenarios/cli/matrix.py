@@ -59,7 +59,8 @@ def matrix_cell(c: dict) -> str:
 @click.option("--report", "report_root", default="reports/matrix", show_default=True,
               type=click.Path(file_okay=False))
 @click.option("--jobs", "-j", default=default_jobs, type=click.IntRange(1, 64),
-              help="runs at once, each in a worker process [default: three per core]")
+              help="at most this many runs at once, each in a worker process, as many as "
+                   "the CPU has room for [default: four per core]")
 @click.option("--shard", default=None, metavar="I/N",
               help="only the I-th of N deterministic shares of scenario x target x seed "
                    "(join the shards with 'cnikit report merge')")
