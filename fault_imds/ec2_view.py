@@ -50,7 +50,10 @@ log = logging.getLogger("fault_imds.ec2")
 
 INSTANCE_REFRESH_S = 5.0
 MAX_SNAPSHOTS = 20_000
-FEED_POLL_S = 1.0
+# While the gate's change feed is live it wakes the poller on every change; the periodic
+# poll is a safety net only. Every second, it was half of a quiet IMDS's CPU and a fifth
+# of moto's (bench/bench_cpu.py --idle).
+FEED_POLL_S = 5.0
 INSTANCE_FIELDS = (
     "InstanceId",
     "InstanceType",

@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 import time
 
-PERIOD_S = 0.05
+PERIOD_S = 0.1  # a tenth of the smallest bound (0.5 s at 0.05): stalls above it are seen
 # The bound, in upstream seconds: 0.5 s of the kit's process off the CPU at time scale 0.05.
 # Above what a quiet 2-core machine shows, and below the shortest interval a scenario times
 # (the IP cooldown, 30 upstream seconds); beside `make test-under-load`'s busy processes the
