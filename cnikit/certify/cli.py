@@ -32,7 +32,7 @@ from cnikit.scenarios.parallel import default_jobs
 @click.option("--scenario", "-s", "only", multiple=True, help="only these scenarios")
 @click.option("--jobs", "-j", default=default_jobs, type=click.IntRange(1, 64),
               help="at most this many runs at once, each in a worker process, as many as "
-                   "the CPU has room for [default: four per core]")
+                   "the CPU has room for [default: five per core]")
 @click.option("--shard", default=None, metavar="I/N",
               help="only the I-th of N deterministic shares of the runs "
                    "(join the shards with 'cnikit report merge')")

@@ -7,10 +7,11 @@ idle while every run waits, and overloads them when a few start at once or when 
 machine is busy with other work, which makes runs too slow for their time scale.
 
 `CpuGate` admits the next run when the machine's CPU had room over the last moment (idle
-at least IDLE_MIN of it, from /proc/stat: the whole machine, other jobs included), at most
-one start per START_GAP (a run's start is its costliest second, and its load shows in the
-idle figure only once it is under way), never more than the limit (`--jobs`) at once, and
-always at least one run: a machine that is busy anyway still makes progress.
+at least IDLE_MIN of it, from /proc/stat: the whole machine, other jobs included; at 30 %
+the matrix left a quarter of the cores unused), at most one start per START_GAP (a run's
+start is its costliest second, and its load shows in the idle figure only once it is under
+way), never more than the limit (`--jobs`) at once, and always at least one run: a machine
+that is busy anyway still makes progress.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-IDLE_MIN = 0.3  # of the machine's CPU time over the last WINDOW_S
+IDLE_MIN = 0.2  # of the machine's CPU time over the last WINDOW_S
 WINDOW_S = 1.0
 START_GAP_S = 0.75
 

@@ -235,11 +235,11 @@ def test_bad_shard_is_one_line(bad):
         parse_shard(bad)
 
 
-def test_runs_at_once_default_to_at_most_four_per_usable_core(monkeypatch):
+def test_runs_at_once_default_to_at_most_five_per_usable_core(monkeypatch):
     from cnikit.scenarios import parallel
 
     monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda pid: {0, 3, 5})
-    assert parallel.default_jobs() == 12
+    assert parallel.default_jobs() == 15
     monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda pid: set())
     assert parallel.default_jobs() == 1
     monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda pid: set(range(40)))

@@ -60,7 +60,7 @@ def matrix_cell(c: dict) -> str:
               type=click.Path(file_okay=False))
 @click.option("--jobs", "-j", default=default_jobs, type=click.IntRange(1, 64),
               help="at most this many runs at once, each in a worker process, as many as "
-                   "the CPU has room for [default: four per core]")
+                   "the CPU has room for [default: five per core]")
 @click.option("--shard", default=None, metavar="I/N",
               help="only the I-th of N deterministic shares of scenario x target x seed "
                    "(join the shards with 'cnikit report merge')")
