@@ -37,7 +37,7 @@ def main() -> int:
         print(f"bench: {name} ...", file=sys.stderr, flush=True)
         cmd = [sys.executable, str(script)] + (["--quick"] if args.quick else [])
         t0 = time.monotonic()
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, timeout=1800)
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, timeout=3600)
         try:
             data = json.loads(proc.stdout)
         except ValueError:
