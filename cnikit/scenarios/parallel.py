@@ -282,9 +282,15 @@ def run_all(todo: list, target, root: Path, jobs: int, ec2: str, ec2_endpoint: s
             on_start: Callable[[object], None] | None = None,
             on_done: Callable[[dict], None] | None = None) -> list[dict]:
     """A certification's records in plan order, running `jobs` at once."""
-    ref = target_ref(target)
-    return run_specs(todo, lambda p: {"scenario": p.scenario, "seed": p.seed, "target": ref,
-                                      "root": str(root), "ec2": ec2,
-                                      "ec2_endpoint": ec2_endpoint},
-                     jobs, on_start, None if on_done is None else (lambda _p, rec: on_done(rec)),
-                     seconds_of=lambda p: past_seconds(run_dir(root, p.scenario, p.seed)))
+    from cnikit.scenarios import durations
+
+    ref, known = target_ref(target), durations.load()
+    records = run_specs(
+        todo, lambda p: {"scenario": p.scenario, "seed": p.seed, "target": ref,
+                         "root": str(root), "ec2": ec2, "ec2_endpoint": ec2_endpoint},
+        jobs, on_start, None if on_done is None else (lambda _p, rec: on_done(rec)),
+        seconds_of=lambda p: past_seconds(run_dir(root, p.scenario, p.seed))
+        or durations.guess(known, p.scenario, target.name))
+    durations.save([(p.scenario, target.name, rec.get("seconds"))
+                    for p, rec in zip(todo, records, strict=True)])
+    return records
