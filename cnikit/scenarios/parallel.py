@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cnikit.errors import UsageError
-from cnikit.scenarios.cpu_gate import CpuGate
+from cnikit.scenarios.cpu_gate import CpuGate, cores
 
 
 def run_record(result, scenario: str, seed: int, report_root: Path) -> dict:
@@ -60,11 +60,7 @@ def default_jobs() -> int:
     cores the whole matrix (127 runs) took 210 s so, the machine 95% busy, against 264 s
     with at most eight and 30% idle asked (73% busy) and 345 s at a fixed six (68% busy),
     every verdict the same (2026-12-07)."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    return max(1, min(5 * cores, 64))
+    return max(1, min(5 * cores(), 64))
 
 
 def parse_shard(text: str | None) -> tuple[int, int] | None:

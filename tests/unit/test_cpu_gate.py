@@ -21,7 +21,7 @@ class Machine:
         self.idle += seconds * 200 * idle_share
 
     def gate(self, limit: int) -> CpuGate:
-        return CpuGate(limit, idle_min=0.3, gap=0.75, window=1.0,
+        return CpuGate(limit, idle_min=0.3, gap=0.75, window=1.0, floor=1,
                        times=lambda: (self.idle, self.total), clock=lambda: self.now)
 
 
@@ -55,6 +55,20 @@ def test_never_more_than_the_limit():
     assert g.admit(1)
     m.run(2.0, 1.0)
     assert not g.admit(2)
+
+
+def test_one_run_per_core_starts_whatever_the_load_one_start_gap_apart():
+    m = Machine()
+    g = CpuGate(3, idle_min=0.3, gap=0.75, window=1.0, floor=2,
+                times=lambda: (m.idle, m.total), clock=lambda: m.now)
+    assert g.admit(0)
+    m.run(0.5, 0.0)
+    assert not g.admit(1), "within the start gap"
+    m.run(0.5, 0.0)
+    assert g.admit(1), "the floor: a second run on a busy machine"
+    m.run(2.0, 0.0)
+    assert not g.admit(2), "above the floor the machine must have room"
+    assert CpuGate(1, floor=4).floor == 1, "never over the limit"
 
 
 def test_cpu_times_reads_this_machine():
