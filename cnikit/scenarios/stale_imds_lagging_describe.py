@@ -59,6 +59,12 @@ def run(ctx: Ctx) -> None:
     # busy machine can delay: a pass after Describe caught up would count as in the window
     # (a suspected cause of a CI run where 1.18.4 held; not reproduced).
     released_wall = taker.first_at or time.time()
+    if not taken and gone:
+        # The build released them, and the kit's take on the gate's after-call hook did not
+        # happen (CI, a busy runner: 1.18.3 held, its reconcile re-adding what no one took):
+        # the kit lost its own race, not the build's.
+        raise TooSlow(f"the build released {', '.join(gone)} but the take on release did "
+                      "not happen before the scenario looked")
     if not taken:
         ctx.not_exposed("the build released no address to EC2 while Describe lagged")
     ctx.step(f"{len(taken)} released addresses taken by another interface while IMDS and "
