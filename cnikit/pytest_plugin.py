@@ -283,18 +283,18 @@ def pytest_runtest_call(item):
     kit = getattr(item, "_cnikit_kit", None)
     if kit is not None and kit.invariants is not None:
         verdict = _finish(item, kit)
+        from cnikit.report.words import time_scale_sentence
+        from cnikit.scenarios.engine.adapt import every_scale
+
         tried = getattr(item, "_cnikit_tried", [])
-        item.user_properties.append(("cnikit_time_scale", kit.scale * kit.slower))
+        item._cnikit_scale = kit.scale * kit.slower
+        item.user_properties.append(("cnikit_time_scale", item._cnikit_scale))
         if verdict.too_slow:  # a busy machine's honest answer, never a false verdict
             item._cnikit_too_slow = verdict.statement.splitlines()[0]
-            scales = "".join(f"{a['scale']:g}, " for a in tried)
-            every = (f" (at every time scale tried: {scales.removesuffix(', ')} and "
-                     f"{kit.scale * kit.slower:g})" if tried else "")
+            every = every_scale(tried, item._cnikit_scale) if tried else ""
             # Reported at the test's own location, as a skip mark's reason is.
             raise pytest.skip.Exception(item._cnikit_too_slow + every, _use_item_location=True)
-        from cnikit.report.words import time_scale_sentence
-
-        slowed = time_scale_sentence(kit.scale * kit.slower, tried)
+        slowed = time_scale_sentence(item._cnikit_scale, tried)
         if slowed:
             item.add_report_section("call", "cnikit", slowed)
         if not verdict.ok:
@@ -329,9 +329,9 @@ def pytest_runtest_protocol(item, nextitem):
         reports = runtestprotocol(item, nextitem=nextitem, log=False)
         if item._cnikit_too_slow is None or n == len(factors) - 1:
             break
-        scale = dict(item.user_properties).get("cnikit_time_scale")
-        item._cnikit_tried.append({"scale": scale,
+        item._cnikit_tried.append({"scale": item._cnikit_scale,
                                    "too_slow": item._cnikit_too_slow.removeprefix("cnikit: ")})
+        # The JUnit property is the scale of the run that is the result.
         item.user_properties[:] = [p for p in item.user_properties if p[0] != "cnikit_time_scale"]
     for rep in reports:
         item.ihook.pytest_runtest_logreport(report=rep)

@@ -31,7 +31,6 @@ def run_matrix(names: list[str], profiles: list, seeds: int, first_seed: int = 1
     shard (I, N): only the I-th of N deterministic shares of scenario x target x seed.
     on_start(cell) and on_result(cell, run) get cell = (scenario, target, seed)."""
     from cnikit import scenarios
-    from cnikit.scenarios import durations
     from cnikit.scenarios.parallel import past_seconds, run_specs, take_shard, target_ref
     from cnikit.targets import resolve_target
 
@@ -77,12 +76,9 @@ def run_matrix(names: list[str], profiles: list, seeds: int, first_seed: int = 1
                         "error": rec.get("error"), "evidence": rec.get("evidence", [])[:3],
                         "precondition": rec.get("precondition")})
 
-        known = durations.load()
-        records = run_specs(cells, spec, jobs, on_start, finished,
-                            seconds_of=lambda cell: past_seconds(rdir(cell)) or durations.guess(
-                                known, cell[0], cell[1].name))
-        durations.save([(cell[0], cell[1].name, rec.get("seconds"))
-                        for cell, rec in zip(cells, records, strict=True)])
+        run_specs(cells, spec, jobs, on_start, finished,
+                  seconds_of=lambda cell: past_seconds(rdir(cell)),
+                  key_of=lambda cell: (cell[0], cell[1].name))
     out: dict = {}
     for name in names:
         for tgt in columns:

@@ -199,13 +199,20 @@ def run_specs(items: list, spec_of: Callable[[object], dict], jobs: int,
               on_start: Callable[[object], None] | None = None,
               on_done: Callable[[object, dict], None] | None = None,
               seconds_of: Callable[[object], float | None] | None = None,
-              gate: CpuGate | None = None) -> list[dict]:
+              gate: CpuGate | None = None,
+              key_of: Callable[[object], tuple[str, str]] | None = None) -> list[dict]:
     """One run per item (spec_of(item): the worker's JSON spec), at most `jobs` at once and
     as many as the machine's CPU has room for (cnikit.scenarios.cpu_gate; `gate` replaces
     it); the records in the items' order. seconds_of(item): how long its run took last time
     (None: unknown); the longest start first, so that the last runs to end are short ones
     (in the plan's order the 27-run matrix started its 51 s random-chaos run last: 117 s in
-    all)."""
+    all). key_of(item): its (scenario, target name); where seconds_of knows nothing, the
+    machine's record of past runs does (cnikit.scenarios.durations), and these runs' times
+    go into it."""
+    from cnikit.scenarios import durations
+
+    if key_of is not None:
+        seconds_of = _or_recorded(seconds_of, key_of, durations.load())
     pool = Pool(jobs)
     gate = gate or CpuGate(jobs)
     order = longest_first(items, seconds_of) if seconds_of is not None and jobs > 1 \
@@ -248,7 +255,21 @@ def run_specs(items: list, spec_of: Callable[[object], dict], jobs: int,
     failed = next((r for r in records if isinstance(r, BaseException)), None)
     if failed is not None:
         raise failed
+    if key_of is not None:
+        durations.save([(*key_of(item), rec.get("seconds"))
+                        for item, rec in zip(items, records, strict=True)])
     return records
+
+
+def _or_recorded(past, key_of, known: dict) -> Callable[[object], float | None]:
+    """seconds_of: `past`'s answer (None: no past), else the machine's record's."""
+    from cnikit.scenarios import durations
+
+    def seconds(item) -> float | None:
+        return (past(item) if past is not None else None) or durations.guess(known,
+                                                                             *key_of(item))
+
+    return seconds
 
 
 def longest_first(items: list, seconds_of: Callable[[object], float | None]) -> list[int]:
@@ -278,15 +299,10 @@ def run_all(todo: list, target, root: Path, jobs: int, ec2: str, ec2_endpoint: s
             on_start: Callable[[object], None] | None = None,
             on_done: Callable[[dict], None] | None = None) -> list[dict]:
     """A certification's records in plan order, running `jobs` at once."""
-    from cnikit.scenarios import durations
-
-    ref, known = target_ref(target), durations.load()
-    records = run_specs(
-        todo, lambda p: {"scenario": p.scenario, "seed": p.seed, "target": ref,
-                         "root": str(root), "ec2": ec2, "ec2_endpoint": ec2_endpoint},
-        jobs, on_start, None if on_done is None else (lambda _p, rec: on_done(rec)),
-        seconds_of=lambda p: past_seconds(run_dir(root, p.scenario, p.seed))
-        or durations.guess(known, p.scenario, target.name))
-    durations.save([(p.scenario, target.name, rec.get("seconds"))
-                    for p, rec in zip(todo, records, strict=True)])
-    return records
+    ref = target_ref(target)
+    return run_specs(todo, lambda p: {"scenario": p.scenario, "seed": p.seed, "target": ref,
+                                      "root": str(root), "ec2": ec2,
+                                      "ec2_endpoint": ec2_endpoint},
+                     jobs, on_start, None if on_done is None else (lambda _p, rec: on_done(rec)),
+                     seconds_of=lambda p: past_seconds(run_dir(root, p.scenario, p.seed)),
+                     key_of=lambda p: (p.scenario, target.name))

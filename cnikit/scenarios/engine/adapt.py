@@ -56,6 +56,13 @@ def too_slow(result) -> bool:
     return result.verdict == "inconclusive" and bool(result.too_slow)
 
 
+def every_scale(tried: list[dict], last: float) -> str:
+    """What a reason too slow at every scale ends with: " (at every time scale tried: 0.05,
+    0.1 and 0.2)"."""
+    scales = ", ".join(f"{a['scale']:g}" for a in tried)
+    return f" (at every time scale tried: {scales} and {last:g})"
+
+
 def run(attempt: Callable[[float], object], scale: float, factors: tuple[float, ...],
         report_dir: str | Path | None, write: Callable[[Path, object], dict],
         say: Callable[[str], None], label: str):
@@ -69,10 +76,8 @@ def run(attempt: Callable[[float], object], scale: float, factors: tuple[float, 
             result.params["base_scale"] = scale
         if not too_slow(result) or last:
             if last and too_slow(result) and tried:
-                scales = ", ".join(f"{a['scale']:g}" for a in tried)
                 result.too_slow = result.precondition = (
-                    f"{result.too_slow} (at every time scale tried: {scales} and "
-                    f"{result.params['scale']:g})")
+                    result.too_slow + every_scale(tried, result.params["scale"]))
             if report_dir is not None:
                 result.report = {k: str(v) for k, v in write(Path(report_dir), result).items()}
             return result

@@ -24,6 +24,8 @@ class DaemonSampler:
     def __init__(self, cluster, history: History, interval: float = 1.0, observe=None):
         self.c, self.h, self.interval = cluster, history, interval
         self._wake = threading.Event()
+        # Pod adds and deletes wake the loop (a cluster without a fabric: the interval only).
+        self._observers = getattr(getattr(cluster, "fabric", None), "observers", None)
         if observe is None:
             observe = getattr(getattr(cluster, "target", None), "observe", None)
         self.introspection = getattr(observe, "introspection", None)
@@ -36,9 +38,8 @@ class DaemonSampler:
         self._thread = threading.Thread(target=self._loop, name="daemon-sampler", daemon=True)
 
     def start(self) -> DaemonSampler:
-        observers = getattr(getattr(self.c, "fabric", None), "observers", None)
-        if observers is not None:
-            observers.append(self._on_pod)
+        if self._observers is not None:
+            self._observers.append(self._on_pod)
         self._thread.start()
         return self
 
@@ -117,8 +118,7 @@ class DaemonSampler:
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
-        observers = getattr(getattr(self.c, "fabric", None), "observers", None)
-        if observers is not None and self._on_pod in observers:
-            observers.remove(self._on_pod)
+        if self._observers is not None and self._on_pod in self._observers:
+            self._observers.remove(self._on_pod)
         self._thread.join(timeout=5)
 
