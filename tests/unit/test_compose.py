@@ -117,6 +117,47 @@ def test_kit_command_lines_parse_under_the_real_commands(stack):
     assert checked == 4
 
 
+LOOPBACK = ("127.0.0.1", "::1", "[::1]", "localhost")
+
+
+def exposed_ports(spec: dict) -> list[str]:
+    """Every port a Compose file publishes on an address other than loopback, as written:
+    Docker binds a port with no host address on every interface of the host."""
+    exposed = []
+    for name, svc in (spec.get("services") or {}).items():
+        for port in svc.get("ports") or []:
+            if isinstance(port, dict):
+                host = port.get("host_ip") or ""
+            else:
+                # HOST_IP:HOST_PORT:CONTAINER_PORT, HOST_PORT:CONTAINER_PORT or CONTAINER_PORT
+                parts = str(port).rsplit(":", 2)
+                host = parts[0] if len(parts) == 3 else ""
+            if host not in LOOPBACK:
+                exposed.append(f"{name}: {port}")
+    return exposed
+
+
+def test_published_ports_are_on_loopback_only():
+    """The gate's /_cnikit API and the IMDS control port inject faults and kill daemons, and
+    nothing authenticates them: by default a Compose file offers them to this host alone."""
+    files = sorted(COMPOSE.parent.glob("*.y*ml"))
+    assert COMPOSE in files
+    for path in files:
+        spec = interpolate(yaml.safe_load(path.read_text()), {})
+        assert any(svc.get("ports") for svc in spec["services"].values()), path
+        assert exposed_ports(spec) == [], f"{path.name} publishes beyond loopback"
+    widened = interpolate(yaml.safe_load(COMPOSE.read_text()), {"CNIKIT_PUBLISH_ADDR": "0.0.0.0"})
+    assert len(exposed_ports(widened)) == 3, "CNIKIT_PUBLISH_ADDR widens every published port"
+
+
+def test_the_loopback_check_catches_every_spelling_of_all_interfaces():
+    spec = {"services": {"a": {"ports": ["5000:5000", "1338", "0.0.0.0:1:2", {"target": 3, "published": 3},
+                                        {"target": 4, "host_ip": "0.0.0.0"}]},
+                         "b": {"ports": ["127.0.0.1:5:5", "[::1]:6:6", {"target": 7, "host_ip": "127.0.0.1"}]}}}
+    assert exposed_ports(spec) == ["a: 5000:5000", "a: 1338", "a: 0.0.0.0:1:2",
+                                   "a: {'target': 3, 'published': 3}", "a: {'target': 4, 'host_ip': '0.0.0.0'}"]
+
+
 def test_dockerfile_copies_what_exists_and_runs_the_kits_script():
     text = DOCKERFILE.read_text()
     assert re.search(r"^FROM python:3\.11-slim", text, re.M)
@@ -140,13 +181,15 @@ def test_podman_compose_normalises_the_file():
     assert set(cfg["services"]) == {"localstack", "ec2-gate", "fault-imds", "node", "scenario"}
     assert cfg["services"]["scenario"]["command"][1] == "imds-stale-equal-length"
     assert cfg["services"]["ec2-gate"]["build"]["dockerfile"] == "compose/Dockerfile"
+    assert exposed_ports(cfg) == []
 
 
 @pytest.mark.skipif(shutil.which("docker-compose") is None,
                     reason="docker-compose not installed (make setup: apt package docker-compose)")
 def test_compose_v1_takes_the_file_without_its_name(tmp_path):
     """Debian's docker-compose 1.29 (Compose v1) rejects the top-level `name:`; the copy
-    compose_docker hands it differs by that line alone and normalises, ports from variables."""
+    compose_docker hands it differs by that line alone and normalises, ports from variables
+    and on loopback as Compose itself reads them."""
     from cnikit.containers.compose_docker import v1_file
 
     v1 = v1_file(tmp_path / "v1.yml")
@@ -158,7 +201,8 @@ def test_compose_v1_takes_the_file_without_its_name(tmp_path):
                        timeout=60, cwd=ROOT, env=env)
     assert p.returncode == 0, p.stderr
     cfg = yaml.safe_load(p.stdout)
-    assert cfg["services"]["ec2-gate"]["ports"][0]["published"] == 15000
+    assert cfg["services"]["ec2-gate"]["ports"] == ["127.0.0.1:15000:5000/tcp"]
+    assert exposed_ports(cfg) == []
     assert not cfg["services"]["node"].get("privileged")
     assert "NET_ADMIN" in cfg["services"]["node"]["cap_add"]
 
