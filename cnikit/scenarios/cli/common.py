@@ -26,14 +26,14 @@ def _console():
 @contextlib.contextmanager
 def _progress(label: str):
     """A spinner on stderr whose text follows the engine's progress messages."""
-    from rich.markup import escape
+    from cnikit.scenarios.cli.status_line import StatusLine
 
     console = _console()
-    if not console.is_terminal:
+    if not console.is_terminal or console.is_dumb_terminal:
         yield lambda msg: console.print(msg, markup=False, style="dim")
         return
-    with console.status(label) as status:
-        yield lambda msg: status.update(escape(msg))
+    with StatusLine(label) as line:
+        yield line.update
 
 
 def _profile_option(default="hardened"):
