@@ -187,6 +187,31 @@ def test_fault_and_audit_http_api(gate_fault_vpc):
     assert {"time", "action", "eni_id", "ips", "prefixes", "outcome"} <= set(audit[0])
 
 
+def test_a_misspelt_action_is_refused_with_the_action_meant(gate_cloud):
+    """An action EC2 does not have would match no call: the fault would never fire. The
+    gate refuses it (400, one line) and names the closest action EC2 has."""
+    http = urllib3.PoolManager()
+    base = gate_cloud.endpoint + "/_cnikit/faults"
+    before = json.loads(http.request("GET", base).data)["faults"]
+    for typo, meant in (("AssignPrivateIpAddress", "AssignPrivateIpAddresses"),
+                        ("describeNetworkInterfaces", "DescribeNetworkInterfaces")):
+        r = http.request("POST", base, body=json.dumps({"kind": "throttle",
+                                                        "target": {"action": typo}}))
+        error = json.loads(r.data)["error"]
+        assert r.status == 400 and error == (f"target action {typo!r} is not an EC2 action; "
+                                             f"did you mean {meant!r}?"), error
+    r = http.request("POST", base, body=json.dumps({"kind": "error",
+                                                    "target": {"action": "Frobnicate"}}))
+    assert r.status == 400 and json.loads(r.data)["error"] == (
+        "target action 'Frobnicate' is not an EC2 action")
+    assert json.loads(http.request("GET", base).data)["faults"] == before
+    # An action EC2 has that the gate forwards untouched is a fine target.
+    with pytest.raises(UsageError):
+        gate_cloud.gate.faults.add("throttle", target={"action": "DescribeVpc"})
+    gate_cloud.gate.faults.remove(gate_cloud.gate.faults.add(
+        "throttle", target={"action": "DescribeVpcEndpoints"}))
+
+
 def _fault_api_session(http, base: str, spec: dict) -> list[tuple[str, int, object]]:
     """The same conversation with a fault API: what each answer's status and shape are."""
     out = []

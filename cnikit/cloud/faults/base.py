@@ -38,6 +38,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from cnikit.cloud.ec2_actions import known_actions
 from cnikit.cloud.errors import Ec2Error
 from faultcore.errors import SpecError
 from faultcore.fault import (
@@ -52,6 +53,7 @@ from faultcore.fault import (
     optional,
 )
 from faultcore.stage import Stage
+from faultcore.suggest import did_you_mean
 
 __all__ = [
     "AFTER", "BEFORE", "DESCRIBE", "KINDS", "TRANSITION", "MAX_LAG_S", "TARGET_KEYS", "Call", "Chaos",
@@ -132,6 +134,17 @@ KINDS.add_stage(TransitionStage("transition", hook=TRANSITION,
                                 description="how long an attach or detach takes to complete"))
 
 
+def _check_action(action: Any) -> None:
+    """A target's action must be one EC2 has: a misspelt one would match no call, and the
+    fault would never fire while the run looked faulted."""
+    if not isinstance(action, str) or not action:
+        raise SpecError(f"target action must be an EC2 action name such as "
+                        f"DescribeNetworkInterfaces, got {action!r}")
+    if action not in known_actions():
+        raise SpecError(f"target action {action!r} is not an EC2 action"
+                        f"{did_you_mean(action, known_actions())}")
+
+
 class Ec2Fault(Fault):
     """An EC2 API fault: its target is one action (`action`, unset: every action) in one
     region (`region`, unset: every region the gate serves)."""
@@ -159,9 +172,8 @@ class Ec2Fault(Fault):
             if k not in TARGET_KEYS:
                 raise SpecError(f"unknown target field {k!r} (known: {', '.join(TARGET_KEYS)})")
         action = raw.get("action")
-        if action is not None and (not isinstance(action, str) or not action):
-            raise SpecError(f"target action must be an EC2 action name such as "
-                            f"DescribeNetworkInterfaces, got {action!r}")
+        if action is not None:
+            _check_action(action)
         region = raw.get("region")
         if region is not None:
             from cnikit.cloud.regions import known_regions

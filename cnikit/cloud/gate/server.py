@@ -22,6 +22,7 @@ from cnikit.cloud import responses as R
 from cnikit.cloud.after_call import INSTANCE_HEADER, AfterCall, AnsweredCall, caller_instance
 from cnikit.cloud.audit import CALLER
 from cnikit.cloud.control import ControlApi
+from cnikit.cloud.ec2_actions import service_model
 from cnikit.cloud.errors import Ec2Error, internal_error, missing
 from cnikit.cloud.gate.actions import handlers
 from cnikit.cloud.gate.backend import Backend, UpstreamError, UpstreamUnreachable
@@ -42,9 +43,7 @@ CONTROL = "/_cnikit/"
 @functools.cache
 def _required_params() -> dict[str, list[str]]:
     """Operation name -> top-level parameters EC2 requires (from botocore's own model)."""
-    import botocore.session
-
-    model = botocore.session.get_session().get_service_model("ec2")
+    model = service_model()
     out = {}
     for name in model.operation_names:
         shape = model.operation_model(name).input_shape
