@@ -5,6 +5,9 @@ without `cnikit`:
 
 - `faultcore.fault`: the base `Fault` (duration and expiry, the one probability roll, the
   one meaning of jitter) and `Kinds`, a registry a kind joins by defining its class;
+- `faultcore.registry`: `Registry`, the one way every kind of thing the kit lets a file add
+  (fault kinds and stages, nemesis actions, checkers, cost rules, scenarios, profiles, the
+  gate's actions) is registered by name, a duplicate refused with both files named;
 - `faultcore.errors`: one-line errors (`OneLineError`, `SpecError`);
 - `faultcore.wire`: the one HTTP shape of both fault APIs (needs aiohttp);
 - `faultcore.cli`: the one-line-error runner of a click group (needs click), and the wait

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from faultcore.errors import SpecError
+from faultcore.registry import Registry
 from faultcore.stage import Stage
 
 REQUIRED = object()
@@ -156,29 +157,26 @@ def jittered_delay(ms: float, jitter_ms: float, rng: random.Random) -> float:
 
 
 class Kinds:
-    """The fault kinds of one family, by name, and its stages. A kind joins by defining its
-    class; a stage by `add_stage` (before the kinds that name it are defined)."""
+    """The fault kinds of one family, by name, and its stages (faultcore.registry). A kind
+    joins by defining its class; a stage by `add_stage` (before the kinds that name it are
+    defined)."""
 
     def __init__(self, noun: str, stages: Iterable[str | Stage] = ()):
         self.noun = noun  # "fault kind", "EC2 fault kind": how errors name a kind
-        self.stages: dict[str, Stage] = {}
-        self.by_name: dict[str, type[Fault]] = {}
+        self.stages: Registry[Stage] = Registry(f"stage of the {noun}s")
+        self.by_name: Registry[type[Fault]] = Registry(noun)
         for stage in stages:
             self.add_stage(stage if isinstance(stage, Stage) else Stage(stage))
 
     # -- stages ---------------------------------------------------------------------------
 
     def add_stage(self, stage: Stage) -> Stage:
-        """Register a stage; it. A name registered twice by different stages is an error."""
-        old = self.stages.get(stage.name)
-        if old is not None and type(old) is not type(stage):
-            raise TypeError(f"stage {stage.name!r} of the {self.noun}s is defined twice")
-        self.stages[stage.name] = stage
-        return stage
+        """Register a stage; it. A name registered by two stage classes is refused."""
+        return self.stages.add(stage.name, stage, type(stage))
 
     def remove_stage(self, name: str) -> None:
         """Forget a stage (a test's throwaway stage)."""
-        self.stages.pop(name, None)
+        self.stages.remove(name)
 
     def at(self, hook: str) -> list[Stage]:
         """The stages a server runs at `hook`, in order."""
@@ -193,23 +191,14 @@ class Kinds:
                             f"got {cls.stage!r}")
         if isinstance(cls.order, bool) or not isinstance(cls.order, (int, float)):
             raise TypeError(f"{cls.__qualname__}: order must be a number")
-        old = self.by_name.get(cls.kind)
-        if old is not None and (old.__module__, old.__qualname__) != (
-            cls.__module__, cls.__qualname__
-        ):
-            raise TypeError(f"{self.noun} {cls.kind!r} is defined twice: "
-                            f"{old.__module__} and {cls.__module__}")
-        self.by_name[cls.kind] = cls
+        self.by_name.add(cls.kind, cls, cls)
 
     def remove(self, kind: str) -> None:
         """Forget a kind (a test's throwaway kind)."""
-        self.by_name.pop(kind, None)
+        self.by_name.remove(kind)
 
     def get(self, kind: Any) -> type[Fault]:
-        cls = self.by_name.get(kind) if isinstance(kind, str) else None
-        if cls is None:
-            raise SpecError(f"unknown {self.noun} {kind!r} (known: {', '.join(sorted(self.by_name))})")
-        return cls
+        return self.by_name.lookup(kind)
 
     def __contains__(self, kind: str) -> bool:
         return kind in self.by_name
@@ -233,8 +222,7 @@ class Kinds:
 
     def drawable(self) -> list[type[Fault]]:
         """The kinds random chaos may draw, in the order it draws from (see Chaos)."""
-        return sorted((c for c in self.by_name.values() if c.chaos is not None),
-                      key=lambda c: (c.chaos.rank, c.kind))
+        return self.by_name.drawable()
 
     def params(self) -> dict[str, list[tuple[str, Param]]]:
         """Every kind-specific attribute name -> the (kind, Param) pairs declaring it, kinds

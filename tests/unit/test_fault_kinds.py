@@ -22,6 +22,7 @@ from botocore.exceptions import ClientError
 
 from faultcore.errors import SpecError
 from faultcore.fault import Kinds
+from faultcore.registry import DuplicateName
 from tests.unit.test_layering import ROOT, ImdsProcess, http
 from tests.waiting import wait_for
 
@@ -229,7 +230,8 @@ def test_a_kind_declares_where_it_applies_when_defined():
     assert kinds.get("good") is Good and kinds.describe()["good"]["order"] == 7
     with pytest.raises(TypeError, match="stage must be one of"):
         type("Bad", (Base,), {"kind": "bad", "stage": "content"})
-    with pytest.raises(TypeError, match="defined twice"):
+    with pytest.raises(DuplicateName, match="'good' is defined twice: in tests/unit/"
+                       "test_fault_kinds.py and in elsewhere"):
         type("Other", (Base,), {"kind": "good", "stage": "request", "__module__": "elsewhere"})
     with pytest.raises(SpecError, match="unknown test fault kind 'nope'"):
         kinds.get("nope")

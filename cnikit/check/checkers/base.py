@@ -22,6 +22,8 @@ import ipaddress
 import json
 from dataclasses import asdict, dataclass, field
 
+from faultcore.registry import Registry
+
 VIOLATION, WARNING = "violation", "warning"
 ANCHOR_PREFIX = "@"  # probe targets that are fixed points of the network, never blamed
 
@@ -52,7 +54,7 @@ def canonical_ip(ip):
 
 
 # kind -> checker class, as registered; runs step them by `order` (see Checker).
-CHECKERS: dict[str, type[Checker]] = {}
+CHECKERS: Registry[type[Checker]] = Registry("checker")
 
 
 def checker_of(kind: str) -> type[Checker]:
@@ -103,7 +105,7 @@ class Checker:
     def __init_subclass__(cls, **kw) -> None:
         super().__init_subclass__(**kw)
         if cls.kind:
-            CHECKERS[cls.kind] = cls
+            CHECKERS.add(cls.kind, cls, cls)
 
     def __init__(self, options: dict | None = None) -> None:
         self.options = options or {}

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from cnikit.cloud.audit import OTHER_PRINCIPAL_KEY
+from faultcore.registry import Registry
 
 # kind -> rule class, as registered.
-RULES: dict[str, type[Rule]] = {}
+RULES: Registry[type[Rule]] = Registry("cost rule")
 
 # Principals whose calls are not the build's: the kit's own acts outside a request ("") and
 # another principal of the account (the nemesis's).
@@ -71,7 +72,7 @@ class Rule:
     def __init_subclass__(cls, **kw) -> None:
         super().__init_subclass__(**kw)
         if cls.kind:
-            RULES[cls.kind] = cls
+            RULES.add(cls.kind, cls, cls)
 
     def judge(self, calls: Calls) -> list[Finding]:
         raise NotImplementedError

@@ -22,11 +22,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from cnikit.cloud.gate.backend import Backend, Region
+from faultcore.registry import Registry
 
 Handler = Callable[[Region, dict[str, str], Any], Awaitable[tuple[int, bytes]]]
 
-# EC2 action -> (the group that handles it, the handler's attribute name)
-_ACTIONS: dict[str, tuple[type[Actions], str]] = {}
+# EC2 action -> (the group that handles it, the handler's attribute name); an action two
+# groups claim is refused, naming both files (faultcore.registry).
+_ACTIONS: Registry[tuple[type[Actions], str]] = Registry("modelled EC2 action")
 
 
 def action(name: str):
@@ -39,10 +41,6 @@ def action(name: str):
     return mark
 
 
-def _qualname(cls: type) -> str:
-    return f"{cls.__module__}.{cls.__qualname__}"
-
-
 class Actions:
     """A group of modelled actions, made once per gate. Its handlers reach the gate's
     backend under the backend's own names (`_lock`, `_call`, `_forward`, `_mutate`, ...)."""
@@ -51,13 +49,8 @@ class Actions:
         super().__init_subclass__(**kw)
         for attr, fn in vars(cls).items():
             name = getattr(fn, "ec2_action", None)
-            if name is None:
-                continue
-            known = _ACTIONS.get(name)
-            if known is not None and _qualname(known[0]) != _qualname(cls):
-                raise TypeError(f"EC2 action {name} has two handlers: "
-                                f"{_qualname(known[0])} and {_qualname(cls)}")
-            _ACTIONS[name] = (cls, attr)
+            if name is not None:
+                _ACTIONS.add(name, (cls, attr), cls)
 
     def __init__(self, backend: Backend):
         self.backend = backend

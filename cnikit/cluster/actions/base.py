@@ -17,40 +17,18 @@ from typing import Any, ClassVar
 
 from faultcore.errors import SpecError
 from faultcore.fault import Chaos, Param, attributes, checked, integer
+from faultcore.registry import Registry
 
 
-class Actions:
-    """The nemesis's actions by name."""
-
-    noun = "nemesis action"
+class Actions(Registry):
+    """The nemesis's actions by name (faultcore.registry)."""
 
     def __init__(self):
-        self.by_name: dict[str, type[Action]] = {}
-
-    def add(self, cls: type[Action]) -> None:
-        old = self.by_name.get(cls.name)
-        if old is not None and old.__qualname__ != cls.__qualname__:
-            raise TypeError(f"{self.noun} {cls.name!r} is defined twice")
-        self.by_name[cls.name] = cls
-
-    def get(self, name: Any) -> type[Action]:
-        cls = self.by_name.get(name) if isinstance(name, str) else None
-        if cls is None:
-            raise SpecError(f"unknown {self.noun} {name!r} "
-                            f"(known: {', '.join(sorted(self.by_name))})")
-        return cls
-
-    def __iter__(self):
-        return iter(sorted(self.by_name))
+        super().__init__("nemesis action")
 
     def describe(self) -> dict[str, dict[str, Any]]:
         """Each action's description, incident and attributes (GET $GATE/nemesis)."""
-        return {name: cls.describe() for name, cls in sorted(self.by_name.items())}
-
-    def drawable(self) -> list[type[Action]]:
-        """The actions random chaos may draw, in the order it draws from (see Chaos)."""
-        return sorted((c for c in self.by_name.values() if c.chaos is not None),
-                      key=lambda c: (c.chaos.rank, c.name))
+        return {name: cls.describe() for name, cls in sorted(self.items())}
 
 
 ACTIONS = Actions()
@@ -89,7 +67,7 @@ class Action:
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
         if cls.__dict__.get("name"):
-            ACTIONS.add(cls)
+            ACTIONS.add(cls.name, cls, cls)
 
     @classmethod
     def parse(cls, spec: dict[str, Any], nodes: int) -> dict[str, Any]:
@@ -122,7 +100,7 @@ def parse(spec: Any, nodes: int) -> tuple[type[Action], dict[str, Any]]:
     """The action a JSON spec names and its checked attributes; SpecError (one line)."""
     if not isinstance(spec, dict):
         raise SpecError('a nemesis action must be a JSON object: {"action": ..., ...}')
-    cls = ACTIONS.get(spec.get("action"))
+    cls = ACTIONS.lookup(spec.get("action"))
     return cls, cls.parse(spec, nodes)
 
 

@@ -12,9 +12,9 @@ import importlib
 import pkgutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 
 from cnikit.errors import UsageError
+from faultcore.registry import Registry
 
 DEFAULT = "hardened"
 HOLDS, VIOLATION = "holds", "violation"
@@ -37,27 +37,31 @@ class Profile:
         return self.expected.get(scenario, HOLDS)
 
 
-def discover(package: str = __name__) -> dict[str, Profile]:
-    """name -> Profile for every module of `package` that defines PROFILE, in display order."""
+def discover(package: str = __name__) -> Registry[Profile]:
+    """name -> Profile for every module of `package` that defines PROFILE, in display order
+    (faultcore.registry: a name two modules give is refused, naming both)."""
     pkg = importlib.import_module(package)
-    found: list[Profile] = []
+    found: list[tuple[Profile, str]] = []
     for info in pkgutil.iter_modules(pkg.__path__):
         if info.name.startswith("_"):
             continue
-        prof = getattr(importlib.import_module(f"{package}.{info.name}"), "PROFILE", None)
+        module = f"{package}.{info.name}"
+        prof = getattr(importlib.import_module(module), "PROFILE", None)
         if isinstance(prof, Profile):
-            found.append(prof)
-    found.sort(key=lambda p: (p.order, p.name))
-    return {p.name: p for p in found}
+            found.append((prof, module))
+    out: Registry[Profile] = Registry("daemon profile")
+    for prof, module in sorted(found, key=lambda pm: (pm[0].order, pm[0].name)):
+        out.add(prof.name, prof, module)
+    return out
 
 
-_registry: Mapping[str, Profile] | None = None
+_registry: Registry[Profile] | None = None
 
 
-def registry() -> Mapping[str, Profile]:
+def registry() -> Registry[Profile]:
     global _registry
     if _registry is None:
-        _registry = MappingProxyType(discover())
+        _registry = discover()
     return _registry
 
 

@@ -1,11 +1,13 @@
-"""The scenario registry: `@scenario(...)` registers a function under its name
-(cnikit.scenarios lists and runs them)."""
+"""The scenario registry (faultcore.registry): `@scenario(...)` registers a function under
+its name (cnikit.scenarios lists and runs them); a name two files use is refused."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from faultcore.registry import Registry
 
 if TYPE_CHECKING:
     from cnikit.scenarios.engine.ctx import Ctx
@@ -41,7 +43,7 @@ class Scenario:
         return {p.name: p.expected_verdict(self.name) for p in profiles.registry().values()}
 
 
-REGISTRY: dict[str, Scenario] = {}
+REGISTRY: Registry[Scenario] = Registry("scenario")
 
 
 def scenario(name: str, description: str, why: str = "", nodes: int = 2,
@@ -51,8 +53,8 @@ def scenario(name: str, description: str, why: str = "", nodes: int = 2,
     reaches the verdict its profile module (cnikit.daemon.profiles) expects)."""
 
     def deco(fn):
-        REGISTRY[name] = Scenario(name, description, fn, why, nodes, dict(env or {}), duration,
-                                  instance_type, family, dual_stack)
+        REGISTRY.add(name, Scenario(name, description, fn, why, nodes, dict(env or {}),
+                                    duration, instance_type, family, dual_stack), fn)
         return fn
 
     return deco
