@@ -26,6 +26,7 @@ from fault_imds.faults import KINDS as IMDS_FAULTS
 from fault_imds.faults.base import REQUEST, Answer, ImdsFault
 from fault_imds.server import ImdsServer
 from faultcore.fault import integer
+from faultcore.registry import Registry
 from tests.unit.imds_support import Imds
 
 SEED = 20261130
@@ -207,32 +208,79 @@ def test_random_chaos_draws_new_kinds_with_their_attributes(truncate, partial):
     assert part and all(1 <= op["keep"] <= 3 for op in part)
 
 
-# What random chaos drew for seeds 1..5 over 60 s when the kinds began to declare their draws
-# (the draw of IMDS_KINDS and EC2_KINDS, the lists the scenario had). A seed's schedule is
-# what its verdicts are tested on: a new drawable kind changes every seed's schedule, so
-# making a kind drawable updates this digest on purpose, and says so.
-# stale_until_change (issue 30 row B, VPC CNI #1008), addresses_lag (row A, #1148) and
-# slow_attachment (row C, #732) made drawable: digest updated. The nemesis actions
-# restart-all, crash-at and sweep-enis (rows D, E, F: #873, #66, #1099) drawn in a stream
-# of their own: digest updated, the other operations of every seed unchanged. throttle draws
-# the account's bucket one time in three and error draws its code (rows E, H: #873, cilium
-# #11088): digest updated, every seed's operations after its first such draw changed.
-DRAWN = {"imds": ["stale", "missing", "lag", "error", "latency", "drop", "stale_until_change"],
-         "ec2": ["throttle", "error", "latency", "describe_lag", "addresses_lag",
-                 "slow_attachment"],
-         "nemesis": ["restart-all", "crash-at", "sweep-enis"]}
-DIGEST = "615bcec82b5059cbe5217b3b7ee8e269ef5cfd88d4b04c855ff85ea845fab7fb"
+# -- what a seed draws ---------------------------------------------------------------------------
+# A seed's schedule is what its verdicts are tested on (the matrix runs random-chaos), so
+# the draw is pinned here on throwaway kinds and actions, not on the kit's own: a kind or an
+# action made drawable is its own file alone (it changes every seed's schedule, which the
+# matrix's random-chaos verdicts then judge), while a change to how a seed draws (random
+# chaos's streams, the registries' order) changes this digest and says so.
 
 
-def test_existing_seeds_draw_the_schedules_they_drew():
+def _drawable(name, rank, draw=None, params=(), aim="instance"):
+    chaos = Chaos(rank=rank, aim=aim) if draw is None else Chaos(rank=rank, draw=draw, aim=aim)
+    return type(name, (), {"kind": name, "name": name, "chaos": chaos,
+                           "params": {p: None for p in params}})
+
+
+THROWAWAY = {
+    "imds": [_drawable("i-hold", 1, aim="interface"),
+             _drawable("i-slow", 2, lambda rng: {"ms": rng.choice((20, 400))}),
+             _drawable("i-fail", 2, lambda rng: {"probability": round(rng.uniform(0.2, 1), 2)}),
+             _drawable("i-never", 0, params=("x",))],
+    "ec2": [_drawable("e-lag", 1, lambda rng: {"seconds": round(rng.uniform(0.5, 4.0), 2)}),
+            _drawable("e-refuse", 3)],
+    "nemesis": [_drawable("n-all", 1),
+                _drawable("n-node", 2, lambda rng: {"after": rng.choice(("a", "b"))},
+                          params=("node",))],
+}
+THROWAWAY["imds"][-1].chaos = None  # defined, never drawn
+DIGEST = "fcac9b7ca10a9610d5883ad034ffb2a603c601c806d9f1eced654ddc7664c3f3"
+
+
+def _registries(monkeypatch, items: dict[str, list], reverse: bool = False) -> None:
+    """The three registries random chaos draws from, holding `items` alone, registered in
+    the given order or reversed."""
+    from cnikit.cluster.actions import base as actions_base
+    from cnikit.scenarios import random_chaos
+
+    regs = {"imds": Registry("fault kind"), "ec2": Registry("EC2 fault kind"),
+            "nemesis": Registry("nemesis action")}
+    for family, reg in regs.items():
+        for cls in (reversed if reverse else list)(items[family]):
+            name = getattr(cls, "kind", None) or cls.name  # a fault kind's, an action's
+            reg.add(name, cls, f"{family}.{name}")
+    monkeypatch.setattr(IMDS_FAULTS, "by_name", regs["imds"])
+    monkeypatch.setattr(EC2_FAULTS, "by_name", regs["ec2"])
+    monkeypatch.setattr(actions_base, "ACTIONS", regs["nemesis"])
+    monkeypatch.setattr(random_chaos, "NEMESIS_ACTIONS", regs["nemesis"])
+
+
+def _schedules() -> str:
     from cnikit.scenarios.random_chaos import make_schedule
 
+    return json.dumps([make_schedule(seed, 60.0) for seed in range(1, 6)])
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_a_seed_draws_what_it_drew(monkeypatch, reverse):
+    _registries(monkeypatch, THROWAWAY, reverse)
     drawn = {"imds": [k.kind for k in IMDS_FAULTS.drawable()],
-             "ec2": [k.kind for k in EC2_FAULTS.drawable()],
-             "nemesis": [a.name for a in NEMESIS_ACTIONS.drawable()]}
-    assert drawn == DRAWN, "the drawable kinds changed: every seed's schedule did too"
-    schedules = json.dumps([make_schedule(seed, 60.0) for seed in range(1, 6)])
-    assert hashlib.sha256(schedules.encode()).hexdigest() == DIGEST
+             "ec2": [k.kind for k in EC2_FAULTS.drawable()]}
+    assert drawn == {"imds": ["i-hold", "i-fail", "i-slow"], "ec2": ["e-lag", "e-refuse"]}
+    schedules = _schedules()
+    assert all(k in schedules for k in ("i-slow", "e-lag", "n-node")), schedules[:400]
+    assert hashlib.sha256(schedules.encode()).hexdigest() == DIGEST, \
+        "how a seed draws changed: every seed's schedule did too"
+
+
+def test_the_kits_own_schedules_do_not_depend_on_import_order(monkeypatch):
+    """The kinds and actions as the packages registered them, and registered the other way
+    round: every seed draws the same."""
+    as_imported = _schedules()
+    _registries(monkeypatch, {"imds": list(IMDS_FAULTS.by_name.values()),
+                              "ec2": list(EC2_FAULTS.by_name.values()),
+                              "nemesis": list(NEMESIS_ACTIONS.values())}, reverse=True)
+    assert _schedules() == as_imported
 
 
 def test_the_reports_fault_label_shows_a_new_kinds_attributes(truncate):
