@@ -42,9 +42,14 @@ _REASONS = {
 }
 
 
-def _error_body(status: int) -> bytes:
+# What AWS's IMDS documentation names the 400 of a token request it refuses (no TTL, or one
+# outside 1..21600).
+TOKEN_REFUSED = "Missing or Invalid Parameters"
+
+
+def _error_body(status: int, title: str | None = None) -> bytes:
     # The page real IMDS sends with its errors.
-    title = f"{status} - {_REASONS.get(status, 'Error')}"
+    title = f"{status} - {title or _REASONS.get(status, 'Error')}"
     return (
         '<?xml version="1.0" encoding="iso-8859-1"?>\n'
         '<!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.0 Transitional//EN"\n'
@@ -55,10 +60,11 @@ def _error_body(status: int) -> bytes:
     ).encode("latin-1")
 
 
-def error_response(status: int, headers: dict[str, str] | None = None) -> web.Response:
+def error_response(status: int, headers: dict[str, str] | None = None,
+                   title: str | None = None) -> web.Response:
     return web.Response(
         status=status,
-        body=_error_body(status),
+        body=_error_body(status, title),
         content_type="text/html",
         headers={**BASE_HEADERS, **(headers or {})},
     )
@@ -74,9 +80,18 @@ class Unattributed(Exception):
     would read as "this entry does not exist"."""
 
 
-def bad_caller(reason: str) -> web.Response:
-    return web.Response(status=400, text=reason + "\n", content_type="text/plain",
+def bad_caller(reason: str, status: int = 400) -> web.Response:
+    return web.Response(status=status, text=reason + "\n", content_type="text/plain",
                         headers=BASE_HEADERS)
+
+
+def wrong_instance(holder: str | None, iid: str | None) -> web.Response:
+    """A live token of one instance on another's request. Only the host can make one (a
+    node's requests are its own instance's), so it is the host's mistake, said in words; the
+    status stays real IMDS's 401, the one clients act on (they ask for a new token)."""
+    return bad_caller(f"401 - Unauthorized: this token was issued to {holder or 'no instance'}, and this "
+                      f"request is {iid}'s; a token is good only for the instance that asked "
+                      f"for it: ask for one with ?{INSTANCE_QUERY}={iid} on the PUT", 401)
 
 
 class ImdsHandler:
@@ -188,8 +203,11 @@ class ImdsHandler:
         if method != "GET" and method != "HEAD":
             return error_response(405, {"Allow": "GET, HEAD"})
         if token is not None:
-            if not self.tokens.valid(token, iid):
+            live, holder = self.tokens.holder(token)
+            if not live:
                 return error_response(401)
+            if holder != iid:
+                return wrong_instance(holder, iid)
         elif self.require_v2:
             return error_response(401)
         body = self._served(iid, path)
@@ -209,7 +227,7 @@ class ImdsHandler:
             return error_response(403)
         ttl = parse_ttl(request.headers.get(TTL_HEADER))
         if ttl is None:
-            return error_response(400)
+            return error_response(400, title=TOKEN_REFUSED)
         token = self.tokens.issue(ttl, iid)
         return web.Response(
             text=token,

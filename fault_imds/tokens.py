@@ -23,15 +23,17 @@ class TokenStore:
         self._tokens[token] = (self.clock() + ttl, instance_id)
         return token
 
-    def valid(self, token: str, instance_id: str | None) -> bool:
+    def holder(self, token: str) -> tuple[bool, str | None]:
+        """(live, instance): whether the token was issued and has not expired, and the
+        instance it was issued to."""
         entry = self._tokens.get(token)
         if entry is None:
-            return False
+            return False, None
         expires, owner = entry
         if expires <= self.clock():
             del self._tokens[token]
-            return False
-        return owner == instance_id
+            return False, None
+        return True, owner
 
     def expire(self, token: str) -> None:
         self._tokens.pop(token, None)

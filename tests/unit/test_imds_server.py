@@ -440,15 +440,23 @@ def test_token_v2_ttl_rules_and_expiry(server, topo):
     imds = as_instance(server, topo, 0)
     for bad in (None, "0", "21601", "abc", "-5"):
         headers = {} if bad is None else {"X-aws-ec2-metadata-token-ttl-seconds": bad}
-        assert imds.request("PUT", "/latest/api/token", headers)[0] == 400, bad
+        status, body, ctype = imds.request("PUT", "/latest/api/token", headers)
+        # Real IMDS's page, with the name AWS's documentation gives this refusal.
+        assert (status, ctype) == (400, "text/html"), bad
+        assert "<title>400 - Missing or Invalid Parameters</title>" in body, body
     status, body, _ = imds.request("PUT", "/latest/api/token",
                                    {"X-aws-ec2-metadata-token-ttl-seconds": "21600"})
     assert status == 200 and body
     token = imds.token(ttl=1)
     assert imds.get("/latest/meta-data/instance-id", token)[0] == 200
-    assert imds.get("/latest/meta-data/instance-id", "not-a-token")[0] == 401
-    # A token is bound to the instance that asked for it.
-    assert as_instance(server, topo, 1).get("/latest/meta-data/instance-id", token)[0] == 401
+    status, body, ctype = imds.get("/latest/meta-data/instance-id", "not-a-token")
+    assert (status, ctype) == (401, "text/html") and "<title>401 - Unauthorized</title>" in body
+    # A token is bound to the instance that asked for it; the host, the only one that can
+    # use it with another, is told so in one line (still the 401 clients act on).
+    other = topo.instances[1].instance_id
+    status, body, ctype = as_instance(server, topo, 1).get("/latest/meta-data/instance-id", token)
+    assert status == 401 and ctype.startswith("text/plain") and body.count("\n") == 1, body
+    assert f"issued to {topo.instances[0].instance_id}" in body and f"?instance={other}" in body
     wait_for(lambda: imds.get("/latest/meta-data/instance-id", token)[0] == 401, 2.5,
              "a 1 s token to expire")
     # IMDSv1 is allowed on this server.
