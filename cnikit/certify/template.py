@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import shutil
 import sys
+import textwrap
 from pathlib import Path
 
 from cnikit.errors import UsageError
+from cnikit.targets.model import PLACEHOLDERS
 
 TEMPLATE = '''# cnikit target: the CNI build under test (docs/certify.md has every key).
 # Certify it with:  cnikit certify {path}
@@ -20,8 +22,7 @@ ip_family = "{family}"
 
 [daemon]
 # Run once per node, inside the node's network namespace, as a DaemonSet's container would.
-# Placeholders: {{state_dir}} (per node, kept across restarts), {{node}}, {{node_index}},
-# {{instance_id}}, {{subnet_cidr}}, {{vpc_cidr}}, {{cni_bin_dir}}, {{cni_conf_dir}}.
+{placeholders}
 command = [{daemon}, "daemon", "--state-dir", "{{state_dir}}"]
 # image = "localhost/my-cni:1.2.3"   # instead of command: a container joined to the node
 # The kit sets upstream's variables per scenario (WARM_IP_TARGET, MAX_ENI, ...), the EC2
@@ -52,6 +53,15 @@ def _tool(name: str) -> str:
     return found
 
 
+def placeholders_comment() -> str:
+    """The comment naming every placeholder a target's strings may hold, from the one list
+    the kit replaces (cnikit.targets.model.PLACEHOLDERS)."""
+    said = {"state_dir": " (per node, kept across restarts)"}
+    names = ", ".join(f"{{{p}}}{said.get(p, '')}" for p in PLACEHOLDERS)
+    return "\n".join(textwrap.wrap(f"Placeholders: {names}.", width=90, initial_indent="# ",
+                                   subsequent_indent="# ", break_on_hyphens=False))
+
+
 def render(path: str | Path, profile: str = "hardened") -> str:
     from cnikit import __version__
     from cnikit.daemon import profiles
@@ -59,6 +69,7 @@ def render(path: str | Path, profile: str = "hardened") -> str:
     families = profiles.get(profile).families
     family = families[0] if len(families) == 1 else "dual"
     return TEMPLATE.format(path=path, version=__version__, profile=profile, family=family,
+                           placeholders=placeholders_comment(),
                            daemon=f'"{_tool("cnikit")}"', plugin=f'"{_tool("cnikit-cni")}"')
 
 
