@@ -85,6 +85,15 @@ def pytest_configure(config) -> None:
             config._cnikit_target = resolve_target(target)
         except CnikitError as e:
             raise pytest.UsageError(f"--cnikit-target: {e}") from None
+    report = config.getoption("--cnikit-report", None)
+    if report:
+        from cnikit.errors import CnikitError
+        from cnikit.report.outdir import writable_dir
+
+        try:  # before any test runs, not at the first report a test writes
+            writable_dir(report)
+        except CnikitError as e:
+            raise pytest.UsageError(f"--cnikit-report: {e}") from None
     runtime = config.getoption("--cnikit-runtime", None)
     if runtime:
         from cnikit.containers.noderuntime import check_runtime

@@ -15,6 +15,7 @@ from cnikit.certify.suite import DEFAULT_SEEDS, EXERCISED_BAR
 from cnikit.check.exposure import label
 from cnikit.containers.options import runtime_option
 from cnikit.errors import CnikitError, UsageError
+from cnikit.report.outdir import writable_dir
 from cnikit.report.words import time_scale_sentence
 from cnikit.scenarios.parallel import default_jobs
 
@@ -68,8 +69,10 @@ def certify_cmd(target, seeds, report_dir, junitxml, only, jobs, shard, init_fil
     _quiet_logs()
     share = parse_shard(shard)
     t = resolve_target(target)  # a bad target file fails here, before anything starts
+    root = writable_dir(Path(report_dir) if report_dir else Path("reports") / "certify" / t.name)
+    if junitxml:
+        writable_dir(Path(junitxml).parent, "the JUnit XML")
     require_root("cnikit certify")
-    root = Path(report_dir) if report_dir else Path("reports") / "certify" / t.name
     console = _console()
 
     in_flight: set[str] = set()
@@ -93,7 +96,6 @@ def certify_cmd(target, seeds, report_dir, junitxml, only, jobs, shard, init_fil
                        progress=say if jobs == 1 else None, on_result=on_result,
                        on_start=on_start, jobs=jobs, shard=share)
     if junitxml:
-        Path(junitxml).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(cert.paths["junit"], junitxml)
     doc = cert.document
     s = doc["summary"]

@@ -213,12 +213,9 @@ def dumps(doc: dict) -> str:
 def write_report(out_dir, result) -> dict[str, Path]:
     """Write report.json and report.html into out_dir (made if missing)."""
     from cnikit.report import html
+    from cnikit.report.outdir import writable_dir
 
-    out = Path(out_dir)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"cannot write the report into {out}: {e.strerror}") from None
+    out = writable_dir(out_dir)
     doc, tl = build(result)
     paths = {"json": out / "report.json", "html": out / "report.html"}
     paths["json"].write_text(dumps(doc))

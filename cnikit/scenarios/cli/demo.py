@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from cnikit.fabric.cleanup import cleanup_on_signals
+from cnikit.report.outdir import writable_dir
 from cnikit.scenarios.cli.common import _progress, _quiet_logs
 from cnikit.scenarios.cli.run import _print_result
 
@@ -92,6 +93,7 @@ def demo_cmd(seed, report_root) -> None:
     from cnikit.runtime import require_root
 
     _quiet_logs()
+    writable_dir(report_root)
     require_root("cnikit demo")
     sc = scenarios.get(DEMO_SCENARIO)
     click.echo("cnikit demo: upstream issue 3019 (stale IMDS, equal lengths), replayed on a live VPC")

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from cnikit.fabric.cleanup import cleanup_on_signals
+from cnikit.report.outdir import writable_dir
 from cnikit.scenarios.cli.common import _console, _progress, _quiet_logs, _target_option
 from cnikit.scenarios.matrix import matrix_cells, matrix_ok, run_matrix, write_matrix
 from cnikit.scenarios.parallel import default_jobs
@@ -82,6 +83,7 @@ def matrix_cmd(as_json, seeds, only, profiles, targets, report_root, jobs, shard
     from cnikit.scenarios.parallel import parse_shard, take_shard
 
     share = parse_shard(shard)
+    writable_dir(report_root)
     require_root("cnikit matrix")
     total = len(take_shard(matrix_cells(names, columns, seeds), share))
     console = _console()

@@ -10,6 +10,7 @@ import click
 from cnikit.containers.options import runtime_option
 from cnikit.errors import CnikitError
 from cnikit.fabric.cleanup import cleanup_on_signals
+from cnikit.report.outdir import writable_dir
 from cnikit.scenarios.cli.common import (
     _ec2_options,
     _profile_option,
@@ -79,7 +80,7 @@ def run_cmd(scenario, profile, target, ec2, ec2_endpoint, seed, report_dir, dura
     sc = scenarios.get(scenario)
     tgt = resolve_target(target or profile)  # a bad target file fails here, before anything
     profile = tgt.name
-    report_dir = report_dir or default_report_dir(sc.name, profile, seed)
+    report_dir = writable_dir(report_dir or default_report_dir(sc.name, profile, seed))
     with cleanup_on_signals(), _progress(f"{scenario} [{profile}]") as say:
         r = scenarios.run_scenario(sc, target=tgt, seed=seed, ec2=ec2,
                                    ec2_endpoint=ec2_endpoint, report_dir=report_dir,
