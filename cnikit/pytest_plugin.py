@@ -75,7 +75,10 @@ def pytest_addoption(parser) -> None:
 
 
 def pytest_configure(config) -> None:
+    from cnikit import pytest_root
+
     config.addinivalue_line("markers", "cnikit: uses the cnikit fixtures")
+    config.pluginmanager.register(pytest_root, "cnikit-root")
     target = config.getoption("--cnikit-target", None)
     if target:
         from cnikit.errors import CnikitError

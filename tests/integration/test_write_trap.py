@@ -11,7 +11,7 @@ import pytest
 
 from cnikit.cluster.write_trap import WriteTrap
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="fanotify needs root")
+pytestmark = [pytest.mark.root, pytest.mark.skipif(os.geteuid() != 0, reason="fanotify needs root")]
 
 OLD = '{"version":"vpc-cni-ipam/1","allocations":[{"ipv4":"10.0.1.5"}]}'
 

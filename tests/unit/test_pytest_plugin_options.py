@@ -1,6 +1,7 @@
-"""The pytest plugin without root: the options are registered, and the fixtures that need
-namespaces skip with the reason before starting anything. Run as root, the inner pytest runs
-in a user namespace (`unshare -U`), where the effective uid is not 0."""
+"""The pytest plugin without root: the options are registered, and a session that collected
+tests needing namespaces stops with the reason before starting anything, unless they are
+deselected (`-m "not root"`). Run as root, the inner pytest runs in a user namespace
+(`unshare -U`), where the effective uid is not 0."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -23,7 +25,7 @@ def test_invariants(invariants):
     pass
 
 def test_nothing_started():
-    # Skipping came first: no EC2 was started for the two tests above.
+    # The two tests above were left out before their fixtures started an EC2.
     assert time.monotonic() - T0 < 5
 '''
 
@@ -37,14 +39,49 @@ def run_unprivileged(args: list[str], cwd) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
-def test_root_fixtures_skip_with_the_reason_when_not_root(tmp_path):
+def test_tests_needing_root_stop_a_session_without_root_in_one_line(tmp_path):
     (tmp_path / "test_inner.py").write_text(INNER)
-    p = run_unprivileged(["-q", "-rs", "test_inner.py"], tmp_path)
+    p = run_unprivileged(["-q", "test_inner.py"], tmp_path)
     out = p.stdout + p.stderr
-    assert p.returncode == 0, out
-    assert "cnikit cluster needs root: network namespaces" in out
-    assert "cnikit invariants need root: the prober enters pod namespaces" in out
-    assert "1 passed, 2 skipped" in out
+    assert p.returncode == pytest.ExitCode.USAGE_ERROR, out
+    said = [line for line in out.splitlines() if "need root" in line]
+    assert len(said) == 1, out
+    assert "2 of the 3 collected tests need root" in said[0]
+    assert "-m 'not root'" in said[0]
+    assert "Traceback" not in out and "passed" not in out
+
+
+def test_a_marked_test_needs_root_too(tmp_path):
+    (tmp_path / "test_inner.py").write_text(
+        "import pytest\n\n@pytest.mark.root\ndef test_x():\n    pass\n")
+    p = run_unprivileged(["-q", "test_inner.py"], tmp_path)
+    assert p.returncode == pytest.ExitCode.USAGE_ERROR, p.stdout + p.stderr
+    assert "1 of the 1 collected tests need root" in p.stdout + p.stderr
+
+
+def test_deselecting_root_tests_runs_the_rest(tmp_path):
+    (tmp_path / "test_inner.py").write_text(INNER)
+    p = run_unprivileged(["-q", "-m", "not root", "test_inner.py"], tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "1 passed, 2 deselected" in p.stdout
+
+
+@pytest.mark.slow
+def test_the_unit_tests_need_no_root():
+    """`make unit` runs without root: no unit test is marked root or uses a root fixture."""
+    root = Path(__file__).resolve().parents[2]
+    p = run_unprivileged(["--collect-only", "-q", "-m", "root", "tests/unit"], root)
+    assert p.returncode == pytest.ExitCode.NO_TESTS_COLLECTED, p.stdout + p.stderr
+
+
+@pytest.mark.slow
+def test_xdist_workers_stop_the_session_with_the_reason(tmp_path):
+    (tmp_path / "test_inner.py").write_text(INNER)
+    p = run_unprivileged(["-q", "-n", "2", "test_inner.py"], tmp_path)
+    out = p.stdout + p.stderr
+    assert p.returncode not in (0, pytest.ExitCode.INTERNAL_ERROR), out
+    assert "2 of the 3 collected tests need root" in out
+    assert "INTERNALERROR" not in out and "passed" not in out
 
 
 @pytest.mark.slow
