@@ -5,16 +5,21 @@ legend the page shows above the chart (the kit's own rows, then each checker's).
 from __future__ import annotations
 
 from cnikit.check.checkers import in_order
+from cnikit.check.palette import (  # noqa: F401  (re-exported: the chart reads them here)
+    C_ADD,
+    C_DAEMON,
+    C_DIFF,
+    C_EC2,
+    C_FAILED,
+    C_FAULT,
+    C_HOLDER,
+    C_IMDS,
+    C_POD,
+    C_TAKE,
+    C_VIOL,
+    C_VIOLATION_DEFAULT,
+)
 
-# One colour per meaning: no two legend entries share one (tests/unit check it).
-C_EC2, C_IMDS, C_DAEMON, C_DIFF = "#4e79a7", "#59a14f", "#8c6bb1", "#f28e2b"
-C_POD = "#c9d6c2"
-# A violation on a pod's lane is drawn in its checker's colour (Checker.colour); one whose
-# checker declares none is drawn dark, as a lost pod is.
-C_VIOLATION_DEFAULT = "#3d3d3d"
-C_FAULT, C_VIOL = "#edc948", "#d62728"
-C_HOLDER, C_FAILED = "#a0cbe8", "#999999"
-C_ADD, C_TAKE = "#17becf", "#8c564b"
 RELEASES = ("Unassign", "Detach", "Delete")
 
 

@@ -182,16 +182,26 @@ def _legend_colours(html: str) -> list[str]:
 
 
 def test_every_legend_entry_has_a_colour_of_its_own(tmp_path):
+    from cnikit.check.palette import MIN_DISTANCE, closest_pair
+
     html, _ = _render(tmp_path)
     colours = _legend_colours(html)
     assert len(colours) >= 14 and len(set(colours)) == len(colours), colours
+    # With room to spare: a new checker's colour has somewhere to go.
+    d, a, b = closest_pair(colours)
+    assert d >= MIN_DISTANCE + 3, f"{a} and {b} are too alike to tell apart ({d:.1f})"
 
-    def rgb(c):
-        return [int(c[i:i + 2], 16) for i in (1, 3, 5)]
 
-    for a, b in itertools.combinations(colours, 2):
-        dist = sum((x - y) ** 2 for x, y in zip(rgb(a), rgb(b), strict=True)) ** 0.5
-        assert dist >= 40, f"{a} and {b} are too alike to tell apart"
+def test_the_pairs_a_reader_confused_are_told_apart():
+    from cnikit.check.checkers import checker_of
+    from cnikit.check.palette import C_EC2, C_FAULT, MIN_DISTANCE, distance
+
+    # EC2's steel blue against the retry's old navy (18.3), the fault's yellow against the
+    # shared IP's old olive (10.8, which the rule refuses): both now far apart.
+    assert distance(C_EC2, checker_of("runtime-retry").colour) >= 2 * MIN_DISTANCE
+    assert distance(C_FAULT, checker_of("shared-ip").colour) >= 2 * MIN_DISTANCE
+    # The rule is perceptual: olive and yellow are 63 apart in RGB, which passed the old rule.
+    assert distance("#bcbd22", "#edc948") < MIN_DISTANCE
 
 
 def test_violations_are_listed_in_time_order(tmp_path):
@@ -274,3 +284,25 @@ def test_the_cli_lists_violations_in_time_order_naming_every_kind():
     assert [line.split()[1] for line in short[:3]] == ["ip-not-owned:", "unreachable:",
                                                        "shared-ip:"]
     assert short[3] == "... and 2 more"
+
+
+# CSS's colours for the words the docs may use; a word names a colour when it is the nearest.
+COLOUR_WORDS = {"blue": "#0000ff", "red": "#ff0000", "grey": "#808080", "orange": "#ffa500",
+                "cyan": "#00ffff", "brown": "#a52a2a", "green": "#008000", "purple": "#800080",
+                "yellow": "#ffff00", "pink": "#ffc0cb"}
+
+
+def test_the_docs_name_the_legends_colours():
+    from pathlib import Path
+
+    from cnikit.check.palette import C_ADD, C_DIFF, C_FAILED, C_TAKE, distance
+
+    def word(colour: str) -> str:
+        return min(COLOUR_WORDS, key=lambda w: distance(colour, COLOUR_WORDS[w]))
+
+    doc = " ".join((Path(__file__).parents[2] / "docs" / "pytest.md").read_text().split())
+    calls = re.search(r"EC2 calls \((\w+) adds, (\w+) takes away, (\w+) refused\)", doc)
+    assert calls, "docs/pytest.md names the colours of the EC2 calls"
+    assert calls.groups() == (word(C_ADD), word(C_TAKE), word(C_FAILED))
+    diff = re.search(r"segments that differ from EC2 are (\w+)", doc)
+    assert diff and diff.group(1) == word(C_DIFF)

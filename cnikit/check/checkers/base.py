@@ -22,6 +22,7 @@ import ipaddress
 import json
 from dataclasses import asdict, dataclass, field
 
+from cnikit.check import palette
 from faultcore.registry import Registry
 
 VIOLATION, WARNING = "violation", "warning"
@@ -105,6 +106,10 @@ class Checker:
     def __init_subclass__(cls, **kw) -> None:
         super().__init_subclass__(**kw)
         if cls.kind:
+            if cls.colour:  # refused here rather than found on a chart (cnikit.check.palette)
+                palette.check(cls.colour, f"checker {cls.kind!r}",
+                              {c.colour: f"checker {k!r}" for k, c in CHECKERS.items()
+                               if c.colour and k != cls.kind})
             CHECKERS.add(cls.kind, cls, cls)
 
     def __init__(self, options: dict | None = None) -> None:

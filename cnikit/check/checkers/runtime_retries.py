@@ -52,7 +52,7 @@ class RuntimeRetries(Checker):
 
     kind = "runtime-retry"
     order = 30
-    colour, legend = "#004488", "a CNI retry answered wrongly"
+    colour, legend = "#7e1b4d", "a CNI retry answered wrongly"
 
     def step(self, e: dict, state) -> None:
         if e["process"] != "client":

@@ -9,7 +9,7 @@ class SharedIp(Checker):
 
     kind = "shared-ip"
     order = 20
-    colour, legend = "#bcbd22", "IP shared by two pods"
+    colour, legend = "#2a6f6f", "IP shared by two pods"
     subject_names = "ip"
 
     def __init__(self, options: dict | None = None) -> None:
