@@ -4,10 +4,11 @@ A runtime executes the plugin at every pod ADD and DEL, so its start-up is paid 
 
 The compiled build (`compiled/main.go`, the same plugin answer for answer) starts in ~1.5
 ms of CPU against ~18 ms for the Python one. It is built here with the machine's Go (the
-standard library only, offline), once per version of its source, and installed as the
-plugin. Beside it goes the Python plugin as `<name>-python`, which the compiled one hands a
-netconf with `"wiring": "plugin"` (the wiring code is Python). Without Go, or with
-CNIKIT_CNI_BUILD=python, the Python plugin is the plugin.
+standard library only, offline), once per version of its source (main.go and the
+constants.json it embeds), and installed as the plugin. Beside it goes the Python plugin as
+`<name>-python`, which the compiled one hands a netconf with `"wiring": "plugin"` (the
+wiring code is Python). Without Go, or with CNIKIT_CNI_BUILD=python, the Python plugin is
+the plugin.
 
 The Python plugin's launcher runs Python isolated and without site (`-IS`): pip's console
 script runs the venv's Python with `site`, which costs ~15 ms here (the editable-install
@@ -35,6 +36,7 @@ from cnikit.errors import EnvironmentProblem
 
 ROOT = Path(__file__).resolve().parents[2]
 GO_SOURCE = Path(__file__).resolve().with_name("compiled") / "main.go"
+CONSTANTS = GO_SOURCE.with_name("constants.json")  # embedded in the build: part of its source
 BUILD_DIR = ROOT / "build" / "cnikit-cni"
 BUILD_ENV = "CNIKIT_CNI_BUILD"  # auto (default) | compiled | python
 BUILDS = ("auto", "compiled", "python")
@@ -74,10 +76,15 @@ def plugin_python() -> str:
     return SYSTEM_PYTHON if got == want else base
 
 
+def build_path() -> Path:
+    """Where the build of the current source (main.go and the constants.json it embeds) goes."""
+    digest = hashlib.sha256(GO_SOURCE.read_bytes() + CONSTANTS.read_bytes()).hexdigest()[:16]
+    return BUILD_DIR / f"cnikit-cni-{digest}"
+
+
 def compiled_plugin() -> Path:
     """The compiled plugin for the current source, built first if it is not yet."""
-    source = GO_SOURCE.read_bytes()
-    out = BUILD_DIR / f"cnikit-cni-{hashlib.sha256(source).hexdigest()[:16]}"
+    out = build_path()
     if out.exists():
         return out
     go = shutil.which("go")

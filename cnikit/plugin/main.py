@@ -8,6 +8,10 @@ fails; DEL tolerates what is already gone; CHECK compares against prevResult. In
 checked as libcni's skel (so ptp) checks them, before the daemon is asked: the network
 name and CNI_CONTAINERID (SPEC.md's characters), CNI_IFNAME, CHECK only from 0.4.0.
 
+compiled/main.go is the same plugin, compiled: both read compiled/constants.json (versions,
+defaults, every error's code and words), and tests/unit/plugin_cases.json, run against each
+build, says what each input gets.
+
 Netconf keys beyond the spec: `daemonSocket` (default $CNIKIT_DAEMON_SOCKET or
 /run/cnikit/daemon/ipamd.sock), `wiring` ("daemon" | "plugin"), `mtu`, `vethPrefix`.
 """
@@ -23,21 +27,32 @@ def getenv(name, default=""):
     v = posix.environ.get(name.encode())
     return v.decode("utf-8", "surrogateescape") if v is not None else default
 
-SUPPORTED = ["0.3.0", "0.3.1", "0.4.0", "1.0.0"]
-CHECK_SINCE = "0.4.0"  # CHECK came with spec 0.4.0: older configs get code 1, as libcni's skel
-DEFAULT_SOCKET = "/run/cnikit/daemon/ipamd.sock"
-GATEWAY = "169.254.1.1"
-GATEWAY6 = "fe80::1"  # an IPv6 pod's next hop (upstream's, on every pod)
 
-# CNI spec error codes
-E_VERSION, E_FIELD, E_UNKNOWN_CONTAINER, E_ENV, E_IO, E_DECODE, E_CONFIG, E_TRY_AGAIN = (
-    1, 2, 3, 4, 5, 6, 7, 11)
+def _constants():
+    # One file both builds read (main.go embeds it): versions, defaults, error codes, words.
+    with open(__file__.rpartition("/")[0] + "/compiled/constants.json", "rb") as f:
+        return json.loads(f.read())
+
+
+_C = _constants()
+SUPPORTED = _C["supportedVersions"]
+CHECK_SINCE = _C["checkSince"]  # CHECK came with spec 0.4.0: older configs get code 1, as libcni's skel
+DEFAULT_SOCKET = _C["defaultSocket"]
+GATEWAY = _C["gateway"]
+GATEWAY6 = _C["gateway6"]  # an IPv6 pod's next hop (upstream's, on every pod)
 
 
 class CniError(Exception):
     def __init__(self, code, msg, details=""):
         super().__init__(msg)
         self.code, self.msg, self.details = code, msg, details
+
+
+def fail(key, details="", **fill):
+    """The error constants.json names `key`, its message's {name}s filled in from `fill`."""
+    e = _C["errors"][key]
+    msg = e["msg"].format(**fill) if fill else e["msg"]
+    return CniError(e["code"], msg, details)
 
 
 def valid_name(s):
@@ -49,10 +64,11 @@ def valid_name(s):
 
 
 def _check_ifname(name):
-    # libcni's ValidateInterfaceName, i.e. what the kernel accepts (dev_valid_name).
+    # libcni's ValidateInterfaceName, i.e. what the kernel accepts (dev_valid_name). Its
+    # whitespace is Go's unicode.IsSpace, which unlike str.isspace leaves out \x1c-\x1f.
     if len(name.encode()) > 15 or name in (".", "..") or "/" in name or ":" in name \
-            or any(c.isspace() for c in name):
-        raise CniError(E_ENV, f"interface name {name!r} is not one the kernel accepts", name)
+            or any(c.isspace() and c not in "\x1c\x1d\x1e\x1f" for c in name):
+        raise fail("bad_ifname", name)
 
 
 def _call(sock_path, req, timeout=60.0):
@@ -62,16 +78,41 @@ def _call(sock_path, req, timeout=60.0):
     try:
         buf = exchange(sock_path, json.dumps(req).encode() + b"\n", timeout)
     except (FileNotFoundError, ConnectionRefusedError):
-        raise CniError(E_TRY_AGAIN, "cnikit daemon is not running", sock_path) from None
+        raise fail("daemon_down", sock_path) from None
     except OSError as e:
-        raise CniError(E_TRY_AGAIN, f"cnikit daemon: {e.strerror or e}", sock_path) from None
+        # The system's words in lower case, as Go's syscall package has them.
+        reason = e.strerror or str(e)
+        raise fail("daemon_failed", sock_path, reason=reason[:1].lower() + reason[1:]) from None
+    if not buf.strip():
+        raise fail("daemon_hung_up", sock_path)
     try:
         resp = json.loads(buf)
     except ValueError:
-        raise CniError(E_TRY_AGAIN, "cnikit daemon closed the connection", sock_path) from None
-    if not resp.get("ok"):
-        raise CniError(int(resp.get("code") or E_IO), str(resp.get("error") or "daemon error"))
+        resp = None
+    if not isinstance(resp, dict):
+        raise fail("daemon_garbled", sock_path)
+    if resp.get("ok") is not True:
+        # The daemon's own code and words when it gave them, as an integer and a string.
+        err = fail("daemon_refused")
+        code, words = resp.get("code"), resp.get("error")
+        if type(code) is int and code >= 1:
+            err.code = code
+        if isinstance(words, str) and words:
+            err.msg = words
+        raise err
     return resp
+
+
+def _ip(resp):
+    ip = resp.get("ip")
+    if not isinstance(ip, str) or not ip:
+        raise fail("daemon_no_ip")
+    return ip
+
+
+def _text(d, key):
+    v = d.get(key)
+    return v if isinstance(v, str) else ""
 
 
 def _cni_args(raw):
@@ -86,7 +127,7 @@ def _cni_args(raw):
 def _env(name, required=True):
     v = getenv(name)
     if required and not v:
-        raise CniError(E_ENV, f"{name} is required")
+        raise fail("env_required", name=name)
     return v
 
 
@@ -94,23 +135,23 @@ def _load_conf(raw):
     try:
         conf = json.loads(raw)
     except ValueError as e:
-        raise CniError(E_DECODE, "network configuration is not JSON", str(e)) from None
+        raise fail("not_json", str(e)) from None
     if not isinstance(conf, dict):
-        raise CniError(E_DECODE, "network configuration is not a JSON object")
+        raise fail("not_object")
     ver = conf.get("cniVersion")
     if not isinstance(ver, str) or not ver:
-        raise CniError(E_CONFIG, "cniVersion is required")
+        raise fail("no_version")
     if ver not in SUPPORTED:
-        raise CniError(E_VERSION, f"cniVersion {ver} is not supported ({', '.join(SUPPORTED)})")
+        raise fail("unsupported_version", version=ver, supported=", ".join(SUPPORTED))
     name = conf.get("name")
     if not isinstance(name, str) or not name:
-        raise CniError(E_CONFIG, "missing network name")
+        raise fail("no_name")
     if not valid_name(name):
-        raise CniError(E_CONFIG, "invalid characters found in network name", name)
+        raise fail("bad_name", name)
     if conf.get("wiring", "daemon") not in ("daemon", "plugin"):
-        raise CniError(E_FIELD, "wiring must be \"daemon\" or \"plugin\"")
-    if "mtu" in conf and (not isinstance(conf["mtu"], int) or not 68 <= conf["mtu"] <= 65535):
-        raise CniError(E_FIELD, "mtu must be an integer in 68..65535")
+        raise fail("bad_wiring")
+    if "mtu" in conf and (type(conf["mtu"]) is not int or not 68 <= conf["mtu"] <= 65535):
+        raise fail("bad_mtu")
     return conf
 
 
@@ -118,7 +159,7 @@ def _request(cmd, conf, with_netns=True):
     args = _cni_args(getenv("CNI_ARGS"))
     cid, ifname = _env("CNI_CONTAINERID"), _env("CNI_IFNAME")
     if not valid_name(cid):
-        raise CniError(E_ENV, "invalid characters in containerID", cid)
+        raise fail("bad_container_id", cid)
     _check_ifname(ifname)
     req = {
         "cmd": cmd,
@@ -127,7 +168,7 @@ def _request(cmd, conf, with_netns=True):
         "ifName": ifname,
         "podNamespace": args.get("K8S_POD_NAMESPACE", ""),
         "podName": args.get("K8S_POD_NAME", ""),
-        "vethPrefix": conf.get("vethPrefix") or "eni",
+        "vethPrefix": _text(conf, "vethPrefix") or "eni",
         "metadata": {k: v for k, v in (("k8sPodNamespace", args.get("K8S_POD_NAMESPACE")),
                                        ("k8sPodName", args.get("K8S_POD_NAME"))) if v},
     }
@@ -139,7 +180,7 @@ def _request(cmd, conf, with_netns=True):
 
 
 def _socket(conf):
-    return conf.get("daemonSocket") or getenv("CNIKIT_DAEMON_SOCKET") or DEFAULT_SOCKET
+    return _text(conf, "daemonSocket") or getenv("CNIKIT_DAEMON_SOCKET") or DEFAULT_SOCKET
 
 
 def _local():
@@ -153,35 +194,36 @@ def cmd_add(conf):
     req = _request("add", conf)
     sock = _socket(conf)
     resp = _call(sock, req)
+    ip = _ip(resp)
     if conf.get("wiring") == "plugin":
         PodNet, PodNetError, veth_name = _local()
         veth = veth_name(req["podNamespace"], req["podName"], req["containerID"], req["vethPrefix"])
         try:
-            resp.update(PodNet().add(netns, resp["ip"], veth, req["ifName"], resp["deviceNumber"],
+            resp.update(PodNet().add(netns, ip, veth, req["ifName"], resp["deviceNumber"],
                                      resp.get("router") or "", conf.get("mtu")))
         except PodNetError as e:
             _call(sock, dict(req, cmd="del"))
             raise CniError(e.code, str(e)) from None
-    return _result(conf, req, resp, netns)
+    return _result(conf, req, resp, ip, netns)
 
 
-def _result(conf, req, resp, netns):
-    v6 = ":" in resp["ip"]
+def _result(conf, req, resp, addr, netns):
+    v6 = ":" in addr
     gateway = GATEWAY6 if v6 else GATEWAY
-    ip = {"address": f"{resp['ip']}/{128 if v6 else 32}", "gateway": gateway, "interface": 1}
+    ip = {"address": f"{addr}/{128 if v6 else 32}", "gateway": gateway, "interface": 1}
     if conf["cniVersion"] != "1.0.0":
         ip["version"] = "6" if v6 else "4"
-    result = {
+    dns = conf.get("dns")
+    return {
         "cniVersion": conf["cniVersion"],
         "interfaces": [
-            {"name": resp.get("hostVeth", ""), "mac": resp.get("hostMac", "")},
-            {"name": req["ifName"], "mac": resp.get("podMac", ""), "sandbox": netns},
+            {"name": _text(resp, "hostVeth"), "mac": _text(resp, "hostMac")},
+            {"name": req["ifName"], "mac": _text(resp, "podMac"), "sandbox": netns},
         ],
         "ips": [ip],
         "routes": [{"dst": "::/0" if v6 else "0.0.0.0/0", "gw": gateway}],
-        "dns": conf.get("dns") or {},
+        "dns": dns if isinstance(dns, dict) else {},
     }
-    return result
 
 
 def cmd_del(conf):
@@ -215,12 +257,13 @@ def _prev_ip_or_none(conf):
 def _prev_ip(conf):
     prev = conf.get("prevResult")
     if not isinstance(prev, dict):
-        raise CniError(E_CONFIG, "CHECK needs prevResult")
-    for ip in prev.get("ips") or []:
-        addr = (ip.get("address") or "") if isinstance(ip, dict) else ""
-        if addr:
+        raise fail("no_prev_result")
+    ips = prev.get("ips")
+    for ip in ips if isinstance(ips, list) else []:
+        addr = ip.get("address") if isinstance(ip, dict) else None
+        if isinstance(addr, str) and addr:
             return addr.split("/")[0]
-    raise CniError(E_CONFIG, "prevResult holds no IP")
+    raise fail("prev_result_no_ip")
 
 
 def cmd_check(conf):
@@ -232,9 +275,9 @@ def cmd_check(conf):
         resp = _call(_socket(conf), req)
         PodNet, _, veth_name = _local()
         veth = veth_name(req["podNamespace"], req["podName"], req["containerID"], req["vethPrefix"])
-        problem = PodNet().check(getenv("CNI_NETNS"), resp["ip"], veth, req["ifName"])
+        problem = PodNet().check(getenv("CNI_NETNS"), _ip(resp), veth, req["ifName"])
         if problem:
-            raise CniError(100, problem)
+            raise fail("pod_check_failed", problem=problem)
     else:
         _call(_socket(conf), req)
     return None
@@ -248,11 +291,11 @@ def main(argv=None):
             out = {"cniVersion": "1.0.0", "supportedVersions": SUPPORTED}
         else:
             if cmd not in ("ADD", "DEL", "CHECK"):
-                raise CniError(E_ENV, f"unknown CNI_COMMAND {cmd!r}" if cmd else "CNI_COMMAND is required")
+                raise fail("unknown_command", cmd) if cmd else fail("no_command")
             conf = _load_conf(sys.stdin.read())
             ver = conf["cniVersion"]
             if cmd == "CHECK" and SUPPORTED.index(ver) < SUPPORTED.index(CHECK_SINCE):
-                raise CniError(E_VERSION, "config version does not allow CHECK", ver)
+                raise fail("check_not_allowed", ver)
             out = {"ADD": cmd_add, "DEL": cmd_del, "CHECK": cmd_check}[cmd](conf)
     except CniError as e:
         err = {"cniVersion": ver, "code": e.code, "msg": e.msg}
@@ -261,8 +304,8 @@ def main(argv=None):
         sys.stdout.write(json.dumps(err) + "\n")
         return 1
     except Exception as e:  # never a traceback on the runtime's stdout
-        sys.stdout.write(json.dumps({"cniVersion": ver, "code": 999,
-                                     "msg": f"internal error: {type(e).__name__}: {e}"}) + "\n")
+        err = fail("internal", reason=f"{type(e).__name__}: {e}")
+        sys.stdout.write(json.dumps({"cniVersion": ver, "code": err.code, "msg": err.msg}) + "\n")
         return 1
     if out is not None:
         sys.stdout.write(json.dumps(out) + "\n")

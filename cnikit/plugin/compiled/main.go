@@ -7,12 +7,14 @@
 // itself ("wiring": "plugin") is handed, stdin and all, to the Python plugin installed
 // beside it as `<this name>-python`, which carries the wiring code.
 //
-// Every check and message mirrors main.py; tests/unit/test_plugin_cli.py runs the same
-// cases against both builds. Standard library only: it builds offline with Debian's Go.
+// Both builds read constants.json (versions, defaults, every error's code and words), and
+// tests/unit/plugin_cases.json, run against each build, says what each input gets.
+// Standard library only: it builds offline with Debian's Go.
 package main
 
 import (
 	"bytes"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,26 +28,34 @@ import (
 	"unicode"
 )
 
-var supported = []string{"0.3.0", "0.3.1", "0.4.0", "1.0.0"}
+//go:embed constants.json
+var constantsJSON []byte
 
-const (
-	checkSince    = "0.4.0" // CHECK came with spec 0.4.0: older configs get code 1, as libcni's skel
-	defaultSocket = "/run/cnikit/daemon/ipamd.sock"
-	gateway       = "169.254.1.1"
-	gateway6      = "fe80::1" // an IPv6 pod's next hop (main.py's GATEWAY6)
-	callTimeout   = 60 * time.Second
-)
+// The constants, read from the embedded file as plain JSON values: decoding it into a struct
+// costs ~0.2 ms more of each run's CPU (encoding/json's reflection, cold in a fresh process).
+var constants struct {
+	Supported                                    []string
+	CheckSince, DefaultSocket, Gateway, Gateway6 string
+	Errors                                       map[string]any
+}
 
-// CNI spec error codes.
-const (
-	eVersion  = 1
-	eField    = 2
-	eEnv      = 4
-	eIO       = 5
-	eDecode   = 6
-	eConfig   = 7
-	eTryAgain = 11
-)
+// The file is fixed at build time: one that does not parse fails every run of that build,
+// so the tests of plugin_cases.json fail it before any node gets it.
+func init() {
+	v, err := decode(constantsJSON)
+	c, _ := v.(map[string]any)
+	if err != nil || c == nil {
+		panic(fmt.Sprintf("constants.json: %v", err))
+	}
+	for _, s := range c["supportedVersions"].([]any) {
+		constants.Supported = append(constants.Supported, s.(string))
+	}
+	constants.CheckSince, constants.DefaultSocket = text(c, "checkSince"), text(c, "defaultSocket")
+	constants.Gateway, constants.Gateway6 = text(c, "gateway"), text(c, "gateway6")
+	constants.Errors = c["errors"].(map[string]any)
+}
+
+const callTimeout = 60 * time.Second
 
 type cniError struct {
 	code    int
@@ -55,12 +65,15 @@ type cniError struct {
 
 func (e *cniError) Error() string { return e.msg }
 
-func fail(code int, msg string, details ...string) *cniError {
-	e := &cniError{code: code, msg: msg}
-	if len(details) > 0 {
-		e.details = details[0]
+// fail is the error constants.json names `key`, with details, its message's {name}s filled in
+// from fill's name, value pairs.
+func fail(key, details string, fill ...string) *cniError {
+	e := constants.Errors[key].(map[string]any)
+	code, _ := isInt(e["code"])
+	for i := 0; i < len(fill); i += 2 {
+		fill[i] = "{" + fill[i] + "}"
 	}
-	return e
+	return &cniError{code: int(code), msg: strings.NewReplacer(fill...).Replace(text(e, "msg")), details: details}
 }
 
 // validName is SPEC.md's rule for a container ID and a network name, as libcni checks it:
@@ -79,65 +92,19 @@ func validName(s string) bool {
 	return true
 }
 
-// isSpace is Python's str.isspace for one rune (it counts \x1c-\x1f, Go's unicode does not).
-func isSpace(r rune) bool {
-	switch r {
-	case ' ', '\t', '\n', '\v', '\f', '\r', 0x1c, 0x1d, 0x1e, 0x1f, 0x85, 0xa0, 0x1680,
-		0x2028, 0x2029, 0x202f, 0x205f, 0x3000:
-		return true
-	}
-	return r >= 0x2000 && r <= 0x200a
-}
-
 // checkIfname is libcni's ValidateInterfaceName, i.e. what the kernel accepts (dev_valid_name).
 func checkIfname(name string) *cniError {
 	bad := len(name) > 15 || name == "." || name == ".." || strings.ContainsAny(name, "/:")
-	for _, r := range name {
-		bad = bad || isSpace(r)
-	}
-	if bad {
-		return fail(eEnv, fmt.Sprintf("interface name %s is not one the kernel accepts", pyRepr(name)), name)
+	if bad || strings.IndexFunc(name, unicode.IsSpace) >= 0 {
+		return fail("bad_ifname", name)
 	}
 	return nil
-}
-
-// pyRepr quotes as Python's repr does a str: these messages name what the runtime sent.
-func pyRepr(s string) string {
-	q := '\''
-	if strings.ContainsRune(s, '\'') && !strings.ContainsRune(s, '"') {
-		q = '"'
-	}
-	var b strings.Builder
-	b.WriteRune(q)
-	for _, r := range s {
-		switch {
-		case r == q || r == '\\':
-			b.WriteRune('\\')
-			b.WriteRune(r)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r == ' ' || unicode.IsPrint(r):
-			b.WriteRune(r)
-		case r < 0x100:
-			fmt.Fprintf(&b, `\x%02x`, r)
-		case r < 0x10000:
-			fmt.Fprintf(&b, `\u%04x`, r)
-		default:
-			fmt.Fprintf(&b, `\U%08x`, r)
-		}
-	}
-	b.WriteRune(q)
-	return b.String()
 }
 
 func env(name string, required bool) (string, *cniError) {
 	v := os.Getenv(name)
 	if required && v == "" {
-		return "", fail(eEnv, name+" is required")
+		return "", fail("env_required", "", "name", name)
 	}
 	return v, nil
 }
@@ -150,26 +117,6 @@ func cniArgs(raw string) map[string]string {
 		}
 	}
 	return out
-}
-
-// truthy is Python's bool() of a decoded JSON value: `conf.get(k) or default`.
-func truthy(v any) bool {
-	switch x := v.(type) {
-	case nil:
-		return false
-	case bool:
-		return x
-	case string:
-		return x != ""
-	case json.Number:
-		f, err := x.Float64()
-		return err != nil || f != 0
-	case []any:
-		return len(x) > 0
-	case map[string]any:
-		return len(x) > 0
-	}
-	return true
 }
 
 func decode(raw []byte) (any, error) {
@@ -185,61 +132,59 @@ func decode(raw []byte) (any, error) {
 	return v, nil
 }
 
-// isInt is Python's isinstance(v, int) for a decoded JSON value (true and false count).
+// isInt: a JSON number written as an integer, that fits an int64.
 func isInt(v any) (int64, bool) {
-	switch x := v.(type) {
-	case bool:
-		if x {
-			return 1, true
-		}
-		return 0, true
-	case json.Number:
-		if strings.ContainsAny(string(x), ".eE") {
-			return 0, false
-		}
-		n, err := x.Int64()
-		return n, err == nil
+	x, ok := v.(json.Number)
+	if !ok || strings.ContainsAny(string(x), ".eE") {
+		return 0, false
 	}
-	return 0, false
+	n, err := x.Int64()
+	return n, err == nil
+}
+
+// text is d[key] when it is a string, else "".
+func text(d map[string]any, key string) string {
+	s, _ := d[key].(string)
+	return s
 }
 
 func loadConf(raw []byte) (map[string]any, *cniError) {
 	v, err := decode(raw)
 	if err != nil {
-		return nil, fail(eDecode, "network configuration is not JSON", err.Error())
+		return nil, fail("not_json", err.Error())
 	}
 	conf, ok := v.(map[string]any)
 	if !ok {
-		return nil, fail(eDecode, "network configuration is not a JSON object")
+		return nil, fail("not_object", "")
 	}
-	ver, _ := conf["cniVersion"].(string)
+	ver := text(conf, "cniVersion")
 	if ver == "" {
-		return nil, fail(eConfig, "cniVersion is required")
+		return nil, fail("no_version", "")
 	}
 	if index(ver) < 0 {
-		return nil, fail(eVersion, fmt.Sprintf("cniVersion %s is not supported (%s)", ver,
-			strings.Join(supported, ", ")))
+		return nil, fail("unsupported_version", "", "version", ver,
+			"supported", strings.Join(constants.Supported, ", "))
 	}
-	name, _ := conf["name"].(string)
+	name := text(conf, "name")
 	if name == "" {
-		return nil, fail(eConfig, "missing network name")
+		return nil, fail("no_name", "")
 	}
 	if !validName(name) {
-		return nil, fail(eConfig, "invalid characters found in network name", name)
+		return nil, fail("bad_name", name)
 	}
 	if w, ok := conf["wiring"]; ok && w != "daemon" && w != "plugin" {
-		return nil, fail(eField, `wiring must be "daemon" or "plugin"`)
+		return nil, fail("bad_wiring", "")
 	}
 	if m, ok := conf["mtu"]; ok {
 		if n, isint := isInt(m); !isint || n < 68 || n > 65535 {
-			return nil, fail(eField, "mtu must be an integer in 68..65535")
+			return nil, fail("bad_mtu", "")
 		}
 	}
 	return conf, nil
 }
 
 func index(ver string) int {
-	for i, v := range supported {
+	for i, v := range constants.Supported {
 		if v == ver {
 			return i
 		}
@@ -301,14 +246,14 @@ func request(cmd string, conf map[string]any) (kv, *cniError) {
 		return nil, err
 	}
 	if !validName(cid) {
-		return nil, fail(eEnv, "invalid characters in containerID", cid)
+		return nil, fail("bad_container_id", cid)
 	}
 	if err := checkIfname(ifname); err != nil {
 		return nil, err
 	}
-	var prefix any = "eni"
-	if truthy(conf["vethPrefix"]) {
-		prefix = conf["vethPrefix"]
+	prefix := text(conf, "vethPrefix")
+	if prefix == "" {
+		prefix = "eni"
 	}
 	meta := kv{}
 	if v := args["K8S_POD_NAMESPACE"]; v != "" {
@@ -328,26 +273,26 @@ func request(cmd string, conf map[string]any) (kv, *cniError) {
 }
 
 func socketPath(conf map[string]any) string {
-	if s, _ := conf["daemonSocket"].(string); s != "" {
+	if s := text(conf, "daemonSocket"); s != "" {
 		return s
 	}
 	if s := os.Getenv("CNIKIT_DAEMON_SOCKET"); s != "" {
 		return s
 	}
-	return defaultSocket
+	return constants.DefaultSocket
 }
 
 func call(sock string, req kv) (map[string]any, *cniError) {
 	body, merr := marshal(req)
 	if merr != nil {
-		return nil, fail(999, "internal error: "+merr.Error())
+		return nil, fail("internal", "", "reason", merr.Error())
 	}
 	conn, err := net.DialTimeout("unix", sock, callTimeout)
 	if err != nil {
 		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
-			return nil, fail(eTryAgain, "cnikit daemon is not running", sock)
+			return nil, fail("daemon_down", sock)
 		}
-		return nil, fail(eTryAgain, "cnikit daemon: "+strerror(err), sock)
+		return nil, fail("daemon_failed", sock, "reason", strerror(err))
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(callTimeout))
@@ -367,25 +312,26 @@ func call(sock string, req kv) (map[string]any, *cniError) {
 		}
 	}
 	if err != nil {
-		return nil, fail(eTryAgain, "cnikit daemon: "+strerror(err), sock)
+		return nil, fail("daemon_failed", sock, "reason", strerror(err))
 	}
-	v, derr := decode(buf)
+	if len(bytes.TrimSpace(buf)) == 0 {
+		return nil, fail("daemon_hung_up", sock)
+	}
+	v, _ := decode(buf)
 	resp, isObj := v.(map[string]any)
-	if derr != nil || !isObj {
-		return nil, fail(eTryAgain, "cnikit daemon closed the connection", sock)
+	if !isObj {
+		return nil, fail("daemon_garbled", sock)
 	}
-	if !truthy(resp["ok"]) {
-		code := eIO
-		if n, ok := resp["code"].(json.Number); ok && truthy(n) {
-			if f, ferr := n.Float64(); ferr == nil {
-				code = int(f)
-			}
+	if resp["ok"] != true {
+		// The daemon's own code and words when it gave them, as an integer and a string.
+		e := fail("daemon_refused", "")
+		if code, ok := isInt(resp["code"]); ok && code >= 1 {
+			e.code = int(code)
 		}
-		msg := "daemon error"
-		if truthy(resp["error"]) {
-			msg = fmt.Sprint(resp["error"])
+		if words := text(resp, "error"); words != "" {
+			e.msg = words
 		}
-		return nil, fail(code, msg)
+		return nil, e
 	}
 	return resp, nil
 }
@@ -403,11 +349,6 @@ func strerror(err error) string {
 	return err.Error()
 }
 
-func str(v any) string {
-	s, _ := v.(string)
-	return s
-}
-
 func cmdAdd(conf map[string]any) (any, *cniError) {
 	netns, err := env("CNI_NETNS", true)
 	if err != nil {
@@ -421,13 +362,13 @@ func cmdAdd(conf map[string]any) (any, *cniError) {
 	if err != nil {
 		return nil, err
 	}
-	ipStr, ok := resp["ip"].(string)
-	if !ok {
-		return nil, fail(999, "internal error: KeyError: 'ip'")
+	ipStr := text(resp, "ip")
+	if ipStr == "" {
+		return nil, fail("daemon_no_ip", "")
 	}
-	gw, plen, family, dst := gateway, "/32", "4", "0.0.0.0/0"
+	gw, plen, family, dst := constants.Gateway, "/32", "4", "0.0.0.0/0"
 	if strings.Contains(ipStr, ":") {
-		gw, plen, family, dst = gateway6, "/128", "6", "::/0"
+		gw, plen, family, dst = constants.Gateway6, "/128", "6", "::/0"
 	}
 	ip := kv{}.with("address", ipStr+plen).with("gateway", gw).with("interface", 1)
 	ver := conf["cniVersion"].(string)
@@ -435,14 +376,14 @@ func cmdAdd(conf map[string]any) (any, *cniError) {
 		ip = ip.with("version", family)
 	}
 	var dns any = kv{}
-	if truthy(conf["dns"]) {
-		dns = conf["dns"]
+	if d, ok := conf["dns"].(map[string]any); ok {
+		dns = d
 	}
 	ifname := os.Getenv("CNI_IFNAME")
 	return kv{}.with("cniVersion", ver).
 		with("interfaces", []any{
-			kv{}.with("name", str(resp["hostVeth"])).with("mac", str(resp["hostMac"])),
-			kv{}.with("name", ifname).with("mac", str(resp["podMac"])).with("sandbox", netns),
+			kv{}.with("name", text(resp, "hostVeth")).with("mac", text(resp, "hostMac")),
+			kv{}.with("name", ifname).with("mac", text(resp, "podMac")).with("sandbox", netns),
 		}).
 		with("ips", []any{ip}).
 		with("routes", []any{kv{}.with("dst", dst).with("gw", gw)}).
@@ -465,7 +406,7 @@ func cmdDel(conf map[string]any) (any, *cniError) {
 func prevIP(conf map[string]any) (string, *cniError) {
 	prev, ok := conf["prevResult"].(map[string]any)
 	if !ok {
-		return "", fail(eConfig, "CHECK needs prevResult")
+		return "", fail("no_prev_result", "")
 	}
 	ips, _ := prev["ips"].([]any)
 	for _, ip := range ips {
@@ -475,7 +416,7 @@ func prevIP(conf map[string]any) (string, *cniError) {
 			}
 		}
 	}
-	return "", fail(eConfig, "prevResult holds no IP")
+	return "", fail("prev_result_no_ip", "")
 }
 
 func cmdCheck(conf map[string]any) (any, *cniError) {
@@ -518,8 +459,7 @@ func delegate(raw []byte) (int, *cniError) {
 		return exit.ExitCode(), nil
 	}
 	if err != nil {
-		return 0, fail(eIO, `"wiring": "plugin" needs the Python plugin beside this one: `+
-			strerror(err), self+"-python")
+		return 0, fail("no_python_build", self+"-python", "reason", strerror(err))
 	}
 	return 0, nil
 }
@@ -529,22 +469,22 @@ func run() (code int) {
 	out, err := func() (out any, err *cniError) {
 		defer func() { // never a Go panic trace on the runtime's stdout
 			if r := recover(); r != nil {
-				err = fail(999, fmt.Sprintf("internal error: %v", r))
+				err = fail("internal", "", "reason", fmt.Sprint(r))
 			}
 		}()
 		cmd := os.Getenv("CNI_COMMAND")
 		if cmd == "VERSION" {
-			return kv{}.with("cniVersion", "1.0.0").with("supportedVersions", supported), nil
+			return kv{}.with("cniVersion", "1.0.0").with("supportedVersions", constants.Supported), nil
 		}
 		if cmd != "ADD" && cmd != "DEL" && cmd != "CHECK" {
 			if cmd == "" {
-				return nil, fail(eEnv, "CNI_COMMAND is required")
+				return nil, fail("no_command", "")
 			}
-			return nil, fail(eEnv, "unknown CNI_COMMAND "+pyRepr(cmd))
+			return nil, fail("unknown_command", cmd)
 		}
 		raw, rerr := io.ReadAll(os.Stdin)
 		if rerr != nil {
-			return nil, fail(eIO, "reading the network configuration: "+strerror(rerr))
+			return nil, fail("read_config", "", "reason", strerror(rerr))
 		}
 		conf, err := loadConf(raw)
 		if err != nil {
@@ -556,8 +496,8 @@ func run() (code int) {
 			code = c
 			return nil, err
 		}
-		if cmd == "CHECK" && index(ver) < index(checkSince) {
-			return nil, fail(eVersion, "config version does not allow CHECK", ver)
+		if cmd == "CHECK" && index(ver) < index(constants.CheckSince) {
+			return nil, fail("check_not_allowed", ver)
 		}
 		switch cmd {
 		case "ADD":
@@ -567,6 +507,14 @@ func run() (code int) {
 		}
 		return cmdCheck(conf)
 	}()
+	if err == nil && out != nil {
+		b, merr := marshal(out)
+		if merr == nil {
+			os.Stdout.Write(append(b, '\n'))
+			return code
+		}
+		err = fail("internal", "", "reason", "cannot encode the result: "+merr.Error())
+	}
 	if err != nil {
 		e := kv{}.with("cniVersion", ver).with("code", err.code).with("msg", err.msg)
 		if err.details != "" {
@@ -575,15 +523,6 @@ func run() (code int) {
 		b, _ := marshal(e)
 		os.Stdout.Write(append(b, '\n'))
 		return 1
-	}
-	if out != nil {
-		b, merr := marshal(out)
-		if merr != nil {
-			os.Stdout.Write([]byte(`{"cniVersion": "` + ver + `", "code": 999, "msg": "internal error: ` +
-				"cannot encode the result\"}\n"))
-			return 1
-		}
-		os.Stdout.Write(append(b, '\n'))
 	}
 	return code
 }
