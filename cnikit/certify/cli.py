@@ -13,7 +13,7 @@ import click
 
 from cnikit.certify.suite import DEFAULT_SEEDS, EXERCISED_BAR
 from cnikit.check.exposure import label
-from cnikit.containers.options import runtime_option
+from cnikit.containers.options import runtime_option, runtime_params, runtime_used
 from cnikit.errors import CnikitError, UsageError
 from cnikit.report.outdir import writable_dir
 from cnikit.report.words import time_scale_sentence
@@ -104,6 +104,9 @@ def certify_cmd(target, seeds, report_dir, junitxml, only, jobs, shard, init_fil
                f"{s['violation']} violated, {s['inconclusive']} inconclusive, "
                f"{s['error']} could not complete; {s['exercised']} exercised the build, "
                f"{s['exposed']} exposed ({time.monotonic() - t0:.0f}s)")
+    used = runtime_used(runtime_params(cert.runtime))
+    if used:
+        click.echo(used)
     for r in cert.runs:
         shown = label(r["verdict"], r.get("exposure"))
         slowed = time_scale_sentence(r.get("scale"), r.get("attempts") or [])

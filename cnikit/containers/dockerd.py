@@ -55,6 +55,23 @@ def available() -> str | None:
     return None
 
 
+def engine_hint() -> str:
+    """Where a command that found no Docker engine gets one: this very command under the
+    kit's private engine, spelt out to paste (absolute paths: it works from any directory),
+    or why that cannot start here either."""
+    import shlex
+
+    why_not = available()
+    if why_not:
+        return f"the kit's private engine cannot start either: {why_not}"
+    argv = list(sys.orig_argv)
+    if len(argv) > 1 and os.path.isfile(argv[1]):  # a script such as .venv/bin/cnikit
+        argv[1] = os.path.abspath(argv[1])
+    wrapped = [sys.executable, "-m", "cnikit.containers.dockerd", "run", "--", *argv]
+    return (f"or run this command under the kit's private engine: {shlex.join(wrapped)} "
+            "(docs/containers.md, Docker Engine)")
+
+
 class PrivateDockerd:
     """One private engine (see the module docstring); `url` is its DOCKER_HOST."""
 

@@ -137,7 +137,10 @@ class Docker:
             finally:
                 client.close()
         except (docker.errors.DockerException, requests.RequestException, OSError):
-            return f"docker: no engine reachable at {cls.host()} (is DOCKER_HOST right?)"
+            from cnikit.containers.dockerd import engine_hint
+
+            return (f"docker: no engine reachable at {cls.host()}: set DOCKER_HOST to one, "
+                    + engine_hint())
         return None
 
     def require(self) -> Docker:

@@ -133,6 +133,7 @@ def replay_3019_in_docker(url: str, profile: str, code: int, verdict: str, repor
         watcher.join(10)
     assert r.returncode == code, r.stdout + r.stderr
     assert verdict in r.stdout
+    assert f"runtime: the daemons ran in docker containers (engine at {url})" in r.stdout
     report = json.loads((report_dir / "report.json").read_text())
     rid = re.search(r"ck-([0-9a-z]{5})-n\d", r.stdout + json.dumps(report["nodes"]))
     assert rid, "no run id in the output"

@@ -72,6 +72,8 @@ def test_certify_hardened_in_docker(docker_engine, tmp_path):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     cert = json.loads((out / "certificate.json").read_text())
     assert cert["runtime"] == "docker" and cert["summary"]["holds"] == 2
+    assert f"runtime: the daemons ran in docker containers (engine at {docker_engine.url})" \
+        in r.stdout
 
 
 PLUGIN_TEST = '''

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from cnikit.containers.options import runtime_option
+from cnikit.containers.options import runtime_option, runtime_used
 from cnikit.errors import CnikitError
 from cnikit.fabric.cleanup import cleanup_on_signals
 from cnikit.report.outdir import writable_dir
@@ -31,6 +31,9 @@ def _print_result(r, out=None) -> None:
     echo(f"{r.scenario} [{r.profile}] seed {r.seed}: {verdict}{exp} in {r.seconds:.1f}s")
     if r.error:
         echo(f"  scenario error: {r.error}")
+    used = runtime_used(r.params or {})
+    if used:
+        echo(f"  {used}")
     slowed = time_scale_sentence((r.params or {}).get("scale"),
                                  getattr(r, "attempts", None) or [])
     if slowed and not getattr(r, "too_slow", None):

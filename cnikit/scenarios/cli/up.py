@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from cnikit.containers.options import runtime_option
+from cnikit.containers.options import runtime_option, runtime_params, runtime_used
 from cnikit.fabric.cleanup import cleanup_on_signals
 from cnikit.scenarios.cli.common import _ec2_options, _profile_option, _progress, _quiet_logs
 from faultcore.cli import wait_for_signal
@@ -78,6 +78,9 @@ def up_cmd(nodes, pods, ip_family, profile, ec2, ec2_endpoint) -> None:
             follower = cluster.nemesis.follow()
             cluster.cloud.gate.serve_nemesis(Served(cluster.nemesis, nodes))
             click.echo(f"run id   {f.rid}")
+            used = runtime_used(runtime_params(cluster.runtime))
+            if used:
+                click.echo(used)
             click.echo(f"EC2      {urls['EC2']}   (EC2 API; its faults: $GATE/faults)")
             click.echo(f"REGION   {region}   (the VPC's: sign EC2 calls for it; any "
                        f"credentials do)")

@@ -128,6 +128,7 @@ def _run_once(sc: Scenario, tgt, seed: int, ec2: str, ec2_endpoint: str | None,
     its re-runs)."""
     from cnikit.check.watch import Watch, required_ip_cooldown
     from cnikit.cluster.nemesis import TargetGone
+    from cnikit.containers.options import runtime_params
 
     profile = tgt.name
     duration = duration if duration is not None else sc.duration
@@ -143,6 +144,7 @@ def _run_once(sc: Scenario, tgt, seed: int, ec2: str, ec2_endpoint: str | None,
     cluster = make_cluster(sc.nodes, tgt, scale, sc.env, seed, ec2, ec2_endpoint,
                            instance_type=sc.instance_type, runtime=runtime,
                            ip_family=sc.vpc_family)
+    result.params.update(runtime_params(cluster.runtime))
     # The cluster's history: its nemesis records every fault there, the watch the rest.
     history = cluster.history
     watch = sampler = ctx = None
