@@ -13,8 +13,8 @@ import sys
 
 import click
 
-from cnikit import __version__
 from faultcore.cli import run_cli
+from faultcore.version import version_option
 
 # Subcommands, loaded only when used so `cnikit --help` stays fast.
 # name -> "module:click_command". Each module owns its command.
@@ -64,7 +64,7 @@ def _checking_tools(name: str, command: click.Command) -> click.Command:
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="cnikit")
+@version_option("cnikit", "cnikit")
 def cli() -> None:
     """Chaos and integration test kit for AWS-VPC-style CNI daemons."""
 

@@ -20,8 +20,9 @@ import sys
 
 import click
 
-from faultcore.cli import run_cli, wait_for_signal
+from faultcore.cli import run_cli, seed_option, wait_for_signal
 from faultcore.errors import OneLineError
+from faultcore.version import version_option
 
 DEFAULT_LISTEN = "127.0.0.1:1338"
 DEFAULT_CONTROL = "127.0.0.1:1339"
@@ -87,6 +88,7 @@ control_option = click.option(
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@version_option("fault-imds", "fault_imds")
 def cli() -> None:
     """An IMDS derived from live EC2 state, with faults held for a chosen time."""
 
@@ -99,7 +101,7 @@ def cli() -> None:
 )
 @click.option("--instance-id", default=None, help="Instance for loopback callers.")
 @click.option("--require-v2", is_flag=True, help="Refuse IMDSv1 (token-less) requests.")
-@click.option("--seed", type=int, default=None, help="Seed for probabilistic faults.")
+@seed_option(help="Seed for probabilistic faults.")
 @click.option(
     "--ec2-wait",
     type=float,

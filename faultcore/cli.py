@@ -33,6 +33,19 @@ def run_cli(group: click.BaseCommand, prog: str, argv: list[str] | None = None) 
     return 0
 
 
+def seed_option(default: int | None = None, help: str = "Seed of the random draws."):
+    """`--seed N`, N a whole number 0 or more: one line and exit 2 otherwise. Python's
+    random takes -1 silently and draws what seed 1 draws (it seeds with the absolute value),
+    so a run reported as seed -1 would be seed 1's run under another name."""
+    def check(_ctx, _param, value: int | None) -> int | None:
+        if value is not None and value < 0:
+            raise OneLineError(f"--seed must be 0 or more, got {value}")
+        return value
+
+    return click.option("--seed", type=int, default=default, callback=check, help=help,
+                        show_default=default is not None)
+
+
 class StopSignals:
     """Record which of `signals` arrived, from `with` on; `wait()` blocks the main thread
     until one has (at once if one came already) and returns its number.

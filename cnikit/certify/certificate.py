@@ -8,7 +8,6 @@ import hashlib
 import json
 import os
 import platform
-import subprocess
 from pathlib import Path
 
 SCHEMA_VERSION = "cnikit-certificate/1"
@@ -89,19 +88,9 @@ def kit_identity() -> dict:
     """The kit's version and, when it runs from a git checkout, the commit (and whether the
     tree had changes): a certificate must say which kit judged the build."""
     from cnikit import __version__
+    from faultcore.version import checkout
 
-    repo = Path(__file__).resolve().parents[2]
-    commit = dirty = None
-    if (repo / ".git").exists():
-        try:
-            commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], text=True,
-                                    capture_output=True, timeout=10, check=True).stdout.strip()
-            status = subprocess.run(["git", "-C", str(repo), "status", "--porcelain",
-                                     "--untracked-files=no"], text=True, capture_output=True,
-                                    timeout=10, check=True).stdout
-            dirty = bool(status.strip())
-        except (OSError, subprocess.SubprocessError):
-            commit = dirty = None
+    commit, dirty = checkout(Path(__file__).resolve().parents[1]) or (None, None)
     return {"version": __version__, "git_commit": commit, "git_dirty": dirty}
 
 

@@ -7,7 +7,7 @@ import sys
 import click
 
 from cnikit.errors import UsageError
-from faultcore.cli import StopSignals
+from faultcore.cli import StopSignals, seed_option
 
 
 @click.command("ec2")
@@ -19,7 +19,7 @@ from faultcore.cli import StopSignals
 @click.option("--ec2-endpoint", default=None,
               help="URL of an already running upstream (default for localstack: "
                    "AWS_ENDPOINT_URL or http://$LOCALSTACK_HOST:4566).")
-@click.option("--seed", type=int, default=None, help="Seed of the fault dice.")
+@seed_option(help="Seed of the fault dice.")
 @click.option("--region", default="us-east-1", show_default=True,
               help="The kit's own region (unsigned calls); the gate serves every region a "
                    "request is signed for.")

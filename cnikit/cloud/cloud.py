@@ -96,9 +96,13 @@ class Cloud:
             upstream = endpoint or localstack.endpoint()
             try:
                 _reach(upstream, upstream + "/_localstack/health", 10 if endpoint else 2)
-            except UsageError:
-                if endpoint or localstack_python() is None:
+            except UsageError as e:
+                if endpoint:
                     raise
+                if localstack_python() is None:
+                    raise UsageError(f"no LocalStack answers at {upstream} and none is "
+                                     "installed for the kit to start: run `make localstack` "
+                                     "(or give a running one's URL with --ec2-endpoint)") from e
                 owned = LocalStackProcess().start()
                 upstream = owned.url
         else:

@@ -17,6 +17,7 @@ from cnikit.runtime import require_root
               help="only this dead run's leftovers (repeatable); a live run is left alone")
 def cleanup(quiet: bool, dry_run: bool, images: bool, runs: tuple[str, ...]) -> None:
     """Remove leftovers of dead runs; live runs and anything not the kit's are left alone."""
+    _check_run_ids(runs)
     require_root("cnikit cleanup")
     from cnikit import runtime
     from cnikit.containers.cleanup import remove_dead_containers, remove_images
@@ -52,8 +53,10 @@ def cleanup(quiet: bool, dry_run: bool, images: bool, runs: tuple[str, ...]) -> 
     report = remove_dead_runs(dry_run=dry_run, only=only)
     if dry_run:
         kept = remove_images(dry_run=True) if images else None
-        for line in dry_run_lines(report, dead_containers(True), kept):
+        containers = dead_containers(True)
+        for line in dry_run_lines(report, containers, kept):
             click.echo(line)
+        _say_unknown(only, report, containers)
         return
     if report or not quiet:
         click.echo(f"cnikit cleanup: {report.summary()}")
@@ -66,6 +69,35 @@ def cleanup(quiet: bool, dry_run: bool, images: bool, runs: tuple[str, ...]) -> 
             click.echo(f"cnikit cleanup: images kept: {why}")
         elif removed or not quiet:
             click.echo(f"cnikit cleanup: removed {len(removed)} kit images")
+    _say_unknown(only, report, containers)
+
+
+def _check_run_ids(runs: tuple[str, ...]) -> None:
+    """Each --run is shaped like a run id (what the kit's names carry: ck-<id>-...)."""
+    from cnikit.errors import UsageError
+    from cnikit.fabric import names
+    from cnikit.runtime import RUN_ID_LEN
+
+    for rid in runs:
+        if names.run_id_of(names.vpc_ns(rid)) != rid:
+            raise UsageError(f"--run {rid!r} is not a run id: one is {RUN_ID_LEN} letters or "
+                             "digits, as in the namespace names ck-<id>-vpc")
+
+
+def _say_unknown(only: set[str] | None, report, containers: list[str]) -> None:
+    """A --run that named nothing here: no leftover, not running. Said, and exit 1, so a
+    mistyped id is not taken for a clean machine."""
+    from cnikit import runtime
+    from cnikit.errors import CnikitError
+    from cnikit.fabric import names
+
+    if not only:
+        return
+    found = set(report.runs) | {names.run_id_of(c) for c in containers} | runtime.live_run_ids()
+    unknown = sorted(only - found)
+    if unknown:
+        raise CnikitError(f"cleanup: no run {', '.join(unknown)} on this machine: nothing of "
+                          "it is left and it is not running", exit_code=1)
 
 
 def _engines_of(run_dir, configured: set[str]) -> set[str]:

@@ -25,6 +25,7 @@ from cnikit.scenarios.engine import (  # noqa: F401 - the package's public API
     run_scenario,
     scenario,
 )
+from faultcore.suggest import did_you_mean
 
 _loaded = False
 
@@ -51,7 +52,8 @@ def get(name: str) -> Scenario:
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise UsageError(f"unknown scenario {name!r}; 'cnikit scenarios' lists them") from None
+        raise UsageError(f"unknown scenario {name!r} ('cnikit scenarios' lists them)"
+                         f"{did_you_mean(name, _REGISTRY)}") from None
 
 
 def run(name: str, target=None, seed: int = 1, **kw) -> RunResult:

@@ -14,6 +14,7 @@ from cnikit.fabric.cleanup import cleanup_on_signals
 from cnikit.report.outdir import writable_dir
 from cnikit.scenarios.cli.common import _progress, _quiet_logs
 from cnikit.scenarios.cli.run import _print_result
+from faultcore.cli import seed_option
 
 DEMO_SCENARIO = "imds-stale-equal-length"
 
@@ -84,7 +85,7 @@ class DemoPrinter:
 
 
 @click.command("demo")
-@click.option("--seed", default=1, show_default=True, type=int)
+@seed_option(default=1)
 @click.option("--report", "report_root", default="reports/demo", show_default=True,
               type=click.Path(file_okay=False))
 def demo_cmd(seed, report_root) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from cnikit.scenarios.cli.common import (
     _quiet_logs,
     _target_option,
 )
+from faultcore.cli import seed_option
 
 
 def _print_result(r, out=None) -> None:
@@ -58,22 +60,41 @@ def _print_result(r, out=None) -> None:
         echo(f"  report: {r.report.get('html') or r.report.get('json')}")
 
 
+def result_json(r) -> dict:
+    """What `cnikit run --json` prints: the run's record as matrix.json and certificates keep
+    it, with its target, error and evidence lines, and the violations themselves."""
+    from cnikit.scenarios.parallel import run_record
+
+    return {**run_record(r, r.scenario, r.seed, Path.cwd()), "target": r.target or r.profile,
+            "error": r.error, "evidence": r.evidence(), "violations": r.violations}
+
+
+def _scenario_names(typed: str) -> list[str]:
+    """What the shell completes a scenario from (`cnikit run imds-<TAB>`)."""
+    from cnikit import scenarios
+
+    return [n for n in scenarios.names() if n.startswith(typed)]
+
+
 def default_report_dir(scenario: str, profile: str, seed: int) -> Path:
     return Path("reports") / scenario / f"{profile}-seed{seed}"
 
 
 @click.command("run")
 @runtime_option
-@click.argument("scenario")
+@click.argument("scenario", shell_complete=lambda _ctx, _param, typed: _scenario_names(typed))
 @_profile_option()
 @_target_option()
 @_ec2_options
-@click.option("--seed", default=1, show_default=True, type=int)
+@seed_option(default=1)
 @click.option("--report", "report_dir", default=None, type=click.Path(file_okay=False),
               help="report directory [default: reports/SCENARIO/PROFILE-seedN]")
 @click.option("--duration", default=None, type=float,
               help="seconds of chaos (random-chaos; others ignore it)")
-def run_cmd(scenario, profile, target, ec2, ec2_endpoint, seed, report_dir, duration) -> None:
+@click.option("--json", "as_json", is_flag=True,
+              help="print the result as one JSON object (progress stays on stderr)")
+def run_cmd(scenario, profile, target, ec2, ec2_endpoint, seed, report_dir, duration,
+            as_json) -> None:
     """Run one scenario against one profile or target: exit 0 holds (or inconclusive: a
     precondition the build never met, printed), 1 violation (liveness too), 2 unusable."""
     from cnikit import scenarios
@@ -88,7 +109,10 @@ def run_cmd(scenario, profile, target, ec2, ec2_endpoint, seed, report_dir, dura
         r = scenarios.run_scenario(sc, target=tgt, seed=seed, ec2=ec2,
                                    ec2_endpoint=ec2_endpoint, report_dir=report_dir,
                                    duration=duration, progress=say)
-    _print_result(r)
+    if as_json:
+        click.echo(json.dumps(result_json(r), indent=1, default=str))
+    else:
+        _print_result(r)
     if r.verdict == "error":
         raise CnikitError(f"{scenario}: could not complete: {r.error}")
     sys.exit(0 if r.verdict in ("holds", "inconclusive") else 1)
