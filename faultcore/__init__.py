@@ -14,5 +14,7 @@ without `cnikit`:
   of a foreground server for the signal that stops it;
 - `faultcore.caller`: the header that marks the fault IMDS's own EC2 calls;
 - `faultcore.freshness`: an in-process EC2's change counter, which the IMDS waits on so
-  that, without a fault, it never answers behind EC2.
+  that, without a fault, it never answers behind EC2;
+- `faultcore.suggest`: the did-you-mean of a refused name;
+- `faultcore.version`: what `--version` prints (needs click).
 """
