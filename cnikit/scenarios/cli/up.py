@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import signal
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -28,8 +30,31 @@ def export_line(urls: dict[str, str]) -> str:
     return "export " + " ".join(f"{k}={v}" for k, v in urls.items())
 
 
-def log_nemesis(history, path: Path) -> None:
-    """Append every nemesis entry of the history to path as a JSON line, as it happens."""
+def nemesis_line(entry: dict) -> str:
+    """A nemesis entry as the terminal shows it when it happens: what was injected, on
+    what, and for how long; a fault without a duration is said to last until removed, since
+    that is the one a user forgets."""
+    from cnikit.report.timeline import fmt, nemesis_fields
+
+    v = entry["value"] if isinstance(entry.get("value"), dict) else {}
+    clock = time.strftime("%H:%M:%S", time.localtime(entry["time"]))
+    name = entry["f"] + (f" {v['id']}" if v.get("id") is not None else "")
+    if entry["type"] == "end":
+        return f"{clock} {name} ended ({v.get('by') or 'removed'})"
+    if entry["type"] == "fail":
+        return f"{clock} {name} failed: {v.get('error')}"
+    fields = "".join(f" {k}={fmt(x)}" for k, x in nemesis_fields(v).items())
+    line = f"{clock} {name}{fields}"
+    if entry["type"] == "start":
+        duration = v.get("duration")
+        line += (f" for {duration:g}s" if isinstance(duration, (int, float))
+                 else ", until removed (no duration)")
+    return line
+
+
+def log_nemesis(history, path: Path, echo: Callable[[str], None] | None = None) -> None:
+    """Append every nemesis entry of the history to path as a JSON line, as it happens, and
+    show it on `echo` (the terminal of `cnikit up`)."""
     from cnikit.check.history import NEMESIS
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -38,6 +63,8 @@ def log_nemesis(history, path: Path) -> None:
     def write(entry: dict) -> None:
         if entry["process"] == NEMESIS:
             out.write(json.dumps(entry, default=str) + "\n")
+            if echo is not None:
+                echo(nemesis_line(entry))
 
     history.subscribe(write)
 
@@ -74,7 +101,7 @@ def up_cmd(nodes, pods, ip_family, profile, ec2, ec2_endpoint) -> None:
             urls = up_urls(cluster.cloud.endpoint, cluster.imds.url, cluster.imds.control_url)
             region = cluster.cloud.region
             nemesis_log = Path("reports") / "up" / f.rid / "nemesis.jsonl"
-            log_nemesis(cluster.history, nemesis_log)
+            log_nemesis(cluster.history, nemesis_log, echo=click.echo)
             follower = cluster.nemesis.follow()
             cluster.cloud.gate.serve_nemesis(Served(cluster.nemesis, nodes))
             click.echo(f"run id   {f.rid}")
@@ -98,7 +125,8 @@ def up_cmd(nodes, pods, ip_family, profile, ec2, ec2_endpoint) -> None:
             for p in f.pods.values():
                 click.echo(f"  pod {p.name}  {p.ip}  on node {p.node.index}")
             click.echo(f"NEMESIS  {nemesis_log}   (every fault added over these URLs, "
-                       "and the actions of $GATE/nemesis: kill, restart, crash-at, ...)")
+                       "and the actions of $GATE/nemesis: kill, restart, crash-at, ...; "
+                       "each also shown below as it happens)")
             # The AWS variables make a pasted `aws ec2 ...` or SDK call reach this VPC.
             click.echo(export_line({**urls, **cluster.cloud.client_env()}))
             click.echo("Ctrl-C tears everything down.")
