@@ -154,6 +154,7 @@ def build(result) -> tuple[dict, object]:
     from cnikit.check.cost import lines as cost_lines
     from cnikit.check.exposure import lines as exposure_lines
     from cnikit.report import cause, coverage, rootcause, summary, timeline
+    from cnikit.report.held import why_held
     from cnikit.report.words import time_scale_sentence
 
     doc = normalize(result)
@@ -165,13 +166,15 @@ def build(result) -> tuple[dict, object]:
                         extras.get("nodes"), requests if isinstance(requests, list) else None,
                         extras.get("daemon_events"))
     doc["summary"] = summary.summarize(tl, doc["verdict"], doc["violations"], doc["warnings"])
+    exposure = extras.get("exposure") or {}
+    if doc["verdict"] == "holds":
+        doc["summary"].insert(1, why_held(tl, exposure))
     if doc["verdict"] == "inconclusive" and extras.get("precondition"):
         doc["summary"].insert(0, f"inconclusive: precondition not met: {extras['precondition']}")
     slowed = time_scale_sentence((extras.get("params") or {}).get("scale"),
                                  extras.get("attempts") or [])
     if slowed:
         doc["summary"].insert(0, slowed)
-    exposure = extras.get("exposure") or {}
     if doc["verdict"] == "holds" and exposure and not exposure.get("exposed", True):
         doc["summary"].insert(0, "not exposed: none of the scenario's faults reached this build")
     doc["summary"] += exposure_lines(exposure) + cost_lines(extras.get("cost"))

@@ -8,6 +8,7 @@ violations sharing every cause as one chain), the legend, the chart, the tables.
 from __future__ import annotations
 
 from cnikit.report.chart import render_svg
+from cnikit.report.held import PREFIX as HELD
 from cnikit.report.legend import legend_rows
 from cnikit.report.rootcause import chain_groups
 from cnikit.report.svg import MAX_ZOOM, WIDTH, esc
@@ -43,6 +44,7 @@ table.chain td{border:0;border-bottom:1px solid #eee;padding:2px 8px 2px 0}
 .tag{font-size:11px;font-weight:600;text-transform:uppercase;white-space:nowrap;color:#555} .tag.fault{color:#8a6d00} .tag.imds{color:#3b7d32} .tag.daemon{color:#6a4c93}
 .tag.ec2-call,.tag.ec2{color:#2f5d8a} .tag.symptom{color:#b71c1c}
 p.root{font-size:15px;border-left:4px solid #c62828;padding:6px 10px;background:#fdf3f3;margin:10px 0}
+p.root.held{border-left-color:#2e7d32;background:#f1f8f1}
 dl.terms{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:4px 0}
 dl.terms dt{font-weight:600} dl.terms dd{margin:0}
 """.replace("%(min)s", str(WIDTH)).replace("%(max)s", str(round(WIDTH * MAX_ZOOM))).replace(
@@ -66,7 +68,7 @@ def render(doc: dict, tl: Timeline) -> str:
         + esc(line.split("; root cause: ")[0])
         + (f' <a href="#cause-{letter[n + 1]}">(root cause: chain {letter[n + 1]})</a>'
            if n + 1 in letter else "") + "</li>"
-        for n, line in enumerate(doc.get("summary") or []))
+        for n, line in enumerate(doc.get("summary") or []) if not line.startswith(HELD))
     legend = "".join(f'<span><i style="background:{c}"></i>{esc(t)}</span>'
                      for c, t in legend_rows())
     vrows = "".join(
@@ -95,7 +97,7 @@ def render(doc: dict, tl: Timeline) -> str:
 <h1>{esc(title)} <span class="verdict {esc(verdict)}">{esc(verdict)}</span></h1>
 <div class="meta">{meta}</div>
 {f'<p>{esc(doc["description"])}</p>' if doc.get("description") else ""}{error}
-{_root(doc)}
+{_root(doc)}{_held(doc)}
 <h2>Summary</h2><ul class="summary">{summary}</ul>
 {_causes(tl, groups)}
 {_terms(doc, tl)}
@@ -145,6 +147,14 @@ def _root(doc: dict) -> str:
         out.append(f'<p class="root"><b>Root cause:</b> {esc(rc["text"])}.'
                    + (f' <span class="meta">({where})</span>' if where else "") + "</p>")
     return "\n".join(out)
+
+
+def _held(doc: dict) -> str:
+    """Why a run held, in the root cause's place (cnikit.report.held)."""
+    why = next((x for x in doc.get("summary") or [] if x.startswith(HELD)), None)
+    if why is None:
+        return ""
+    return f'<p class="root held"><b>Why it held:</b> {esc(why.removeprefix(HELD))}.</p>'
 
 
 # Terms the page uses, each explained once (only those the page shows).

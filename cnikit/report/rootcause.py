@@ -1,5 +1,6 @@
-"""The root cause in plain words, one sentence per cause, from the facts the chains' links
-carry (cnikit.report.cause): who acted, on what evidence, and what it cost which pods.
+"""The root cause in plain words, one short sentence per cause, from the facts the chains'
+links carry (cnikit.report.cause): who acted, on what evidence, and what it cost which pods.
+The chains themselves, shown below it, carry every address, time and call.
 
     groups = chain_groups(violations)   # violations whose chains share every cause
     causes = root_causes(tl, violations)
@@ -51,8 +52,8 @@ def root_causes(tl: Timeline, violations: list[dict]) -> list[dict]:
     if violations and not out:
         first = min(violations, key=lambda v: v.get("since") or 0)
         text = (f"not shown by the record: no fault, EC2 change, IMDS answer or decision of "
-                f"the build leads to the violations; the first was {first.get('kind')} on "
-                f"{first.get('subject')} at {rel(tl, first.get('since'))}")
+                f"the build leads to the violations, the first of which was {first.get('kind')} "
+                f"on {first.get('subject')} at {rel(tl, first.get('since'))}")
         out[text] = {"chains": [], "violations": list(range(1, len(violations) + 1)),
                      "text": text}
     return list(out.values())
@@ -63,11 +64,21 @@ def _facts(x: dict) -> dict:
 
 
 def _names(pods: list[str]) -> str:
+    """A few pods by name, more by their number (the chains below name each)."""
+    if len(pods) > 2:
+        return f"{len(pods)} pods"
     return ("pod " if len(pods) == 1 else "pods ") + ", ".join(pods)
 
 
+def _few(addresses: list[str]) -> str:
+    """One or two addresses by name, more by their number."""
+    if len(addresses) > 2:
+        return f"{len(addresses)} addresses"
+    return shorts(addresses)
+
+
 def outcome(symptoms: list[dict]) -> str:
-    """What the violations were, by kind: "pods p7, p8 went dark; ..."."""
+    """What the violations were, by kind: "pods p7, p8 went dark and ..."."""
     named: dict[str, list[str]] = {}  # kind -> its pods, for checkers that name them together
     parts = []
     for x in symptoms:
@@ -85,45 +96,45 @@ def outcome(symptoms: list[dict]) -> str:
         if pods:
             head.append(f"{_names(pods)} {checker.outcome_predicate}")
             said |= set(pods)
-    return "; ".join(head + list(dict.fromkeys(parts)))
+    return _and(head + list(dict.fromkeys(parts)))
 
 
 def _effects(links: list[dict], node: str | None) -> list[str]:
-    """The build's own steps on `node`, in order: what its daemon did and which EC2 calls it
-    made."""
+    """The build's own steps on `node`, in order, in short: what its daemon did and which EC2
+    calls it made (each step's addresses, times and calls are the chain's)."""
     out = []
     calls = [x for x in links if x["step"] == "ec2-call" and _facts(x).get("by") == "daemon"
              and _facts(x).get("node") == node]
     for x in links:
         f = _facts(x)
-        a = shorts(f.get("addresses") or [])
+        addresses = f.get("addresses") or []
+        a = _few(addresses)
         if x["step"] == "daemon":
             kind = f.get("kind")
             if kind in DROPS:
                 evicted = f.get("evicted") or []
-                it = "them" if len(f.get("addresses") or []) > 1 else "it"
-                out.append(f"dropped {a} from its datastore"
-                           + (f" while {_names(evicted)} still used {it}" if evicted else ""))
-            elif kind == "reconcile-add":
-                out.append(f"re-added {a} as free")
+                out.append(f"dropped {a} " + (f"in use by {_names(evicted)}" if evicted
+                                              else "from its datastore"))
             elif kind == "release" and not calls:
                 out.append(f"released {a} to EC2")
             elif kind == "cni-add":
-                out.append(f"gave {a} to pod {f.get('pod')} (its CNI ADD) though EC2 no longer "
-                           "gave the node that address")
+                out.append(f"gave {a} to pod {f.get('pod')} though EC2 no longer gave the node "
+                           "that address")
         elif x in calls:
-            action = f.get("action", "")
-            verb = "released" if action in RELEASES else "had EC2 move"
-            out.append(f"{verb} {a}{' to EC2' if action in RELEASES else ''} "
-                       f"({action} at {x.get('at') or ''})")
+            released = f.get("action", "") in RELEASES
+            out.append(f"released {a} to EC2" if released else f"had EC2 move {a}")
     return list(dict.fromkeys(out))
 
 
 def _and(parts: list[str]) -> str:
+    if not parts:
+        return ""
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
 def sentence(tl: Timeline, g: dict) -> str:
+    """The group's root cause in one sentence (no period: the page ends it): the cause, what
+    the build then did, and what it cost; the chain in the report has every step's detail."""
     links = g["links"]
     symptoms = [x for _, ends in g["ends"] for x in ends if x["step"] == "symptom"]
     result = outcome(symptoms)
@@ -132,27 +143,24 @@ def sentence(tl: Timeline, g: dict) -> str:
                  and (_facts(x).get("stale") or _facts(x).get("missing"))), None)
     node = next((_facts(x).get("node") for x in links
                  if x["step"] in ("daemon", "ec2-call", "imds") and _facts(x).get("node")), None)
-    effects = _effects(links, node)
+    effects = _and(_effects(links, node))
     daemon = f"the daemon on {node}" if node else "the daemon"
     if actor is not None:
-        text = f"the scenario itself made the EC2 change ({actor['text'].removeprefix('fault: ')})"
-        text += (f"; {daemon} then {_and(effects)}" if effects
-                 else "; no step of the build's is on record before it")
-        return f"{text}. Result: {result}"
+        change = actor["text"].removeprefix("fault: ").split(" (")[0]
+        then = (f", and {daemon} then {effects}" if effects
+                else " before any step of the build's")
+        return f"the scenario itself made the EC2 change ({change}){then}: {result}"
     if imds is not None and effects:
         f = _facts(imds)
-        seen = ([f"still listing {shorts(f['stale'])} that EC2 had taken back"] if f.get("stale")
-                else []) + ([f"lacking {shorts(f['missing'])} that EC2 still gave it"]
-                            if f.get("missing") else [])
-        text = (f"{daemon} took a stale IMDS address list for {f.get('eni')} "
-                f"({' and '.join(seen)}) as current")
         if f.get("lengths_equal"):
-            who = "the reconcile" if any(_facts(x).get("kind", "").startswith("reconcile")
-                                         for x in links) else "it"
-            text += (f", because the list was as long as its datastore (1 + {f['datastore']} = "
-                     f"{f['listed']} addresses) though the addresses differed: {who} compared "
-                     "only lengths")
-        return f"{text}. It then {_and(effects)}. Result: {result}"
+            who = "reconcile" if any(_facts(x).get("kind", "").startswith("reconcile")
+                                     for x in links) else "daemon"
+            cause = (f"the {who} on {node or 'the node'} compared only lengths, and a stale "
+                     f"IMDS list matched its datastore's (1 + {f['datastore']} = "
+                     f"{f['listed']} addresses)")
+        else:
+            cause = f"{daemon} took a stale IMDS list for {f.get('eni')} as current"
+        return f"{cause}, so it {effects}: {result}"
     if effects:
         # An EC2 change the build did not make, before its first step, is why it stepped.
         first = min((x["time"] for x in links if x["step"] == "daemon"), default=None)
@@ -161,10 +169,9 @@ def sentence(tl: Timeline, g: dict) -> str:
         after = ""
         if before:
             f = _facts(before[0])
-            after = (f"after EC2 took {f.get('ip')} from {f.get('from_eni')} "
-                     f"({before[0].get('at') or ''}), ")
-        return f"{after}{daemon} {_and(effects)}. Result: {result}"
-    faults = [x["text"].removeprefix("fault: ") for x in links if x["step"] == "fault"]
+            after = f"after EC2 took {f.get('ip')} from {f.get('from_eni')}, "
+        return f"{after}{daemon} {effects}: {result}"
+    faults = [x for x in links if x["step"] == "fault"]
     return ("not shown by the record: no EC2 change, IMDS answer or decision of the build "
-            "leads to it" + (f"; in effect then: {'; '.join(faults)}" if faults else "")
-            + f". Result: {result}")
+            "leads to it" + (f" ({len(faults)} fault(s) in effect)" if faults else "")
+            + f": {result}")

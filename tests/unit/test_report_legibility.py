@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+from html import unescape
 from html.parser import HTMLParser
 
 from cnikit.report import write_report
@@ -234,8 +235,19 @@ def test_a_violation_run_says_its_root_cause_first_from_the_chain(tmp_path):
     assert len(root) == 1 and html.index('class="root"') < html.index("<h2>Summary</h2>")
     # The 3019 story: IMDS stale, equal lengths, the daemon dropped and released p1's IP.
     assert "compared only lengths" in root[0] and "(1 + 4 = 5 addresses)" in root[0]
-    assert "released .12 to EC2 (UnassignPrivateIpAddresses at t=+9.95s)" in root[0]
-    assert "pod p1 went dark" in root[0]
+    assert "released .12 to EC2: pod p1 went dark." in root[0]
+
+
+def test_the_root_cause_is_one_short_sentence(tmp_path):
+    """The cause, what the build did and what it cost, in three lines at most at 900 px
+    (about 110 characters a line): the chains under it carry every address, time and call."""
+    from tests.unit.test_report_drawing import reuse_story
+
+    for n, r in enumerate((story(), busy_story(), reuse_story())):
+        for root in _root(write_report(tmp_path / str(n), r)["html"].read_text()):
+            text = unescape(root.split(" <span")[0])
+            assert text.endswith(".") and not re.search(r"[^.\s]\. ", text), text
+            assert ";" not in text and len(text) <= 300, text
 
 
 def test_the_root_cause_follows_the_record_not_one_scenario(tmp_path):
@@ -306,3 +318,18 @@ def test_the_docs_name_the_legends_colours():
     assert calls.groups() == (word(C_ADD), word(C_TAKE), word(C_FAILED))
     diff = re.search(r"segments that differ from EC2 are (\w+)", doc)
     assert diff and diff.group(1) == word(C_DIFF)
+
+
+def test_a_run_that_holds_says_why_first(tmp_path):
+    r = story()
+    r["history"] = [e for e in r["history"].entries() if e.get("process") != "nemesis"]
+    r["violations"], r["warnings"], r["verdict"] = [], [], "holds"
+    r["exposure"] = {"exposed": True, "faults": [
+        {"id": "f1", "op": "imds-fault", "kind": "stale", "reached": 15, "line": "..."},
+        {"id": None, "op": "ec2-assign-elsewhere", "kind": None, "reached": 1, "line": "..."}]}
+    html = write_report(tmp_path, r)["html"].read_text()
+    why = re.findall(r'<p class="root held"><b>Why it held:</b> (.*?)</p>', html)
+    assert why == ["the build met its faults (IMDS stale 15 times, ec2-assign-elsewhere once) "
+                   "and all 3 pods kept their addresses and their peers throughout."]
+    assert html.index('class="root held"') < html.index("<h2>Summary</h2>")
+    assert "met its faults" not in html[html.index("<h2>Summary</h2>"):]  # said once
