@@ -48,7 +48,8 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("nodes", {"cnikit.daemon", "cnikit.plugin", "cnikit.containers", "cnikit.targets"}),
     ("checkers", {"cnikit.check", "cnikit.report"}),
     ("orchestration", {"cnikit.cluster", "cnikit.scenarios", "cnikit.testkit",
-                       "cnikit.certify", "cnikit.pytest_plugin", "cnikit.cli"}),
+                       "cnikit.certify", "cnikit.pytest_plugin", "cnikit.pytest_root",
+                       "cnikit.cli"}),
 ]
 
 
