@@ -4,8 +4,10 @@ colours of cnikit.report.legend.
 Chart rows: faults (labelled bars, packed so that no two labels meet; each also shades the
 whole chart), the scenario's numbered steps, EC2 calls (ticks), per ENI the three views of its
 IPs, one lane per pod, then per IP a violation names its holders in each view. Violations are
-numbered red lines through the chart. Hovering a segment shows its IPs (SVG <title>). The SVG
-has no pixel size: it scales to the page's width.
+numbered red lines through the lanes (below the fault and step labels), and a label inside a
+lane moves off them or is left to the hover. Every label stays inside the time axis.
+Hovering a segment shows its IPs (SVG <title>). The SVG has no pixel size: it scales to the
+page's width, from the width it is drawn for (cnikit.report.svg.WIDTHS).
 """
 
 from __future__ import annotations
@@ -175,7 +177,10 @@ def _faults(svg: Svg) -> None:
     for f in sorted(tl.faults, key=lambda s: s.start):
         x0 = svg.x(f.start)
         x1 = x0 + 6 if f.instant else max(svg.x(f.end), x0 + 1.5)
-        lx, anchor, left, right = svg.beside(x0 + (7 if f.instant else 0), x1, f.label)
+        if f.instant:  # a diamond 10 wide centred on its time
+            lx, anchor, left, right = svg.beside(x0 + 7, x1, f.label, mark_left=x0 - 5)
+        else:
+            lx, anchor, left, right = svg.beside(x0, x1, f.label)
         placed.append((_place(rows, left - 6, right + 10), f, lx, anchor))
     if not placed:
         return
@@ -202,12 +207,12 @@ def _free(rows: list[list[tuple[float, float]]], r: int, k: int, a: float, b: fl
     return all(x1 <= a or b <= x0 for row in rows[r:r + k] for x0, x1 in row)
 
 
-def step_lines(svg: Svg, x: float, label: str, first_row: bool) -> tuple[list[str], str, float]:
-    """A step's label as whole lines beside its marker at x: (lines, anchor, text x). After
-    the marker when it fits, else before it (over the empty name column below the row's
-    heading), else wrapped at words to the wider side."""
-    after = WIDTH - 4 - (x + 11)
-    before = (x - 11) - (svg.left if first_row else 8)
+def step_lines(svg: Svg, x: float, label: str) -> tuple[list[str], str, float]:
+    """A step's label as whole lines beside its marker at x, inside the time axis: (lines,
+    anchor, text x). After the marker when it fits, else before it, else wrapped at words to
+    the wider side."""
+    after = svg.right - (x + 11)
+    before = (x - 11) - svg.left
     if tw(label) <= after:
         return [label], "start", x + 11
     if tw(label) <= before:
@@ -228,13 +233,11 @@ def _steps(svg: Svg) -> None:
     placed = []
     for n, st in enumerate(tl.steps, 1):
         x = svg.x(st.start)
+        lines, anchor, lx = step_lines(svg, x, st.label)
+        w = max(tw(line) for line in lines)
+        a, b = (x - 9, lx + w) if anchor == "start" else (lx - w, x + 9)
         r = 0
-        while True:
-            lines, anchor, lx = step_lines(svg, x, st.label, r == 0)
-            w = max(tw(line) for line in lines)
-            a, b = (x - 9, lx + w) if anchor == "start" else (lx - w, x + 9)
-            if _free(rows, r, len(lines), a - 4, b + 8):
-                break
+        while not _free(rows, r, len(lines), a - 4, b + 8):
             r += 1
         while len(rows) < r + len(lines):
             rows.append([])
@@ -278,11 +281,14 @@ def eni_head(eni) -> str:
     return eni.eni_id + (f"  ({where})" if where else "")
 
 
-def render_svg(tl: Timeline, violations: list[dict]) -> str:
-    svg = Svg(tl)
+def render_svg(tl: Timeline, violations: list[dict], width: float = WIDTH) -> str:
+    svg = Svg(tl, width)
     rows_start = TOP
+    svg.lines = [svg.x(v["since"]) for v in violations]
     _faults(svg)
     _steps(svg)
+    # Violation lines run through the lanes below, not through the fault and step labels.
+    lines_top = svg.y - 4
     _calls(svg)
     for eni in tl.enis:
         svg.label(eni_head(eni), svg.y, bold=True, group="eni-head",
@@ -345,7 +351,7 @@ def render_svg(tl: Timeline, violations: list[dict]) -> str:
         x = svg.x(tl.t0 + k * step)
         text = f"{k * step:g}s"
         # A tick label is centred on its line, but never runs out of the drawing.
-        tx = min(max(x, tw(text) / 2), WIDTH - tw(text) / 2)
+        tx = min(max(x, tw(text) / 2), svg.width - tw(text) / 2)
         axis.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{TOP - 6}" y2="{bottom}" class="grid"/>'
                     f'<text x="{tx:.1f}" y="{TOP - 10}" class="tick">{text}</text>')
         k += 1
@@ -358,17 +364,17 @@ def render_svg(tl: Timeline, violations: list[dict]) -> str:
         cy = int(bottom + 10 + 20 * (level % 3))
         title = f"#{n} {v.get('kind')} {v.get('subject')} at {rel(tl, v['since'])}"
         marks.append(f'<g class="vmark"><title>{esc(title)}</title>'
-                     f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{TOP - 4}" y2="{bottom}" stroke="{C_VIOL}" '
+                     f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{lines_top}" y2="{bottom}" stroke="{C_VIOL}" '
                      f'stroke-width="1.5" stroke-dasharray="5,3"/>'
                      f'<circle cx="{x:.1f}" cy="{cy}" r="9" fill="{C_VIOL}"/>'
                      f'<text x="{x:.1f}" y="{cy + 4}" class="vnum">{n}</text></g>')
     levels = max([0] + [int(m.split('cy="')[1].split('"')[0]) - bottom - 10 for m in marks]) if marks else 0
     height = bottom + 26 + levels
-    width = WIDTH
+    width = svg.width
     defs = ('<defs><pattern id="absent" width="6" height="6" patternUnits="userSpaceOnUse" '
             'patternTransform="rotate(45)"><rect width="6" height="6" fill="#eee"/>'
             '<line x1="0" y1="0" x2="0" y2="6" stroke="#aaa" stroke-width="3"/></pattern></defs>')
     # No pixel size: the page scales the drawing to its width (CSS), its height follows.
-    return (f'<svg class="timeline" width="100%" viewBox="0 0 {width} {height}" '
+    return (f'<svg class="timeline w{width:g}" width="100%" viewBox="0 0 {width} {height}" '
             f'preserveAspectRatio="xMinYMin meet" role="img">{defs}'
             + "".join(shade) + "".join(axis) + "".join(svg.parts) + "".join(marks) + "</svg>")

@@ -1,5 +1,6 @@
-"""The self-contained HTML report: inline CSS and one inline SVG (cnikit.report.chart), no
-script, no external resource, so it opens offline and in any mail or CI artifact viewer.
+"""The self-contained HTML report: inline CSS and the chart as inline SVG (cnikit.report.chart,
+drawn for each of a few widths, of which the window shows the one it fits), no script, no
+external resource, so it opens offline and in any mail or CI artifact viewer.
 
 Top to bottom: the summary, the root cause (each violation's chain from cnikit.report.cause,
 violations sharing every cause as one chain), the legend, the chart, the tables.
@@ -11,7 +12,7 @@ from cnikit.report.chart import render_svg
 from cnikit.report.held import PREFIX as HELD
 from cnikit.report.legend import legend_rows
 from cnikit.report.rootcause import chain_groups
-from cnikit.report.svg import MAX_ZOOM, WIDTH, esc
+from cnikit.report.svg import MAX_ZOOM, WIDTH, WIDTHS, esc
 from cnikit.report.timeline import Timeline, fmt
 from cnikit.report.words import rel
 
@@ -27,7 +28,8 @@ p.err{color:#6d4c41;font-weight:600}
 .legend span{display:inline-block;margin:0 14px 4px 0} .legend i{display:inline-block;width:14px;
 height:12px;vertical-align:-1px;margin-right:5px;border-radius:2px}
 svg.timeline{font:12px system-ui,Helvetica,Arial,sans-serif;background:#fff;width:100%;
-height:auto;min-width:%(min)spx;max-width:%(max)spx;display:block}
+height:auto;display:block}
+%(widths)s
 @media (max-width:%(narrow)spx){body{margin:12px}}
 svg .flbl{fill:#4a3b00;font-size:11px}
 svg .lbl{fill:#222} svg .seg{fill:#222;font-size:11px;pointer-events:none}
@@ -38,7 +40,7 @@ svg .vnum{fill:#fff;text-anchor:middle;font-weight:700;font-size:11px}
 svg .fault .seg,svg .absent .seg{fill:#4a3b00}
 table{border-collapse:collapse;margin:4px 0} td,th{border:1px solid #ddd;padding:3px 8px;
 text-align:left;vertical-align:top;font-size:13px} th{background:#f3f3f3}
-.scroll{overflow-x:auto} code{font-size:12px}
+.scroll{overflow-x:auto} code{font-size:12px} .nw{white-space:nowrap}
 table.chain td{border:0;border-bottom:1px solid #eee;padding:2px 8px 2px 0}
 .at{color:#555;white-space:nowrap;font-variant-numeric:tabular-nums}
 .tag{font-size:11px;font-weight:600;text-transform:uppercase;white-space:nowrap;color:#555} .tag.fault{color:#8a6d00} .tag.imds{color:#3b7d32} .tag.daemon{color:#6a4c93}
@@ -47,8 +49,23 @@ p.root{font-size:15px;border-left:4px solid #c62828;padding:6px 10px;background:
 p.root.held{border-left-color:#2e7d32;background:#f1f8f1}
 dl.terms{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:4px 0}
 dl.terms dt{font-weight:600} dl.terms dd{margin:0}
-""".replace("%(min)s", str(WIDTH)).replace("%(max)s", str(round(WIDTH * MAX_ZOOM))).replace(
-    "%(narrow)s", str(WIDTH + 2 * 20 + 60))
+"""
+
+
+def _width_css() -> str:
+    """Each drawing between its width and MAX_ZOOM times it; a window shows the widest
+    drawing it holds at 1:1 (beside 20px margins and a 15px scrollbar)."""
+    css = [f"svg.w{w}{{min-width:{w}px;max-width:{round(w * MAX_ZOOM)}px}}" for w in WIDTHS]
+    for w in WIDTHS[1:]:
+        css.append(f".chart.w{w}{{display:none}}")
+    for narrow, wide in zip(WIDTHS, WIDTHS[1:], strict=False):
+        # From where the narrower drawing, at its largest, would leave the window's side empty.
+        css.append(f"@media (min-width:{round(narrow * MAX_ZOOM) + 2 * 20 + 15}px){{"
+                   f".chart.w{wide}{{display:block}}.chart.w{narrow}{{display:none}}}}")
+    return "\n".join(css)
+
+
+CSS = CSS.replace("%(widths)s", _width_css()).replace("%(narrow)s", str(WIDTH + 2 * 20 + 60))
 
 
 def render(doc: dict, tl: Timeline) -> str:
@@ -72,15 +89,19 @@ def render(doc: dict, tl: Timeline) -> str:
     legend = "".join(f'<span><i style="background:{c}"></i>{esc(t)}</span>'
                      for c, t in legend_rows())
     vrows = "".join(
-        f"<tr><td>{n}</td><td>{esc(v.get('kind'))}</td><td>{esc(v.get('subject'))}</td>"
-        f"<td>{esc(rel(tl, v.get('since')))}</td><td>{esc(rel(tl, v.get('until')))}</td>"
-        f"<td><code>{esc(_compact(v.get('detail')))}</code></td></tr>"
+        f"<tr><td>{n}</td><td class=\"nw\">{esc(v.get('kind'))}</td>"
+        f"<td class=\"nw\">{esc(v.get('subject'))}</td>"
+        f"<td class=\"nw\">{esc(rel(tl, v.get('since')))}</td>"
+        f"<td class=\"nw\">{esc(rel(tl, v.get('until')))}</td>"
+        f"<td><code>{_unbroken(_compact(v.get('detail')))}</code></td></tr>"
         for n, v in enumerate(violations, 1))
     frows = "".join(
-        f"<tr><td>{esc(f.source)}</td><td>{esc(f.label)}</td><td>{esc(rel(tl, f.start))}</td>"
-        f"<td>{esc('' if f.instant else rel(tl, f.end))}</td></tr>" for f in tl.faults)
+        f"<tr><td class=\"nw\">{esc(f.source)}</td><td>{_unbroken(f.label)}</td>"
+        f"<td class=\"nw\">{esc(rel(tl, f.start))}</td>"
+        f"<td class=\"nw\">{esc('' if f.instant else rel(tl, f.end))}</td></tr>"
+        for f in tl.faults)
     srows = "".join(
-        f"<tr><td>{n}</td><td>{esc(rel(tl, st.start))}</td><td>{esc(st.label)}</td></tr>"
+        f"<tr><td>{n}</td><td class=\"nw\">{esc(rel(tl, st.start))}</td><td>{esc(st.label)}</td></tr>"
         for n, st in enumerate(tl.steps, 1))
     crows = "".join(
         f"<tr><td>{esc(' + '.join(c['faults']))}</td><td>{_seconds(c['seconds'])}</td>"
@@ -106,7 +127,7 @@ def render(doc: dict, tl: Timeline) -> str:
 <p class="meta">Per ENI: its secondary IPs and prefixes as each view saw them (the ENI's own
 primary IP left out). A number is the count; hover a segment for its IPs. Times are seconds
 from the first record.</p>
-<div class="scroll">{render_svg(tl, violations)}</div>
+{"".join(f'<div class="scroll chart w{w}">{render_svg(tl, violations, w)}</div>' for w in WIDTHS)}
 <h2>Violations</h2>
 {f'<table><tr><th>#</th><th>kind</th><th>subject</th><th>since</th><th>until</th><th>detail</th></tr>{vrows}</table>' if vrows else '<p>none</p>'}
 {f'<h2>Scenario steps</h2><table><tr><th>#</th><th>at</th><th>step</th></tr>{srows}</table>' if srows else ''}
@@ -129,6 +150,13 @@ def _compact(d) -> str:
     return " \u00b7 ".join(
         f"{str(k).replace('_', ' ')}: {UNSET.get(k, 'none') if v is None else fmt(v)}"
         for k, v in d.items())
+
+
+def _unbroken(text: str) -> str:
+    """Escaped text that wraps only at spaces: a browser also breaks after a hyphen, which
+    cuts names like ck-4d923-n0-p7 or ip-not-owned in two."""
+    return " ".join(f'<span class="nw">{esc(w)}</span>' if "-" in w else esc(w)
+                    for w in text.split(" "))
 
 
 def _seconds(s: float) -> str:

@@ -13,6 +13,7 @@ from cnikit.check.history import History
 from cnikit.check.invariants import judge
 from cnikit.errors import UsageError
 from cnikit.report import SCHEMA, build, write_report
+from cnikit.report.svg import WIDTHS
 
 T0 = 1_800_000_000.0
 I1, ENI, ENI2 = "i-0abc", "eni-0aaa", "eni-0bbb"
@@ -131,7 +132,7 @@ def test_report_html_is_self_contained_and_draws_every_lane(tmp_path):
     assert "p0  10.0.1.11" in text and "p1  10.0.1.12" in text
     assert "IMDS stale (eni_id=eni-0aaa)" in text and "imds-fault eni_id=eni-0aaa kind=stale" in text
     marks = [a for t, a in p.tags if t == "g" and a.get("class") == "vmark"]
-    assert len(marks) == 2
+    assert len(marks) == 2 * len(WIDTHS)  # the chart is drawn once per width
     # The stale IMDS lists .12 (gone from EC2) and misses .15: drawn as a difference.
     assert "\u2260 EC2: +.12 \u2212.15" in text
     # The daemon's equal-length view (.15 instead of .12) before the release: a difference too.

@@ -162,7 +162,8 @@ def test_the_chart_is_never_drawn_smaller_than_its_units_and_fits_900px(tmp_path
 
     html, svg = _render(tmp_path)
     width = float(next(a for t, a in svg.elements if t == "svg")["viewbox"].split()[2])
-    css = re.search(r"svg\.timeline\{([^}]*)\}", html).group(1)
+    assert width == WIDTH
+    css = re.search(r"svg\.w840\{([^}]*)\}", html).group(1)
     assert f"min-width:{width:g}px" in css  # 1:1 at least: a 11px font stays 11px
     assert f"max-width:{round(WIDTH * MAX_ZOOM)}px" in css and MAX_ZOOM <= 1.4
     sizes = [int(x) for x in re.findall(r"svg [^{]*\{[^}]*font-size:(\d+)px", html)]
@@ -218,7 +219,8 @@ def test_violations_are_listed_in_time_order(tmp_path):
     r["warnings"] = []
     html = write_report(tmp_path, r)["html"].read_text()
     table = html[html.index("<h2>Violations</h2>"):]
-    rows = re.findall(r"<tr><td>(\d+)</td><td>[^<]*</td><td>([^<]*)</td><td>t=\+([\d.]+)s", table)
+    rows = re.findall(r'<tr><td>(\d+)</td><td class="nw">[^<]*</td><td class="nw">([^<]*)</td>'
+                      r'<td class="nw">t=\+([\d.]+)s', table)
     assert [float(t) for _, _, t in rows] == sorted(float(t) for _, _, t in rows)
     assert [(n, s) for n, s, _ in rows] == [("1", "p1"), ("2", "p1"), ("3", "p2")]
     # A detail without a value says what that means.
@@ -333,3 +335,52 @@ def test_a_run_that_holds_says_why_first(tmp_path):
                    "and all 3 pods kept their addresses and their peers throughout."]
     assert html.index('class="root held"') < html.index("<h2>Summary</h2>")
     assert "met its faults" not in html[html.index("<h2>Summary</h2>"):]  # said once
+
+
+def _charts(html: str) -> list[Svg]:
+    """Each drawing of the chart (one per width), parsed."""
+    out = []
+    for part in html.split("<svg")[1:]:
+        svg = Svg()
+        svg.feed("<svg" + part[:part.index("</svg>") + 6])
+        out.append(svg)
+    return out
+
+
+def test_labels_keep_to_the_axis_beside_their_marks_and_off_the_violation_lines(tmp_path):
+    """At every width: fault and step labels inside the time axis, above where violation
+    lines start; a fault's label beside its mark; no label inside a lane crossed by one."""
+    from cnikit.report.svg import RIGHT, SMALL_W, WIDTHS
+
+    r = busy_story()
+    r["history"].append("nemesis", "info", "ec2-assign-elsewhere",
+                        {"op": "ec2-assign-elsewhere", "id": None,
+                         "target": {"eni": ENI2, "ips": ["10.0.1.20", "10.0.1.21"]}},
+                        at=T0 + 10.6, mono=10.6)
+    charts = _charts(write_report(tmp_path, r)["html"].read_text())
+    assert len(charts) == len(WIDTHS)
+    for svg, width in zip(charts, WIDTHS, strict=True):
+        left = min(float(a["x1"]) for t, a in svg.elements if a.get("class") == "grid")
+        right = width - RIGHT
+        lines = [a for t, a in svg.elements if t == "line" and a["_group"] == "vmark"]
+        assert lines, "the story has violations"
+        top = min(float(a["y1"]) for a in lines)
+        xs = [float(a["x1"]) for a in lines]
+        for a, text in svg.texts:
+            small = a.get("class") in ("flbl", "seg", "seg on-dark")
+            w = len(text) * (SMALL_W if small else CHAR_W)
+            x0 = float(a["x"]) - (w if a.get("text-anchor") == "end" else 0)
+            if a["_group"] in ("fault", "step") and a.get("class") in ("lbl", "flbl"):
+                assert left - 1 <= x0 and x0 + w <= right + 1, (width, text, x0, x0 + w)
+                assert float(a["y"]) < top, (width, text)
+            if a.get("class", "").startswith("seg"):
+                assert not [x for x in xs if x0 - 1 <= x <= x0 + w + 1], (width, text, x0, xs)
+        # Each instant fault's label starts or ends within a few pixels of its diamond.
+        marks = [float(a["d"].split(",")[0][1:]) for t, a in svg.elements if t == "path"
+                 and a["_group"] == "fault"]
+        labels = [a for a, _ in svg.texts if a.get("class") == "flbl"]
+        for a in labels:
+            x = float(a["x"])
+            assert any(abs(x - m) <= 12 for m in marks) or a["_group"] == "fault" and any(
+                abs(x - float(r["x"])) <= 12 for t, r in svg.elements
+                if t == "rect" and r["_group"] == "fault"), (width, a)
