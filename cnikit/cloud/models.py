@@ -1,8 +1,8 @@
 """The gate's mirror of EC2 state (its records: records.py) and the rules real EC2
 enforces on it.
 
-No wire format here: `responses.py` parses and renders XML, the gate (cnikit/cloud/gate/)
-moves bytes. The mirror is the gate's truth: it is loaded from the upstream at start (and
+No wire format here: `upstream_xml.py` reads the upstream's XML into records, the gate
+(cnikit/cloud/gate/) renders its answers and moves bytes. The mirror is the gate's truth: it is loaded from the upstream at start (and
 after any mutating call the gate does not model), then changed only by the calls the gate
 forwarded successfully. Records are frozen and replaced on change, so a snapshot of the
 mirror (for `describe_lag` and for ownership) is a shallow dict copy.

@@ -21,7 +21,7 @@ import threading
 import time
 
 from cnikit.cloud.after_call import AnsweredCall
-from cnikit.cloud.responses import list_param
+from cnikit.cloud.query import list_param
 
 log = logging.getLogger("cnikit.cluster.nemesis")
 

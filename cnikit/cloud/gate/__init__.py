@@ -43,16 +43,21 @@ How it works
   (`InternalError` 500 for a gate bug, logged); a non-XML upstream error (moto's HTML 500)
   becomes `InternalError` XML too, so clients never see a traceback.
 
-Where each part lives (the rules EC2 enforces are the mirror's, cnikit/cloud/models.py; the
-wire format is cnikit/cloud/responses.py):
+Where each part lives (the rules EC2 enforces are the mirror's, cnikit/cloud/models.py; a
+request's parameters, filters and pages are read in cnikit/cloud/query.py, EC2's XML
+envelope is cnikit/cloud/responses.py, the upstream's answers become mirror records in
+cnikit/cloud/upstream_xml.py; each action's answer is made beside its handler):
 
     server.py      the HTTP front: parse, validate, fault stages, dispatch, answer; lifecycle
     backend.py     forwarding to the upstream, regions and their mirrors, resync, changes
     actions.py     the registry of modelled actions (a group is one class, defined = registered)
     instances.py   RunInstances, TerminateInstances
-    interfaces.py  Create/Delete/Attach/Detach/DescribeNetworkInterfaces
+    interfaces.py  Create/Delete/Attach/Detach/DescribeNetworkInterfaces (eni_item.py: an
+                   ENI's <item>; cnikit/cloud/eni_filters.py: Describe's filters)
     addresses.py   Assign/UnassignPrivateIpAddresses (addresses and /28 prefixes)
+    ipv6.py        Assign/UnassignIpv6Addresses (addresses and /80 prefixes)
     subnets.py     DescribeSubnets
+    vpcs.py        CreateVpc, DescribeVpcs, CreateSubnet (given IPv6 blocks)
 """
 
 from cnikit.cloud.gate.server import CONTROL, Gate, check_region

@@ -6,16 +6,17 @@ handlers is a method marked `@action("<EC2 action>")`:
     async def handler(self, r: Region, params: dict[str, str], headers) -> (status, body)
 
 Defining the class registers its actions, and `handlers()` imports every module of the
-package first, so a new group is one new file and a new action one new method. A handler
-applies the rules through the region's mirror (models.Mirror: `plan_*` refuses with EC2's
-error and changes nothing), forwards to the upstream what it decided, changes the mirror
-with `_mutate` and records the call in the audit log. Anything the gate does not model is
-forwarded (reads) or forwarded and resynced (writes) by the HTTP layer.
+package first, so a new group is one new file and a new action one new method, its answer's
+XML beside it. A handler reads its parameters with cnikit.cloud.query, applies the rules
+through the region's mirror (models.Mirror: `plan_*` refuses with EC2's error and changes
+nothing), forwards to the upstream what it decided (`self.backend.call`), changes the
+mirror with `self.backend.mutate` and records the call in the audit log
+(`self.backend.audit`). Anything the gate does not model is forwarded (reads) or forwarded
+and resynced (writes) by the HTTP layer.
 """
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import pkgutil
 from collections.abc import Awaitable, Callable
@@ -42,8 +43,8 @@ def action(name: str):
 
 
 class Actions:
-    """A group of modelled actions, made once per gate. Its handlers reach the gate's
-    backend under the backend's own names (`_lock`, `_call`, `_forward`, `_mutate`, ...)."""
+    """A group of modelled actions, made once per gate with the gate's backend: its
+    handlers work through the backend's public methods (backend.Backend)."""
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
@@ -54,30 +55,6 @@ class Actions:
 
     def __init__(self, backend: Backend):
         self.backend = backend
-        self.audit = backend.audit
-        self.faults = backend.faults
-        self._forward = backend._forward
-        self._call = backend._call
-        self._mutate = backend._mutate
-        self._resync = backend._resync
-        self._ensure_limits = backend._ensure_limits
-        self._enis_as_of = backend._enis_as_of
-        self._addresses_as_of = backend._addresses_as_of
-
-    async def _eni_with_limits(self, r: Region, eni_id: str | None):
-        """The ENI (EC2's not-found when unknown), its instance type's limits known to the
-        mirror first: the address rules judge against them."""
-        eni = r.mirror.eni(eni_id)
-        if eni.attachment:
-            inst = r.mirror.instances.get(eni.attachment.instance_id)
-            if inst:
-                await self._ensure_limits(inst.instance_type)
-        return eni
-
-    @property
-    def _lock(self) -> asyncio.Lock:
-        """Serialises every mutating call (made on the event loop when the gate starts)."""
-        return self.backend._lock
 
 
 def discover() -> None:

@@ -6,7 +6,7 @@
   `InternalError`.
 - Regions: each has its own mirror (models.Mirror) and its ENIs' recent past (for
   `describe_lag`); a region's first request loads it from the upstream.
-- Changes: every change of a mirror goes through `_mutate` (loop thread only), which wakes
+- Changes: every change of a mirror goes through `mutate` (loop thread only), which wakes
   the waiters of `wait_change` and the change feed and records the ENIs for Describe's
   history. A mutating call the gate does not model is forwarded and followed by a resync.
 - Limits: per instance type, asked of the upstream once (DescribeInstanceTypes), else
@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from urllib.parse import urlencode
 
 from cnikit.cloud import responses as R
+from cnikit.cloud import upstream_xml as U
 from cnikit.cloud.audit import AuditLog
 from cnikit.cloud.errors import Ec2Error, internal_error
 from cnikit.cloud.faults import MAX_LAG_S, FaultSet
@@ -74,8 +75,14 @@ class Region:
 
 class Backend:
     """The upstream and the mirrors of every region the gate serves. The event-loop parts
-    (`_lock`, `_changed`, `_upstream`) are made by `_open`, on the loop; the gate's
-    shutdown closes them."""
+    (`lock`, `_changed`, `_upstream`) are made by `_open`, on the loop; the gate's
+    shutdown closes them.
+
+    The gate's action groups (actions.py) work through its public methods: `forward`,
+    `pass_through` and `call` to the upstream, `forward_unmodelled` for a write the gate
+    does not model, `mutate` to change a mirror, `ensure_limits` and `eni_with_limits` for
+    the limits the rules judge against, `enis_as_of` and `addresses_as_of` for Describe's
+    lag, all under `lock` when they change anything."""
 
     def __init__(self, upstream_url: str, region: str = "us-east-1", seed: int | None = None):
         self.upstream_url = upstream_url.rstrip("/")
@@ -88,20 +95,21 @@ class Backend:
         self._limits: dict[str, InstanceLimits | None] = {}
         self._cond = threading.Condition(threading.RLock())
         self._upstream: UpstreamClient | None = None
-        self._lock: asyncio.Lock | None = None
+        # Serialises every mutating call (made on the event loop when the gate starts).
+        self.lock: asyncio.Lock | None = None
         self._changed: asyncio.Event | None = None
-        self._closing = False
+        self.closing = False
         self.transitions = Transitions(self)  # attaches and detaches that take time
 
     async def _open(self) -> None:
-        self._lock = asyncio.Lock()
+        self.lock = asyncio.Lock()
         self._changed = asyncio.Event()
         self._upstream = UpstreamClient(self.upstream_url)
         await self._first_resync(self._regions[self.region])
 
     async def wait_version(self, since: int) -> None:
         """Return once the mirror's version exceeds `since` (event-loop side of wait_change)."""
-        while self.mirror.version <= since and not self._closing:
+        while self.mirror.version <= since and not self.closing:
             await self._changed.wait()
 
     # -- upstream -----------------------------------------------------------------------------
@@ -119,8 +127,8 @@ class Backend:
             "Content-Type": "application/x-www-form-urlencoded; charset=utf-8",
         }
 
-    async def _forward(self, region: str, params: dict[str, str],
-                       headers=None) -> tuple[int, bytes]:
+    async def forward(self, region: str, params: dict[str, str],
+                      headers=None) -> tuple[int, bytes]:
         """Send a call to the upstream, signed for `region` (a client's own headers carry
         the client's signature, which names the same region)."""
         params.setdefault("Version", "2016-11-15")
@@ -137,19 +145,28 @@ class Backend:
             return err.status, R.error_xml(err)
         return status, body
 
-    async def _call(self, region: str, action: str, params: dict[str, str] | None = None,
-                    headers=None) -> bytes:
-        status, body = await self._forward(region, {"Action": action, **(params or {})},
-                                           headers)
+    async def pass_through(self, region: str, params: dict[str, str],
+                           headers=None) -> tuple[int, bytes]:
+        """A client's call forwarded as it is; a refusal is raised (`UpstreamError`)."""
+        status, body = await self.forward(region, params, headers)
+        if status >= 300:
+            raise UpstreamError(status, body)
+        return status, body
+
+    async def call(self, region: str, action: str, params: dict[str, str] | None = None,
+                   headers=None) -> bytes:
+        status, body = await self.forward(region, {"Action": action, **(params or {})},
+                                          headers)
         if status >= 300:
             raise UpstreamError(status, body)
         return body
 
-    async def _unmodelled(self, r: Region, action, params, headers) -> tuple[int, bytes]:
-        async with self._lock:
-            status, out = await self._forward(r.name, params, headers)
+    async def forward_unmodelled(self, r: Region, action, params, headers) -> tuple[int, bytes]:
+        """A write the gate does not model: forwarded, then the region's mirror reloaded."""
+        async with self.lock:
+            status, out = await self.forward(r.name, params, headers)
             if status < 300:
-                await self._resync(r)
+                await self.resync_region(r)
                 self.audit.add(action, params.get("NetworkInterfaceId"),
                                instance_id=params.get("InstanceId"), region=r.name)
             else:
@@ -161,25 +178,35 @@ class Backend:
     def _limits_for(self, instance_type: str) -> InstanceLimits | None:
         return self._limits.get(instance_type)
 
-    async def _ensure_limits(self, instance_type: str) -> InstanceLimits | None:
+    async def ensure_limits(self, instance_type: str) -> InstanceLimits | None:
         if instance_type in self._limits:
             return self._limits[instance_type]
         found = None
         try:
-            body = await self._call(self.region, "DescribeInstanceTypes",
-                                    {"InstanceType.1": instance_type})
-            found = R.limits_from_describe(body).get(instance_type)
+            body = await self.call(self.region, "DescribeInstanceTypes",
+                                   {"InstanceType.1": instance_type})
+            found = U.limits_from_describe(body).get(instance_type)
         except UpstreamError:
             pass
         self._limits[instance_type] = found or FALLBACK.get(instance_type)
         return self._limits[instance_type]
+
+    async def eni_with_limits(self, r: Region, eni_id: str | None) -> Eni:
+        """The ENI (EC2's not-found when unknown), its instance type's limits known to the
+        mirror first: the address rules judge against them."""
+        eni = r.mirror.eni(eni_id)
+        if eni.attachment:
+            inst = r.mirror.instances.get(eni.attachment.instance_id)
+            if inst:
+                await self.ensure_limits(inst.instance_type)
+        return eni
 
     async def _first_resync(self, r: Region, deadline_s: float = 30.0) -> None:
         """Load the mirror; an upstream that has just started may answer 5xx for a moment."""
         end = time.monotonic() + deadline_s
         while True:
             try:
-                return await self._resync(r)
+                return await self.resync_region(r)
             except UpstreamError as e:
                 if e.status < 500 or time.monotonic() > end:
                     raise CnikitError(f"EC2 gate cannot read the upstream {self.upstream_url}: "
@@ -187,9 +214,9 @@ class Backend:
             await asyncio.sleep(0.2)
 
     async def _locked_resync(self) -> None:
-        async with self._lock:
+        async with self.lock:
             for r in list(self._regions.values()):
-                await self._resync(r)
+                await self.resync_region(r)
 
     async def _region(self, name: str) -> Region:
         """The region a request named, loaded from the upstream on its first request."""
@@ -199,26 +226,27 @@ class Backend:
         if name not in known_regions():
             raise Ec2Error("AuthFailure",
                            f"Credential should be scoped to a valid region, not '{name}'.", 401)
-        async with self._lock:
+        async with self.lock:
             r = self._regions.get(name)
             if r is None:
                 r = Region(name, Mirror(self._limits_for, name, self.versions))
-                await self._resync(r, adopt=True)
+                await self.resync_region(r, adopt=True)
             return r
 
-    async def _resync(self, r: Region, adopt: bool = False) -> None:
-        subnets = R.subnets_from_describe(await self._call(r.name, "DescribeSubnets"))
-        instances = R.instances_from(await self._call(r.name, "DescribeInstances"))
-        items = R.enis_from_describe(await self._call(r.name, "DescribeNetworkInterfaces"))
+    async def resync_region(self, r: Region, adopt: bool = False) -> None:
+        """Reload a region's mirror from the upstream (the gate's own prefixes kept)."""
+        subnets = U.subnets_from_describe(await self.call(r.name, "DescribeSubnets"))
+        instances = U.instances_from(await self.call(r.name, "DescribeInstances"))
+        items = U.enis_from_describe(await self.call(r.name, "DescribeNetworkInterfaces"))
         for t in {i.instance_type for i in instances}:
-            await self._ensure_limits(t)
+            await self.ensure_limits(t)
         old = r.mirror.enis
         ipv6_only = {s.subnet_id for s in subnets if s.cidr is None}
         enis = []
         for it in items:
             eni_id = it.findtext("networkInterfaceId")
             kept = old.get(eni_id)
-            eni = R.eni_from_item(it, kept.prefixes if kept else (),
+            eni = U.eni_from_item(it, kept.prefixes if kept else (),
                                   kept.ipv6_prefixes if kept else ())
             if eni.subnet_id in ipv6_only:  # moto gives such an ENI an IPv4 all the same
                 eni = dataclasses.replace(eni, ips=(), prefixes=())
@@ -230,9 +258,9 @@ class Backend:
                 self.versions.regions += (r.name,)
             r.mirror.load(subnets, instances, enis)
 
-        self._mutate(r, load)
+        self.mutate(r, load)
 
-    def _mutate(self, r: Region, fn, *args) -> None:
+    def mutate(self, r: Region, fn, *args) -> None:
         """Change a region's mirror (loop thread only) and wake every waiter."""
         with self._cond:
             fn(*args)
@@ -245,7 +273,7 @@ class Backend:
         self._changed = asyncio.Event()
 
     @staticmethod
-    def _enis_as_of(r: Region, lag: float) -> dict[str, Eni]:
+    def enis_as_of(r: Region, lag: float) -> dict[str, Eni]:
         if lag <= 0 or not r.history:
             return r.mirror.enis
         cutoff = time.monotonic() - lag
@@ -274,8 +302,8 @@ class Backend:
             then.attachment.attachment_id != eni.attachment.attachment_id)
 
     @classmethod
-    def _addresses_as_of(cls, r: Region, enis: dict[str, Eni],
-                         lags: list[tuple[float, float | None]]) -> dict[str, Eni]:
+    def addresses_as_of(cls, r: Region, enis: dict[str, Eni],
+                        lags: list[tuple[float, float | None]]) -> dict[str, Eni]:
         """`enis` with each one's address list as of the largest lag covering it (a lag with
         a `since` covers ENIs attached since then): what the ENI held then, its primary
         address alone if it did not exist yet. Attachments are shown as they are."""
@@ -285,7 +313,7 @@ class Backend:
                        if since is None or cls._attached_since(r, eni, since)), default=0.0)
             if lag > 0:
                 if lag not in states:
-                    states[lag] = cls._enis_as_of(r, lag)
+                    states[lag] = cls.enis_as_of(r, lag)
                 then = states[lag].get(eni_id)
                 if then is not None:
                     eni = dataclasses.replace(eni, ips=then.ips, prefixes=then.prefixes,

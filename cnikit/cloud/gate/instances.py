@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import logging
 
+from cnikit.cloud import query as Q
 from cnikit.cloud import responses as R
+from cnikit.cloud import upstream_xml as U
 from cnikit.cloud.errors import invalid_value
 from cnikit.cloud.gate.actions import Actions, action
 from cnikit.cloud.gate.backend import Region, UpstreamError
@@ -23,28 +25,39 @@ log = logging.getLogger("cnikit.cloud.gate")
 NIC = "NetworkInterface.1."  # RunInstances' first network interface, as a parameter prefix
 
 
+def merge_reservations(bodies: list[bytes]) -> bytes:
+    """One RunInstances answer from several single-instance ones (the gate launches one at
+    a time)."""
+    if len(bodies) == 1:
+        return bodies[0]
+    first = R.parse_xml(bodies[0])
+    target = first.find("instancesSet")
+    for body in bodies[1:]:
+        for item in R.parse_xml(body).findall("instancesSet/item"):
+            target.append(item)
+    return R.document(first)
+
+
 class InstanceActions(Actions):
     @action("RunInstances")
     async def _run_instances(self, r: Region, params, headers) -> tuple[int, bytes]:
-        async with self._lock:
+        async with self.backend.lock:
             itype = params.get("InstanceType") or "m1.small"
-            limits = await self._ensure_limits(itype)
+            limits = await self.backend.ensure_limits(itype)
             if limits is None:
                 raise invalid_value(f"Invalid value '{itype}' for InstanceType.")
-            count = R.int_param(params, "MaxCount") or 1
-            min_count = R.int_param(params, "MinCount") or 1
+            count = Q.int_param(params, "MaxCount") or 1
+            min_count = Q.int_param(params, "MinCount") or 1
             check_launch_count(min_count, count)
             if params.get(NIC + "NetworkInterfaceId"):  # launched on an existing ENI
-                status, out = await self._forward(r.name, params, headers)
-                if status >= 300:
-                    raise UpstreamError(status, out)
-                await self._resync(r)
+                status, out = await self.backend.pass_through(r.name, params, headers)
+                await self.backend.resync_region(r)
                 return status, out
             subnet, plans = r.mirror.plan_launch(
                 params.get("SubnetId") or params.get(NIC + "SubnetId"),
                 params.get("Placement.AvailabilityZone"),
                 params.get("PrivateIpAddress") or params.get(NIC + "PrivateIpAddress"),
-                R.int_param(params, NIC + "SecondaryPrivateIpAddressCount") or 0,
+                Q.int_param(params, NIC + "SecondaryPrivateIpAddressCount") or 0,
                 count, limits)
             uses_nic = any(k.startswith(NIC) for k in params)
             v6 = self._ipv6_asked(r, subnet, params, uses_nic, count)
@@ -59,16 +72,16 @@ class InstanceActions(Actions):
                 if not uses_nic:
                     fwd["SubnetId"] = subnet.subnet_id
                 try:
-                    bodies.append(await self._call(r.name, "RunInstances", fwd, headers))
+                    bodies.append(await self.backend.call(r.name, "RunInstances", fwd, headers))
                 except UpstreamError:
                     if len(bodies) >= min_count:
                         break
                     raise
-                await self._adopt_instances(r, R.instances_from(bodies[-1]), ips[1:], headers)
+                await self._adopt_instances(r, U.instances_from(bodies[-1]), ips[1:], headers)
                 if v6:
-                    await self._give_ipv6(r, R.instances_from(bodies[-1]), subnet, params,
+                    await self._give_ipv6(r, U.instances_from(bodies[-1]), subnet, params,
                                           uses_nic, headers)
-        return 200, R.merge_reservations(bodies)
+        return 200, merge_reservations(bodies)
 
     @staticmethod
     def _ipv6_asked(r: Region, subnet, params, uses_nic: bool, count: int) -> bool:
@@ -93,46 +106,44 @@ class InstanceActions(Actions):
                                  "Ipv6Addresses" if uses_nic else "Ipv6Address", eni)
             plan.eni_id = eni.eni_id
             if plan.ips:
-                await self._call(r.name, "AssignIpv6Addresses",
-                                 R.ipv6_addresses_param(eni.eni_id, plan.ips), headers)
-            self._mutate(r, r.mirror.apply_assign_ipv6, plan)
-            self.audit.add("RunInstances", eni.eni_id, plan.ips, plan.prefixes,
-                           instance_id=inst.instance_id, region=r.name)
+                await self.backend.call(r.name, "AssignIpv6Addresses",
+                                        Q.ipv6_addresses_param(eni.eni_id, plan.ips), headers)
+            self.backend.mutate(r, r.mirror.apply_assign_ipv6, plan)
+            self.backend.audit.add("RunInstances", eni.eni_id, plan.ips, plan.prefixes,
+                                   instance_id=inst.instance_id, region=r.name)
 
     async def _adopt_instances(self, r: Region, instances: list[InstanceState],
                                secondaries: list[str], headers) -> None:
         for inst in instances:
-            body = await self._call(r.name, "DescribeNetworkInterfaces", {
+            body = await self.backend.call(r.name, "DescribeNetworkInterfaces", {
                 "Filter.1.Name": "attachment.instance-id", "Filter.1.Value.1": inst.instance_id})
-            enis = [R.eni_from_item(it) for it in R.enis_from_describe(body)]
+            enis = [U.eni_from_item(it) for it in U.enis_from_describe(body)]
             primary = next((e for e in enis if e.attachment and e.attachment.device_index == 0),
                            None)
             if primary is not None and secondaries:
-                await self._call(r.name, "AssignPrivateIpAddresses",
-                                 R.addresses_param(primary.eni_id, secondaries), headers)
+                await self.backend.call(r.name, "AssignPrivateIpAddresses",
+                                        Q.addresses_param(primary.eni_id, secondaries), headers)
                 enis = [e if e is not primary else Eni(
                     e.eni_id, e.subnet_id, e.vpc_id, e.mac, e.ips + tuple(secondaries),
                     e.prefixes, e.attachment, e.template) for e in enis]
-            self._mutate(r, r.mirror.apply_launch, inst, enis)
+            self.backend.mutate(r, r.mirror.apply_launch, inst, enis)
             for e in enis:
-                self.audit.add("RunInstances", e.eni_id, e.ips, e.prefixes,
-                               instance_id=inst.instance_id, region=r.name)
+                self.backend.audit.add("RunInstances", e.eni_id, e.ips, e.prefixes,
+                                       instance_id=inst.instance_id, region=r.name)
 
     @action("TerminateInstances")
     async def _terminate(self, r: Region, params, headers) -> tuple[int, bytes]:
         mirror = r.mirror
-        async with self._lock:
-            ids = R.list_param(params, "InstanceId")
+        async with self.backend.lock:
+            ids = Q.list_param(params, "InstanceId")
             for i in ids:
                 mirror.instance(i)
-            status, out = await self._forward(r.name, params, headers)
-            if status >= 300:
-                raise UpstreamError(status, out)
+            status, out = await self.backend.pass_through(r.name, params, headers)
             for iid in ids:
                 for eni in mirror.instance_enis(iid):
                     await self._release_eni(r, eni)
-                self._mutate(r, mirror.mark_terminated, iid)
-                self.audit.add("TerminateInstances", None, instance_id=iid, region=r.name)
+                self.backend.mutate(r, mirror.mark_terminated, iid)
+                self.backend.audit.add("TerminateInstances", None, instance_id=iid, region=r.name)
         return status, out
 
     async def _release_eni(self, r: Region, eni: Eni) -> None:
@@ -143,20 +154,20 @@ class InstanceActions(Actions):
         """
         if eni.attachment.device_index != 0:
             try:
-                await self._call(r.name, "DetachNetworkInterface",
-                                 {"AttachmentId": eni.attachment.attachment_id, "Force": "true"})
+                await self.backend.call(r.name, "DetachNetworkInterface", {
+                    "AttachmentId": eni.attachment.attachment_id, "Force": "true"})
             except UpstreamError as e:
                 log.warning("detach %s on termination: %s", eni.eni_id, e.code())
         if eni.attachment.delete_on_termination:
             try:
-                await self._call(r.name, "DeleteNetworkInterface",
-                                 {"NetworkInterfaceId": eni.eni_id})
+                await self.backend.call(r.name, "DeleteNetworkInterface",
+                                        {"NetworkInterfaceId": eni.eni_id})
             except UpstreamError as e:
                 log.warning("delete %s on termination: %s", eni.eni_id, e.code())
-            self._mutate(r, r.mirror.apply_delete, eni.eni_id)
-            self.audit.add("DeleteNetworkInterface", eni.eni_id, eni.ips, eni.prefixes,
-                           instance_id=eni.attachment.instance_id, region=r.name)
+            self.backend.mutate(r, r.mirror.apply_delete, eni.eni_id)
+            self.backend.audit.add("DeleteNetworkInterface", eni.eni_id, eni.ips, eni.prefixes,
+                                   instance_id=eni.attachment.instance_id, region=r.name)
         else:
-            self._mutate(r, r.mirror.set_attachment, eni.eni_id, None)
-            self.audit.add("DetachNetworkInterface", eni.eni_id, eni.ips, eni.prefixes,
-                           instance_id=eni.attachment.instance_id, region=r.name)
+            self.backend.mutate(r, r.mirror.set_attachment, eni.eni_id, None)
+            self.backend.audit.add("DetachNetworkInterface", eni.eni_id, eni.ips, eni.prefixes,
+                                   instance_id=eni.attachment.instance_id, region=r.name)

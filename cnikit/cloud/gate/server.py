@@ -18,6 +18,7 @@ import threading
 
 from aiohttp import web
 
+from cnikit.cloud import query as Q
 from cnikit.cloud import responses as R
 from cnikit.cloud.after_call import INSTANCE_HEADER, AfterCall, AnsweredCall, caller_instance
 from cnikit.cloud.audit import CALLER
@@ -173,7 +174,7 @@ class Gate(Backend):
 
     async def _shutdown(self) -> None:
         # Long polls of the change feed (the IMDS's) end now: cleanup waits for every handler.
-        self._closing = True
+        self.closing = True
         self.transitions.cancel_all()
         if self._changed is not None:
             self._changed.set()
@@ -196,10 +197,10 @@ class Gate(Backend):
         region = self.region
         try:
             body = await request.read()
-            params = R.parse_params(body, request.query_string)
+            params = Q.parse_params(body, request.query_string)
             action = params.get("Action") or ""
-            region = R.signed_region(request.headers, params) or self.region
-            CALLER.set(R.signed_access_key(request.headers, params))
+            region = Q.signed_region(request.headers, params) or self.region
+            CALLER.set(Q.signed_access_key(request.headers, params))
             self._validate(action, params)
             if not _spared(request.headers):
                 try:
@@ -212,15 +213,15 @@ class Gate(Backend):
                     raise
             r = self._regions.get(region) or await self._region(region)
             handler = self._handlers.get(action)
-            if R.bool_param(params, "DryRun"):
+            if Q.bool_param(params, "DryRun"):
                 # The upstream answers DryRunOperation/UnauthorizedOperation; nothing changes.
-                status, out = await self._forward(region, params, request.headers)
+                status, out = await self.forward(region, params, request.headers)
             elif handler is not None:
                 status, out = await handler(r, params, request.headers)
             elif action.startswith(READ_PREFIXES):
-                status, out = await self._forward(region, params, request.headers)
+                status, out = await self.forward(region, params, request.headers)
             else:
-                status, out = await self._unmodelled(r, action, params, request.headers)
+                status, out = await self.forward_unmodelled(r, action, params, request.headers)
             if status < 400 and not action.startswith(READ_PREFIXES) and not _spared(
                     request.headers):
                 lost = self.faults.on_response(action, region)
@@ -272,7 +273,7 @@ class Gate(Backend):
                        code: str, injected: bool = False) -> None:
         if action and not action.startswith(READ_PREFIXES) and action in self._required:
             self.audit.add(action, params.get("NetworkInterfaceId"),
-                           R.list_param(params, "PrivateIpAddress"),
-                           R.list_param(params, "Ipv4Prefix"), outcome=code,
+                           Q.list_param(params, "PrivateIpAddress"),
+                           Q.list_param(params, "Ipv4Prefix"), outcome=code,
                            instance_id=params.get("InstanceId"), region=region,
                            injected=injected)

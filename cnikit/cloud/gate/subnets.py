@@ -4,7 +4,19 @@ from __future__ import annotations
 
 from cnikit.cloud import responses as R
 from cnikit.cloud.gate.actions import Actions, action
-from cnikit.cloud.gate.backend import Region, UpstreamError
+from cnikit.cloud.gate.backend import Region
+
+
+def with_available_counts(body: bytes, available) -> bytes:
+    """A DescribeSubnets answer with each subnet's availableIpAddressCount replaced by
+    `available(subnet_id)` (kept where that is None)."""
+    root = R.parse_xml(body)
+    for s in root.findall("subnetSet/item"):
+        count = available(R.text(s, "subnetId"))
+        el = s.find("availableIpAddressCount")
+        if count is not None and el is not None:
+            el.text = str(count)
+    return R.document(root)
 
 
 class SubnetActions(Actions):
@@ -12,7 +24,5 @@ class SubnetActions(Actions):
     async def _describe_subnets(self, r: Region, params, headers) -> tuple[int, bytes]:
         """Forwarded, with AvailableIpAddressCount as EC2 counts it: moto counts neither
         the gate's prefixes nor, reliably, its secondary addresses."""
-        status, out = await self._forward(r.name, params, headers)
-        if status >= 300:
-            raise UpstreamError(status, out)
-        return status, R.with_available_counts(out, r.mirror.available_ips)
+        status, out = await self.backend.pass_through(r.name, params, headers)
+        return status, with_available_counts(out, r.mirror.available_ips)

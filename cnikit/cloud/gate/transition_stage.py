@@ -30,17 +30,17 @@ class Transitions:
         old = self._timers.pop(key, None)
         if old is not None:
             old.cancel()
-        self.backend._mutate(r, r.mirror.set_attachment_status, eni_id, attachment, status)
+        self.backend.mutate(r, r.mirror.set_attachment_status, eni_id, attachment, status)
         loop = asyncio.get_running_loop()
         self._timers[key] = loop.call_later(seconds, self._settle, r, eni_id,
                                             attachment.attachment_id)
 
     def _settle(self, r, eni_id: str, attachment_id: str) -> None:
         self._timers.pop((r.name, eni_id), None)
-        if self.backend._closing:
+        if self.backend.closing:
             return
         if r.mirror.pending.get(eni_id) is not None:
-            self.backend._mutate(r, r.mirror.settle_attachment, eni_id, attachment_id)
+            self.backend.mutate(r, r.mirror.settle_attachment, eni_id, attachment_id)
 
     def cancel_all(self) -> None:
         for handle in self._timers.values():

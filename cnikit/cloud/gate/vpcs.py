@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 from cnikit.cloud import responses as R
 from cnikit.cloud.errors import Ec2Error, invalid_value
 from cnikit.cloud.gate.actions import Actions, action
-from cnikit.cloud.gate.backend import Region, UpstreamError
+from cnikit.cloud.gate.backend import Region
 
 
 def _ipv6_block(raw: str, prefixlen: int, wrong_size: str) -> ipaddress.IPv6Network:
@@ -54,8 +54,7 @@ def _rewrite(body: bytes, path: str, given: dict[str, tuple[str, str]]) -> bytes
         found = given.get(vpc.findtext("vpcId") or "")
         if found is not None:
             _add_association(vpc, *found)
-    root.set("xmlns", R.NS)
-    return R.XML_DECL + ET.tostring(root)
+    return R.document(root)
 
 
 class VpcActions(Actions):
@@ -64,22 +63,20 @@ class VpcActions(Actions):
         block = params.get("Ipv6CidrBlock")
         pool = params.get("Ipv6Pool") or "ipv6pool-ec2-byoip"
         if block is None:
-            return await self.backend._unmodelled(r, "CreateVpc", params, headers)
+            return await self.backend.forward_unmodelled(r, "CreateVpc", params, headers)
         block = _given_block(block)
         taken = [b for b, _ in r.given_ipv6.values()]
         if any(ipaddress.IPv6Network(block).overlaps(ipaddress.IPv6Network(t)) for t in taken):
             raise Ec2Error("InvalidVpc.Range", f"The IPv6 CIDR {block} is already in use")
         fwd = {k: v for k, v in params.items() if not k.startswith("Ipv6")}
-        status, out = await self.backend._unmodelled(r, "CreateVpc", fwd, headers)
+        status, out = await self.backend.forward_unmodelled(r, "CreateVpc", fwd, headers)
         vpc_id = R.parse_xml(out).findtext("vpc/vpcId") or ""
         r.given_ipv6[vpc_id] = (block, pool)
         return status, _rewrite(out, "vpc", r.given_ipv6)
 
     @action("DescribeVpcs")
     async def _describe_vpcs(self, r: Region, params, headers) -> tuple[int, bytes]:
-        status, out = await self._forward(r.name, params, headers)
-        if status >= 300:
-            raise UpstreamError(status, out)
+        status, out = await self.backend.pass_through(r.name, params, headers)
         return status, _rewrite(out, "vpcSet/item", r.given_ipv6) if r.given_ipv6 else out
 
     @action("CreateSubnet")
@@ -87,11 +84,11 @@ class VpcActions(Actions):
         block = params.get("Ipv6CidrBlock")
         if block:
             await self._check_subnet_block(r, params.get("VpcId") or "", block)
-        return await self.backend._unmodelled(r, "CreateSubnet", params, headers)
+        return await self.backend.forward_unmodelled(r, "CreateSubnet", params, headers)
 
     async def _check_subnet_block(self, r: Region, vpc_id: str, raw: str) -> None:
         net = _ipv6_block(raw, 64, f"The IPv6 CIDR block {raw} of a subnet must be a /64")
-        body = await self._call(r.name, "DescribeVpcs", {"VpcId.1": vpc_id})
+        body = await self.backend.call(r.name, "DescribeVpcs", {"VpcId.1": vpc_id})
         blocks = [b.text for b in R.parse_xml(_rewrite(body, "vpcSet/item", r.given_ipv6))
                   .iter("ipv6CidrBlock") if b.text]
         if not any(net.subnet_of(ipaddress.IPv6Network(b)) for b in blocks):
