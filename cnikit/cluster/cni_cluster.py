@@ -244,21 +244,28 @@ class CniCluster:
         node -> the error of a restart that failed."""
         return self.nemesis.restart_all(range(len(self.daemons)), wait)
 
-    def _kill_daemon(self, node: int, sig: int) -> None:
+    # What the nemesis does its acts with (cnikit.cluster.nemesis_daemons.NodeDaemons):
+    # nothing here records, so a scenario or a test kills and restarts through the nemesis.
+
+    def signal_daemon(self, node: int, sig: int) -> None:
+        """Send sig to the node's daemon, unrecorded (kill_daemon records it)."""
         self.daemons[node].kill(sig)
 
-    def _state_dir(self, node: int):
-        return self.places[node].state_dir
-
-    def _daemon_pids(self, node: int) -> set[int]:
-        pid = self.daemons[node].pid
-        return {pid} if pid else set()
-
-    def _restart_daemon(self, node: int, wait: float) -> None:
+    def stop_and_start_daemon(self, node: int, wait: float) -> None:
+        """Stop the node's daemon if it runs, start it and wait up to `wait` s until it is
+        ready, unrecorded (restart_daemon records it)."""
         d = self.daemons[node]
         if d.alive():
             d.stop()
         d.start(wait=wait)
+
+    def daemon_state_dir(self, node: int) -> Path:
+        return self.places[node].state_dir
+
+    def daemon_pids(self, node: int) -> set[int]:
+        """The daemon's process, if it runs (a restarted one has a new pid)."""
+        pid = self.daemons[node].pid
+        return {pid} if pid else set()
 
     def close(self) -> None:
         self._stop_daemons()

@@ -40,7 +40,7 @@ class CrashPoint:
         if nemesis.cloud is None:
             raise ValueError("this nemesis has no EC2 gate")
         self.node, self.action = node, action
-        self.instance_id = nemesis._node(node)["instance_id"]
+        self.instance_id = nemesis.node_target(node)["instance_id"]
         self.fired: dict | None = None
         self._hit: dict | None = None  # what it fired on, from the moment it did
         self._nemesis = nemesis

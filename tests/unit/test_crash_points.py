@@ -37,11 +37,11 @@ class Daemons:
     def instance_id(self, node):
         return self.ids[node]
 
-    def _kill_daemon(self, node, sig):
+    def signal_daemon(self, node, sig):
         self.procs[node].send_signal(sig)
         self.procs[node].wait(10)
 
-    def _restart_daemon(self, node, wait):
+    def stop_and_start_daemon(self, node, wait):
         self.procs[node] = self._spawn()
 
     def close(self):
@@ -135,14 +135,14 @@ def test_a_point_says_it_fired_once_its_kill_is_done(crash):
     n, h, topo, daemons = crash
     inst = topo.instances[0]
     killing, go = threading.Event(), threading.Event()
-    real = daemons._kill_daemon
+    real = daemons.signal_daemon
 
     def slow_kill(node, sig):
         killing.set()
         go.wait(10)
         real(node, sig)
 
-    daemons._kill_daemon = slow_kill
+    daemons.signal_daemon = slow_kill
     point = n.crash_at(0, "AssignPrivateIpAddresses")
     me = client_of(n.cloud, inst.instance_id)
     call = threading.Thread(target=lambda: me.assign_private_ip_addresses(

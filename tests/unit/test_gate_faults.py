@@ -342,7 +342,8 @@ def test_throttle_scopes_share_buckets_and_count_refusals():
 
 def test_audit_names_the_principal(gate_fault_vpc):
     from cnikit.check.history import History
-    from cnikit.cluster.nemesis import OTHER_PRINCIPAL, Nemesis
+    from cnikit.cluster.nemesis import Nemesis
+    from cnikit.cluster.nemesis_ec2_acts import OTHER_PRINCIPAL
 
     cloud, topo = gate_fault_vpc
     eni = topo.instances[0].primary_eni_id

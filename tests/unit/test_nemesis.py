@@ -28,10 +28,10 @@ class Daemons:
     def instance_id(self, node):
         return self.ids[node]
 
-    def _kill_daemon(self, node, sig):
+    def signal_daemon(self, node, sig):
         self.calls.append(("kill", node, sig))
 
-    def _restart_daemon(self, node, wait):
+    def stop_and_start_daemon(self, node, wait):
         if self.broken:
             raise OSError("the daemon did not start")
         self.calls.append(("restart", node))

@@ -8,7 +8,8 @@ import re
 
 from cnikit.check.history import History
 from cnikit.cloud.faults import FaultSet
-from cnikit.cluster.nemesis import Ec2Faults, Nemesis
+from cnikit.cluster.nemesis import Nemesis
+from cnikit.cluster.nemesis_ec2_faults import Ec2Faults
 from cnikit.scenarios.cli.up import log_nemesis
 
 CLOCK = r"\d\d:\d\d:\d\d"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cnikit.cluster.actions.base import Action, text
-from cnikit.cluster.nemesis import CLUSTER_TAG
+from cnikit.cluster.nemesis_ec2_acts import CLUSTER_TAG
 from faultcore.fault import Chaos, Param, optional
 
 

@@ -1,0 +1,129 @@
+"""The nemesis's acts on the nodes' daemons: kills (at once, in a write, after an EC2
+call), restarts of one node or of every node at once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Protocol
+
+from cnikit.cluster.nemesis_log import END, INFO, START
+
+
+class NodeDaemons(Protocol):
+    """What the nemesis needs of whoever runs the nodes' daemons (CniCluster). None of these
+    records anything: the nemesis does, around them."""
+
+    def instance_id(self, node: int) -> str: ...
+
+    def signal_daemon(self, node: int, sig: int) -> None: ...
+
+    def stop_and_start_daemon(self, node: int, wait: float) -> None:
+        """Stop the daemon if it runs, start it, and wait up to `wait` s until it is ready."""
+
+    def daemon_state_dir(self, node: int) -> Path: ...
+
+    def daemon_pids(self, node: int) -> set[int]: ...
+
+
+class DaemonActs:
+    """A mixin of Nemesis (its `daemons`, `on_down`/`on_up` and its log): every kill and
+    restart is one operation, and a node is down from its kill to its restart's end."""
+
+    def node_target(self, node: int) -> dict:
+        """The target of an act on the node's daemon; ValueError without daemons."""
+        if self.daemons is None:
+            raise ValueError("this nemesis has no daemons")
+        return {"node": node, "instance_id": self.daemons.instance_id(node)}
+
+    def kill_daemon(self, node: int, sig: int = signal.SIGKILL, **params) -> None:
+        """Send sig to the node's daemon: it is down until restart_daemon(node)."""
+        target = self.node_target(node)
+        self.on_down(node)
+        self.attempt("daemon-kill", target, lambda: self.daemons.signal_daemon(node, sig),
+                     signal=int(sig), **params)
+        with self._down_lock:
+            if node in self._down:  # killed again while down: one down time
+                return
+            fid = self.new_id(f"kill-{node}")
+            self._down[node] = ("daemon-kill", fid)
+        self.record(START, "daemon-kill", target, id=fid, signal=int(sig), **params)
+
+    def kill_in_write(self, node: int):
+        """Arm a trap on the node's daemon state directory: the next time the daemon opens a
+        file there for writing (a checkpoint write), it is SIGKILLed right after the open,
+        before it wrote a byte (cnikit.cluster.write_trap). Returns the armed WriteTrap
+        (`wait(timeout)` -> what it fired on); the kill is a daemon-kill with `in_write`."""
+        from cnikit.cluster.write_trap import WriteTrap
+
+        self.node_target(node)
+
+        def fire(pid: int, path: str) -> None:
+            self.kill_daemon(node, signal.SIGKILL, in_write=os.path.basename(path))
+
+        # The trap kills first and records after (kill_daemon): on_down goes before the kill.
+        return WriteTrap(self.daemons.daemon_state_dir(node),
+                         lambda: self.daemons.daemon_pids(node),
+                         fire, before_kill=lambda: self.on_down(node))
+
+    def crash_at(self, node: int, action: str):
+        """Arm a crash point (cnikit.cluster.crash_point): the node's daemon is SIGKILLed
+        when the gate serves `action` (one of CRASH_ACTIONS) from it, successfully, after the
+        call took effect and before its answer leaves. Returns the armed CrashPoint
+        (`wait(timeout)` -> what it fired on); the kill is a daemon-kill with `after_call`.
+        ValueError (one line) for another action."""
+        from cnikit.cluster.crash_point import CrashPoint
+
+        point = CrashPoint(self, node, action)
+        point.id = self.new_id(f"crash-{node}")
+        self.crash_points[point.id] = point
+        return point
+
+    def restart_daemon(self, node: int, wait: float = 60.0) -> None:
+        """Restart the node's daemon and wait until it is ready: the end of its kill, or for
+        a running daemon a daemon-restart from stop to ready. A restart that fails (raises)
+        leaves the daemon down until one succeeds."""
+        target = self.node_target(node)
+        self.on_down(node)
+        with self._down_lock:
+            down = self._down.get(node)
+            if down is None:
+                down = self._down[node] = ("daemon-restart", self.new_id(f"restart-{node}"))
+                fresh = True
+            else:
+                fresh = False
+        if fresh:
+            self.record(START, down[0], target, id=down[1])
+        self.attempt("daemon-restart", target,
+                     lambda: self.daemons.stop_and_start_daemon(node, wait))
+        with self._down_lock:
+            self._down.pop(node, None)
+        self.on_up(node)
+        self.record(END, down[0], target, id=down[1], by="restart")
+
+    def restart_all(self, nodes: Iterable[int], wait: float = 60.0) -> dict[int, Exception]:
+        """A synchronized restart (upstream 873/617: every node restarted at once): every
+        node's daemon SIGKILLed first, then all started together, each waited for. One
+        daemon-restart-all entry, framed by each node's daemon-kill and its end. Returns
+        node -> the error of a restart that failed (that daemon stays down)."""
+        nodes = list(nodes)
+        for node in nodes:
+            self.kill_daemon(node, signal.SIGKILL, all_at_once=True)
+        self.record(INFO, "daemon-restart-all", {"nodes": nodes})
+        failed: dict[int, Exception] = {}
+
+        def one(node: int) -> None:
+            try:
+                self.restart_daemon(node, wait)
+            except Exception as e:  # noqa: BLE001 - reported to the caller, per node
+                failed[node] = e
+
+        threads = [threading.Thread(target=one, args=(n,), name=f"restart-{n}") for n in nodes]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return failed
