@@ -10,7 +10,8 @@ verdict. Every action lands in the history, next to what the prober and the moni
                narration), pods (clients), nemesis (faults, kills), observe (the build
                from outside, EC2)
     sampler    DaemonSampler: each node's daemon watched from outside
-    run        run_scenario: start, watch, play, judge, report
+    run        run_scenario (RunOptions: how a run is made): start, watch, play, judge,
+               report; collect (what the report reads from the parts) and verdict
     result     RunResult and its evidence lines
 """
 
@@ -31,6 +32,7 @@ from cnikit.scenarios.engine.run import (
     BASE_ENV,
     DEFAULT_SCALE,
     STRICT_LEAKS_ENV,
+    RunOptions,
     check_profile,
     make_cluster,
     run_scenario,
@@ -40,5 +42,5 @@ from cnikit.scenarios.engine.sampler import DaemonSampler
 
 __all__ = ["BASE_ENV", "DEFAULT_SCALE", "REGISTRY", "SCENARIO", "STRICT_LEAKS_ENV", "Ctx",
            "DaemonSampler", "Liveness", "NodeReads", "NotExposed", "Precondition",
-           "RunResult", "Scenario", "ScenarioFailed", "TooSlow", "check_profile",
+           "RunOptions", "RunResult", "Scenario", "ScenarioFailed", "TooSlow", "check_profile",
            "liveness_record", "make_cluster", "run_scenario", "scenario", "write_report"]

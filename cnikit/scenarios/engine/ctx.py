@@ -22,7 +22,7 @@ class Ctx(Waits, Pods, Nemesis, Observe):
     """Clients, nemesis and waits for one run. Times given to a scenario in upstream seconds
     go through `ctx.run_seconds()` (the run's time scale)."""
 
-    def __init__(self, cluster, watch, seed: int, profile: str, scale: float,
+    def __init__(self, cluster, watch, seed: int, target_name: str, scale: float,
                  duration: float | None, on_step: Callable | None = None,
                  sampler: DaemonSampler | None = None, env: dict | None = None):
         self.cluster = cluster
@@ -38,7 +38,7 @@ class Ctx(Waits, Pods, Nemesis, Observe):
         self.history: History = watch.history
         self.seed = seed
         self.rng = random.Random(seed)
-        self.profile = profile
+        self.target_name = target_name  # the build under test (its target's name)
         self.scale = scale
         self.duration = duration
         self.on_step = on_step
