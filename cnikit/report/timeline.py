@@ -144,6 +144,17 @@ def _time_range(history: list[dict], imds_events: list[dict], violations: list[d
     return t0, t1 + max((t1 - t0) * 0.03, 0.05)
 
 
+@dataclass
+class _Ids:
+    """What the lanes learn of ENIs and instances as they are built, in order (EC2, IMDS,
+    the daemon), each lane reading what the ones before it learnt."""
+
+    eni_primary: dict[str, str] = field(default_factory=dict)
+    eni_instance: dict[str, str] = field(default_factory=dict)
+    instances: list[str] = field(default_factory=list)  # in the order EC2 first showed them
+    mac_eni: dict[str, str] = field(default_factory=dict)
+
+
 def build(history: list[dict], imds_events: list[dict] | None = None,
           audit: list[dict] | None = None, violations: list[dict] | None = None,
           nodes: list[dict] | None = None, imds_requests: list[dict] | None = None,
@@ -152,31 +163,49 @@ def build(history: list[dict], imds_events: list[dict] | None = None,
     "device_index", "primary_ip"}]}]; imds_requests: the fault IMDS's per-request log;
     daemon_events: {node name: [{"t" (monotonic), "kind", ...}]} (the reference daemon's)."""
     imds_events = imds_events or []
-    audit = audit or []
+    nodes = nodes or []
     t0, t1 = _time_range(history, imds_events, violations or [])
+    ids = _Ids()
+    ec2_steps, ip_owners = _ec2_lane(history, nodes, ids)
+    imds_steps, imds_served = _imds_lane(imds_events, nodes, ids)
+    daemon_steps, daemon_views = _daemon_lane(history, ids)
+    node_name = {n.get("instance_id"): n.get("name") for n in nodes if n.get("name")}
+    enis = _eni_timelines(nodes, ids, node_name, ec2_steps, imds_steps, daemon_steps, t0, t1)
+    return Timeline(t0, t1, enis, _faults(history, imds_events, ids.instances, ids.mac_eni,
+                                          ids.eni_instance, t0, t1),
+                    _calls(audit or [], ids.instances, ids.eni_instance, t0, t1),
+                    _pods(history, t1), _steps(history), ids.instances,
+                    set(ids.eni_primary.values()), ip_owners,
+                    eni_primary=ids.eni_primary, eni_instance=ids.eni_instance,
+                    mac_eni=ids.mac_eni, node_name=node_name, imds_served=imds_served,
+                    daemon_views=daemon_views,
+                    imds_requests=[r for r in imds_requests or [] if isinstance(r, dict)
+                                   and isinstance(r.get("time"), (int, float))],
+                    daemon_events=_daemon_events(daemon_events, history),
+                    nemesis=[e for e in history if e.get("process") == "nemesis"])
 
-    # -- EC2: replay the ownership diffs ------------------------------------------------
-    eni_primary: dict[str, str] = {}
-    eni_instance: dict[str, str] = {}
+
+def _ec2_lane(history: list[dict], nodes: list[dict],
+              ids: _Ids) -> tuple[dict[str, _Steps], dict[str, list]]:
+    """EC2's view per ENI, replayed from the ownership diffs, and who held each address."""
     ec2_steps: dict[str, _Steps] = {}
     ip_owners: dict[str, list] = {}
-    instances: list[str] = []
     for t, ips, prefixes, before in _ownership(history):
         per_eni: dict[str, object] = {eni: GONE for eni in ec2_steps}  # ENIs no longer there
         for ip, (inst, eni, primary) in ips.items():
-            eni_instance[eni] = inst
-            if inst not in instances:
-                instances.append(inst)
+            ids.eni_instance[eni] = inst
+            if inst not in ids.instances:
+                ids.instances.append(inst)
             if _is_ipv6(ip):
                 continue  # the lanes compare EC2 with IMDS's IPv4 lists (below)
             if not isinstance(per_eni.get(eni), set):
                 per_eni[eni] = set()
             if primary:
-                eni_primary[eni] = ip
+                ids.eni_primary[eni] = ip
             else:
                 per_eni[eni].add(ip)
         for cidr, (inst, eni) in prefixes.items():
-            eni_instance[eni] = inst
+            ids.eni_instance[eni] = inst
             if _is_ipv6(cidr):
                 continue
             if not isinstance(per_eni.get(eni), set):
@@ -189,28 +218,32 @@ def build(history: list[dict], imds_events: list[dict] | None = None,
             if old != new:
                 inst, eni, primary = new if new else (None, None, False)
                 ip_owners.setdefault(ip, []).append((t, eni, inst, bool(primary)))
-    for n in nodes or []:
+    for n in nodes:
         for e in n.get("enis") or []:
             if e.get("eni_id") and e.get("primary_ip"):
-                eni_primary.setdefault(e["eni_id"], e["primary_ip"])
+                ids.eni_primary.setdefault(e["eni_id"], e["primary_ip"])
+    return ec2_steps, ip_owners
 
-    # -- IMDS as served ------------------------------------------------------------------
+
+def _imds_lane(imds_events: list[dict], nodes: list[dict],
+               ids: _Ids) -> tuple[dict[str, _Steps], dict[str, list]]:
+    """IMDS's view per ENI as it was served, and every address it served for each."""
     imds_steps: dict[str, _Steps] = {}
     served: dict[str, dict] = {}
-    mac_eni: dict[str, str] = {e.get("mac"): e.get("eni_id") for n in nodes or []
-                               for e in n.get("enis") or [] if e.get("mac")}
+    ids.mac_eni.update({e.get("mac"): e.get("eni_id") for n in nodes
+                        for e in n.get("enis") or [] if e.get("mac")})
     imds_served: dict[str, list] = {}
     # The IPv4 view: IPv6 lists would add steps that change nothing and move "served since".
     for ev in sorted((e for e in imds_events if e.get("type") == "served"
                       and e.get("entry", "local-ipv4s") in ("local-ipv4s", "ipv4-prefix")),
                      key=lambda e: e.get("seq", 0)):
         inst = ev.get("instance_id")
-        if instances and inst not in instances:
+        if ids.instances and inst not in ids.instances:
             continue
-        eni = ev.get("eni_id") or mac_eni.get(ev.get("mac", "")) or f"mac {ev.get('mac')}"
+        eni = ev.get("eni_id") or ids.mac_eni.get(ev.get("mac", "")) or f"mac {ev.get('mac')}"
         if ev.get("eni_id"):
-            mac_eni[ev.get("mac", "")] = ev["eni_id"]
-        eni_instance.setdefault(eni, inst)
+            ids.mac_eni[ev.get("mac", "")] = ev["eni_id"]
+        ids.eni_instance.setdefault(eni, inst)
         st = served.setdefault(eni, {"local-ipv4s": set(), "ipv4-prefix": set(), "present": True})
         st[ev.get("entry", "local-ipv4s")] = set(ev.get("values") or ())
         st["present"] = bool(ev.get("present", True))
@@ -218,12 +251,17 @@ def build(history: list[dict], imds_events: list[dict] | None = None,
         imds_served.setdefault(eni, []).append((ev["time"], full))
         # Only this ENI's own primary IP is left out: an address that is another ENI's
         # primary (now or later) is still a secondary IP here.
-        value = None if full is None else full - {eni_primary.get(eni)}
+        value = None if full is None else full - {ids.eni_primary.get(eni)}
         imds_steps.setdefault(eni, _Steps()).set(ev["time"], value)
+    return imds_steps, imds_served
 
-    # -- the daemon's datastore ----------------------------------------------------------
+
+def _daemon_lane(history: list[dict], ids: _Ids) -> tuple[dict[str, _Steps], list]:
+    """The daemon's datastore per ENI (the monitor's daemon views), each address put on the
+    ENI EC2 showed it on at the view's time, and every view as it was."""
     daemon_steps: dict[str, _Steps] = {}
     daemon_views: list[tuple[float, str, dict[str, set[str]] | None]] = []
+    eni_instance, eni_primary = ids.eni_instance, ids.eni_primary
     last_eni: dict[str, str] = {}  # address -> the last ENI that held it as a secondary
     current: dict[str, str] = {}  # address -> the ENI holding it as a secondary now
     alive: set[str] = set()  # ENIs that exist in EC2 now
@@ -269,34 +307,29 @@ def build(history: list[dict], imds_events: list[dict] | None = None,
             if s is not GONE:
                 s = s - {eni_primary.get(eni)}
             daemon_steps.setdefault(eni, _Steps()).set(t, s)
+    return daemon_steps, daemon_views
 
-    # -- assemble per ENI, ordered by instance then device index --------------------------
-    device = {e.get("eni_id"): e.get("device_index") for n in nodes or []
+
+def _eni_timelines(nodes: list[dict], ids: _Ids, node_name: dict[str, str],
+                   ec2_steps: dict[str, _Steps], imds_steps: dict[str, _Steps],
+                   daemon_steps: dict[str, _Steps], t0: float, t1: float) -> list[EniTimeline]:
+    """The three views of every ENI any of them showed, ordered by instance, then device
+    index (addresses no ENI could be found for last)."""
+    device = {e.get("eni_id"): e.get("device_index") for n in nodes
               for e in n.get("enis") or []}
-    node_name = {n.get("instance_id"): n.get("name") for n in nodes or [] if n.get("name")}
-    order = {inst: n for n, inst in enumerate(instances)}
-    names = list(dict.fromkeys([*ec2_steps, *imds_steps, *daemon_steps]))
+    order = {inst: n for n, inst in enumerate(ids.instances)}
     enis = []
-    for eni in names:
+    for eni in dict.fromkeys([*ec2_steps, *imds_steps, *daemon_steps]):
+        inst = ids.eni_instance.get(eni)
         enis.append(EniTimeline(
-            eni, eni_instance.get(eni), device.get(eni),
+            eni, inst, device.get(eni),
             ec2_steps[eni].segments(t0, t1) if eni in ec2_steps else [],
             imds_steps[eni].segments(t0, t1) if eni in imds_steps else [],
             daemon_steps[eni].segments(t0, t1) if eni in daemon_steps else [],
-            node_name.get(eni_instance.get(eni)), eni_primary.get(eni)))
+            node_name.get(inst), ids.eni_primary.get(eni)))
     enis.sort(key=lambda x: (order.get(x.instance_id, len(order)), x.eni_id.startswith("unattr"),
                              x.device_index if x.device_index is not None else 99))
-
-    return Timeline(t0, t1, enis, _faults(history, imds_events, instances, mac_eni, eni_instance,
-                                           t0, t1),
-                    _calls(audit, instances, eni_instance, t0, t1), _pods(history, t1),
-                    _steps(history), instances, set(eni_primary.values()), ip_owners,
-                    eni_primary=eni_primary, eni_instance=eni_instance, mac_eni=mac_eni,
-                    node_name=node_name, imds_served=imds_served, daemon_views=daemon_views,
-                    imds_requests=[r for r in imds_requests or [] if isinstance(r, dict)
-                                   and isinstance(r.get("time"), (int, float))],
-                    daemon_events=_daemon_events(daemon_events, history),
-                    nemesis=[e for e in history if e.get("process") == "nemesis"])
+    return enis
 
 
 def _is_ipv6(ip: str) -> bool:
