@@ -28,9 +28,11 @@ from fault_imds.faults import KINDS as IMDS_FAULTS
 from fault_imds.faults import ImdsFault
 
 NODES = 2
-# The single IMDS and EC2 faults are drawn from the kinds registries: each kind's `chaos`
-# says whether and how (faultcore.fault.Chaos). The compounds' kinds below are chosen.
-ACTIONS = (("add", 5), ("delete", 4), ("imds", 3), ("ec2", 2), ("kill", 1))
+# How often each single operation is drawn, relative to the others: a client's pod add or
+# delete, one IMDS or EC2 fault, a daemon kill. The single IMDS and EC2 faults' kinds are
+# drawn from the kinds registries: each kind's `chaos` says whether and how
+# (faultcore.fault.Chaos). The compounds' kinds below are chosen.
+SINGLE_OPERATION_WEIGHTS = (("add", 5), ("delete", 4), ("imds", 3), ("ec2", 2), ("kill", 1))
 # A compound: parts from two or three of these families, begun at once. The kinds are the
 # ones whose overlap found bugs: a Describe lagging past the reconcile cooldown with a stale
 # or lagging IMDS, a restart, or an address EC2 moves while a pod holds it.
@@ -113,7 +115,7 @@ def _compounds(rng: random.Random, duration: float, nodes: int) -> list[dict]:
 
 def _singles(rng: random.Random, duration: float, nodes: int) -> list[dict]:
     out = []
-    names, weights = zip(*ACTIONS, strict=True)
+    names, weights = zip(*SINGLE_OPERATION_WEIGHTS, strict=True)
     for _, t in _every(rng, (0.15, 0.9), duration):
         op = {"at": round(t, 3), "op": rng.choices(names, weights)[0],
               "node": rng.randrange(nodes), "pick": rng.random()}
