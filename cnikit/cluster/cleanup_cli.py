@@ -38,7 +38,7 @@ def cleanup(quiet: bool, dry_run: bool, images: bool, runs: tuple[str, ...]) -> 
         if "podman" in engines:
             out += remove_dead_containers(dry_run=dry, only=only)
         if "docker" in engines:
-            from cnikit.containers.noderuntime import Docker
+            from cnikit.containers.docker_api import Docker
 
             # A run chose Docker, or an engine is configured: one that does not answer is
             # said, not passed over as if it held nothing.

@@ -65,7 +65,7 @@ def free_port() -> int:
 
 class DockerStack:
     def __init__(self, env: dict[str, str], workdir: Path):
-        from cnikit.containers.noderuntime import Docker
+        from cnikit.containers.docker_api import Docker
 
         self.docker = Docker().require()
         self.exe = docker_compose()
@@ -92,7 +92,7 @@ class DockerStack:
         return wait_exited(self.state, service, timeout, ("exited", "dead"))
 
     def logs(self, service: str, tail: int = 20) -> str:
-        out = self.docker._api("logs", self.docker.client.api.logs, self.container(service),
+        out = self.docker.call("logs", self.docker.client.api.logs, self.container(service),
                                tail=tail, missing=b"")
         return out.decode(errors="replace")
 
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if os.geteuid() != 0:
             raise EnvironmentProblem("compose-docker needs root (node containers make namespaces)")
-        from cnikit.containers.noderuntime import Docker
+        from cnikit.containers.docker_api import Docker
         from cnikit.containers.stack_images import kit_image, localstack_image
 
         docker = Docker().require()

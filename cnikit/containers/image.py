@@ -86,7 +86,7 @@ def _marker_ok(req: str) -> bool:
     return marker is None or marker.evaluate()
 
 
-def _source_files() -> list[Path]:
+def source_files() -> list[Path]:
     out = []
     for pkg in PACKAGES:
         for p in sorted((SOURCE_ROOT / pkg).rglob("*")):
@@ -99,7 +99,7 @@ def content_hash() -> str:
     h = hashlib.sha256(f"format {FORMAT} python {sys.version}\n".encode())
     for d in _dists():
         h.update(f"{d.metadata['Name']}=={d.version}\n".encode())
-    for p in _source_files():
+    for p in source_files():
         h.update(str(p.relative_to(SOURCE_ROOT)).encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()[:16]
 
@@ -163,9 +163,9 @@ def build_rootfs(rootfs: Path) -> Path:
     for link in ("lib", "lib64", "bin", "sbin"):
         (rootfs / link).symlink_to(f"usr/{link if link != 'sbin' else 'bin'}")
     os.chmod(rootfs / "tmp", 0o1777)
-    _copy_python(rootfs)
+    copy_python(rootfs)
     _copy_dists(rootfs / SITE)
-    _copy_kit(rootfs / SITE)
+    copy_kit(rootfs / SITE)
     (rootfs / "etc/passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
     (rootfs / "etc/group").write_text("root:x:0:\n")
     (rootfs / "etc/hosts").write_text("127.0.0.1 localhost\n")
@@ -175,15 +175,15 @@ def build_rootfs(rootfs: Path) -> Path:
     return rootfs
 
 
-def _copy_file(src: Path, dst: Path) -> None:
+def copy_file(src: Path, dst: Path) -> None:
     dst.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy2(src, dst)
 
 
-def _copy_python(rootfs: Path) -> None:
+def copy_python(rootfs: Path) -> None:
     """This interpreter, relocated to /usr/local (it finds its prefix from where it is)."""
     exe = Path(os.path.realpath(sys.executable))
-    _copy_file(exe, rootfs / "usr/local/bin" / exe.name)
+    copy_file(exe, rootfs / "usr/local/bin" / exe.name)
     (rootfs / "usr/local/bin/python3").symlink_to(exe.name)
     (rootfs / "usr/bin/python3").symlink_to(f"/usr/local/bin/{exe.name}")
     stdlib = Path(sysconfig.get_paths()["stdlib"])
@@ -200,14 +200,14 @@ def _copy_python(rootfs: Path) -> None:
         shutil.copytree(dynload, target / "lib-dynload", symlinks=True)
     libs = {Path("/etc/ld.so.cache")} if Path("/etc/ld.so.cache").exists() else set()
     for obj in [exe, *dynload.glob("*.so")]:
-        libs |= _shared_libs(obj)
+        libs |= shared_libs(obj)
     for lib in libs:
         # The name the loader asks for, in the directory it really is in (RUNPATHs hold).
         real_dir = Path(os.path.realpath(lib.parent))
-        _copy_file(Path(os.path.realpath(lib)), rootfs / real_dir.relative_to("/") / lib.name)
+        copy_file(Path(os.path.realpath(lib)), rootfs / real_dir.relative_to("/") / lib.name)
 
 
-def _shared_libs(obj: Path) -> set[Path]:
+def shared_libs(obj: Path) -> set[Path]:
     out = subprocess.run(["ldd", str(obj)], capture_output=True, text=True).stdout
     libs = set()
     for line in out.splitlines():
@@ -224,12 +224,12 @@ def _copy_dists(site: Path) -> None:
             rel = Path(f)
             if ".." in rel.parts or not src.is_file():
                 continue  # console scripts outside site-packages
-            _copy_file(src, site / rel)
+            copy_file(src, site / rel)
 
 
-def _copy_kit(site: Path) -> None:
-    for src in _source_files():
-        _copy_file(src, site / src.relative_to(SOURCE_ROOT))
+def copy_kit(site: Path) -> None:
+    for src in source_files():
+        copy_file(src, site / src.relative_to(SOURCE_ROOT))
     info = site / "cnikit-image.dist-info"
     info.mkdir(parents=True, exist_ok=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: cnikit\n")

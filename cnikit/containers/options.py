@@ -25,7 +25,7 @@ def runtime_params(runtime: str) -> dict:
     """What a run records of its runtime: its name and, for Docker, which engine (the
     machine's, or the kit's private one: cnikit.containers.dockerd)."""
     if runtime == "docker":
-        from cnikit.containers.noderuntime import Docker
+        from cnikit.containers.docker_api import Docker
 
         return {"runtime": runtime, "engine": Docker.host()}
     return {"runtime": runtime}

@@ -52,7 +52,7 @@ def _hash(parts: list[str], sources: bool) -> str:
     for s in parts:
         h.update(s.encode() + b"\n")
     if sources:
-        for p in img._source_files():
+        for p in img.source_files():
             h.update(str(p.relative_to(img.SOURCE_ROOT)).encode() + b"\0" + p.read_bytes())
     return h.hexdigest()[:16]
 
@@ -65,13 +65,13 @@ def _base_rootfs(rootfs: Path, binaries: tuple[str, ...]) -> None:
     for link in ("lib", "lib64", "bin", "sbin"):
         (rootfs / link).symlink_to(f"usr/{link}")
     os.chmod(rootfs / "tmp", 0o1777)
-    img._copy_python(rootfs)
+    img.copy_python(rootfs)
     for b in binaries:
         src = Path(os.path.realpath(b))
-        img._copy_file(src, rootfs / Path(b).relative_to("/"))
-        for lib in img._shared_libs(src):
+        img.copy_file(src, rootfs / Path(b).relative_to("/"))
+        for lib in img.shared_libs(src):
             real_dir = Path(os.path.realpath(lib.parent))
-            img._copy_file(Path(os.path.realpath(lib)), rootfs / real_dir.relative_to("/") / lib.name)
+            img.copy_file(Path(os.path.realpath(lib)), rootfs / real_dir.relative_to("/") / lib.name)
     (rootfs / "etc/passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
     (rootfs / "etc/group").write_text("root:x:0:\n")
     # Compose services find each other by name (podman's dnsname plugin).
@@ -80,7 +80,7 @@ def _base_rootfs(rootfs: Path, binaries: tuple[str, ...]) -> None:
         shutil.copytree("/usr/share/zoneinfo", rootfs / "usr/share/zoneinfo", symlinks=True)
     certs = Path("/etc/ssl/certs/ca-certificates.crt")
     if certs.exists():
-        img._copy_file(certs, rootfs / "etc/ssl/certs/ca-certificates.crt")
+        img.copy_file(certs, rootfs / "etc/ssl/certs/ca-certificates.crt")
 
 
 def _libs_of_tree(rootfs: Path, trees: list[Path]) -> None:
@@ -89,14 +89,14 @@ def _libs_of_tree(rootfs: Path, trees: list[Path]) -> None:
     for tree in trees:
         for so in tree.rglob("*.so*") if tree.is_dir() else [tree]:
             if so.is_file() and ".so" in so.name:
-                libs |= img._shared_libs(so)
+                libs |= img.shared_libs(so)
     for lib in libs:
         if lib.is_relative_to(img.SOURCE_ROOT) or "site-packages" in lib.parts:
             continue  # the package's own bundled libraries came with it
         real_dir = Path(os.path.realpath(lib.parent))
         target = rootfs / real_dir.relative_to("/") / lib.name
         if not target.exists():
-            img._copy_file(Path(os.path.realpath(lib)), target)
+            img.copy_file(Path(os.path.realpath(lib)), target)
 
 
 def _import(podman: Podman, rootfs: Path, ref: str, changes: list[str]) -> None:
@@ -127,7 +127,7 @@ def _build(engine, repo: str, digest: str, fill, changes: list[str], log) -> str
         if not isinstance(engine, Podman):
             engine.import_rootfs(work / "rootfs", ref, changes)
             shutil.rmtree(work, ignore_errors=True)
-            engine._drop_old_images(repo, keep=ref)
+            engine.drop_old_images(repo, keep=ref)
             log(f"built {ref}")
             return ref
         _import(engine, work / "rootfs", ref, changes)
@@ -147,11 +147,11 @@ def _copy_site(kept: list[Path], dst: Path) -> None:
         if p.is_dir():
             shutil.copytree(p, dst / p.name, symlinks=True)
         else:
-            img._copy_file(p, dst / p.name)
+            img.copy_file(p, dst / p.name)
 
 
 def kit_image(engine=None, log=print) -> str:
-    """engine: Podman (the default) or noderuntime.Docker."""
+    """engine: Podman (the default) or docker_api.Docker."""
     engine = (engine or Podman()).require()
     site = _site(Path(sys.prefix))
     kept = _kept(site)
@@ -161,7 +161,7 @@ def kit_image(engine=None, log=print) -> str:
     def fill(rootfs: Path) -> None:
         _base_rootfs(rootfs, KIT_BINARIES)
         _copy_site(kept, rootfs / dst)
-        img._copy_kit(rootfs / dst)
+        img.copy_kit(rootfs / dst)
         _libs_of_tree(rootfs, kept)
         for name, mod in (("cnikit", "cnikit.cli"), ("fault-imds", "fault_imds.cli")):
             script = rootfs / "usr/local/bin" / name
@@ -177,7 +177,7 @@ def kit_image(engine=None, log=print) -> str:
 
 
 def localstack_image(engine=None, log=print) -> str:
-    """engine: Podman (the default) or noderuntime.Docker."""
+    """engine: Podman (the default) or docker_api.Docker."""
     from cnikit.cloud.localstack import VENV
 
     engine = (engine or Podman()).require()

@@ -6,7 +6,8 @@ daemon:
 
     ChildProcess   a child process of the kit (cnikit.daemon.process): the reference
                    daemon (DaemonProcess) or a target's command (cnikit.targets.node)
-    ContainerDaemon  a container joined to the node's namespace (cnikit.containers.noderuntime)
+    ContainerDaemon  a container joined to the node's namespace
+                     (cnikit.containers.container_daemon)
 
 What callers use (cnikit.cluster, cnikit.testkit, the nemesis, tests): start(wait),
 wait_ready(timeout), alive(), pid, kill(sig), stop(), restart(wait), on_start (called with

@@ -109,7 +109,7 @@ def replay_3019_in_docker(url: str, profile: str, code: int, verdict: str, repor
     import sys
     import threading
 
-    from cnikit.containers.noderuntime import Docker
+    from cnikit.containers.docker_api import Docker
 
     seen: set[str] = set()
     done = threading.Event()

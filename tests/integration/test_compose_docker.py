@@ -28,7 +28,7 @@ def test_compose_stack_runs_under_docker_with_compose_v1(docker_engine):
     import shutil
 
     from cnikit.cloud.localstack import localstack_python
-    from cnikit.containers.noderuntime import Docker
+    from cnikit.containers.docker_api import Docker
     from tests.integration.conftest import docker_host
 
     if localstack_python() is None:

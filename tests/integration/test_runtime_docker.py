@@ -4,7 +4,7 @@
 on a few scenarios, the pytest option `--cnikit-runtime docker`, `cnikit cleanup` of a dead
 run's containers (a live run's stay), and the engine's own removal when its owner is killed.
 The daemon containers are not privileged (runc refuses that on this machine): they get
-noderuntime.CAPABILITIES and SECURITY_OPTS."""
+container_ops.CAPABILITIES and SECURITY_OPTS."""
 
 from __future__ import annotations
 
@@ -46,7 +46,9 @@ def test_3019_replay_with_the_daemon_in_docker(docker_engine, profile, code, ver
 
 def test_daemon_container_is_not_privileged_and_has_the_capabilities_it_needs(docker_engine):
     from cnikit.cluster import CniCluster
-    from cnikit.containers.noderuntime import CAPABILITIES, SECURITY_OPTS, ContainerDaemon, Docker
+    from cnikit.containers.container_daemon import ContainerDaemon
+    from cnikit.containers.container_ops import CAPABILITIES, SECURITY_OPTS
+    from cnikit.containers.docker_api import Docker
 
     with docker_host(docker_engine.url), CniCluster(nodes=1, profile="hardened", scale=0.05,
                                                     runtime="docker") as c:
@@ -81,7 +83,8 @@ import signal
 
 
 def test_restart_keeps_pods_in_docker(cluster, invariants):
-    from cnikit.containers.noderuntime import ContainerDaemon, Docker
+    from cnikit.containers.container_daemon import ContainerDaemon
+    from cnikit.containers.docker_api import Docker
 
     c = cluster(nodes=2, pods=2)
     assert all(isinstance(d, ContainerDaemon) and isinstance(d.engine, Docker)
@@ -110,7 +113,7 @@ def test_cleanup_removes_a_dead_runs_docker_containers_and_leaves_a_live_runs(do
     import shutil
 
     from cnikit import reaper, runtime
-    from cnikit.containers.noderuntime import Docker
+    from cnikit.containers.docker_api import Docker
 
     with docker_host(docker_engine.url):
         docker = Docker().require()

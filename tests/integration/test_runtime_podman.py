@@ -70,7 +70,7 @@ def cluster():
 
 
 def test_container_joins_the_node_namespace_with_the_daemonset_env(cluster):
-    from cnikit.containers.noderuntime import ContainerDaemon
+    from cnikit.containers.container_daemon import ContainerDaemon
 
     d = cluster.daemons[0]
     assert isinstance(d, ContainerDaemon) and d.alive()
@@ -134,7 +134,7 @@ def test_cleanup_removes_dead_runs_containers_only():
 
 
 def test_docker_without_an_engine_is_one_line_exit_2():
-    from cnikit.containers.noderuntime import Docker
+    from cnikit.containers.docker_api import Docker
 
     reason = Docker.available()
     if reason is None:
@@ -151,7 +151,7 @@ import signal
 
 
 def test_restart_keeps_pods_in_podman(cluster, invariants):
-    from cnikit.containers.noderuntime import ContainerDaemon
+    from cnikit.containers.container_daemon import ContainerDaemon
 
     c = cluster(nodes=2, pods=2)
     assert all(isinstance(d, ContainerDaemon) for d in c.daemons)
@@ -174,7 +174,7 @@ def test_pytest_option_runs_the_plugins_cluster_in_podman(tmp_path):
 def test_dockers_way_into_the_namespace_works_in_a_real_container(cluster):
     """Docker's join (--network none, then setns from inside, cnikit.containers.enter),
     exercised with podman as the engine: the daemon ends up in the node's namespace."""
-    from cnikit.containers.noderuntime import ContainerDaemon
+    from cnikit.containers.container_daemon import ContainerDaemon
 
     base = cluster.daemons[0]
     base.stop()
@@ -217,7 +217,8 @@ def docker_env(docker_api):
 
 
 def test_docker_runtime_runs_the_daemon_through_the_engine_api(docker_cluster, docker_env):
-    from cnikit.containers.noderuntime import ContainerDaemon, Docker
+    from cnikit.containers.container_daemon import ContainerDaemon
+    from cnikit.containers.docker_api import Docker
 
     d = docker_cluster.daemons[0]
     assert isinstance(d, ContainerDaemon) and isinstance(d.engine, Docker) and d.alive()
@@ -256,7 +257,7 @@ def test_docker_kill_restart_keeps_the_state_and_stop_removes(docker_cluster, do
 
 @pytest.mark.exclusive  # sweeps every run's containers (see Makefile)
 def test_docker_sweep_removes_dead_runs_containers_only(docker_env):
-    from cnikit.containers.noderuntime import Docker
+    from cnikit.containers.docker_api import Docker
     from cnikit.runtime import Run
 
     docker = Docker().require()

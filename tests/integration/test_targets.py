@@ -180,8 +180,8 @@ def _pgid(pid: int) -> int | None:
 
 def test_the_reference_daemon_image_as_a_target_in_podman(tmp_path):
     from cnikit.cluster import CniCluster
+    from cnikit.containers.container_daemon import ContainerDaemon
     from cnikit.containers.image import ensure_image
-    from cnikit.containers.noderuntime import ContainerDaemon
     from cnikit.containers.podman import LABEL_RUN, Podman
 
     if Podman.available() is not None:

@@ -10,7 +10,9 @@ import sys
 import pytest
 
 from cnikit.containers import noderuntime
-from cnikit.containers.noderuntime import ContainerDaemon, Docker, make_daemon
+from cnikit.containers.container_daemon import ContainerDaemon
+from cnikit.containers.docker_api import Docker
+from cnikit.containers.noderuntime import make_daemon
 from cnikit.containers.podman import Podman
 from cnikit.daemon.process import DaemonProcess
 from cnikit.errors import EnvironmentProblem, UsageError
