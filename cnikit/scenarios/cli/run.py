@@ -30,7 +30,7 @@ def _print_result(r, out=None) -> None:
     echo = out or click.echo
     verdict = r.verdict.upper()
     exp = f" (expected {r.expected})" if r.expected else ""
-    echo(f"{r.scenario} [{r.profile}] seed {r.seed}: {verdict}{exp} in {r.seconds:.1f}s")
+    echo(f"{r.scenario} [{r.target or r.profile}] seed {r.seed}: {verdict}{exp} in {r.seconds:.1f}s")
     if r.error:
         echo(f"  scenario error: {r.error}")
     used = runtime_used(r.params or {})
@@ -76,8 +76,8 @@ def _scenario_names(typed: str) -> list[str]:
     return [n for n in scenarios.names() if n.startswith(typed)]
 
 
-def default_report_dir(scenario: str, profile: str, seed: int) -> Path:
-    return Path("reports") / scenario / f"{profile}-seed{seed}"
+def default_report_dir(scenario: str, target: str, seed: int) -> Path:
+    return Path("reports") / scenario / f"{target}-seed{seed}"
 
 
 @click.command("run")
@@ -103,9 +103,8 @@ def run_cmd(scenario, profile, target, ec2, ec2_endpoint, seed, report_dir, dura
     _quiet_logs()
     sc = scenarios.get(scenario)
     tgt = resolve_target(target or profile)  # a bad target file fails here, before anything
-    profile = tgt.name
-    report_dir = writable_dir(report_dir or default_report_dir(sc.name, profile, seed))
-    with cleanup_on_signals(), _progress(f"{scenario} [{profile}]") as say:
+    report_dir = writable_dir(report_dir or default_report_dir(sc.name, tgt.name, seed))
+    with cleanup_on_signals(), _progress(f"{scenario} [{tgt.name}]") as say:
         r = scenarios.run_scenario(sc, target=tgt, seed=seed, ec2=ec2,
                                    ec2_endpoint=ec2_endpoint, report_dir=report_dir,
                                    duration=duration, progress=say)
