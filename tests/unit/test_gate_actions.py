@@ -12,7 +12,7 @@ import urllib3
 
 from cnikit.cloud import responses as R
 from cnikit.cloud.gate import Gate, actions
-from cnikit.cloud.gate.actions import Actions, action, handlers
+from cnikit.cloud.gate.actions import ActionGroup, action, handlers
 from cnikit.cloud.gate.backend import Backend
 from faultcore.registry import DuplicateName
 
@@ -46,7 +46,7 @@ def test_the_gate_serves_every_action_its_files_mark():
 
 
 def test_a_group_serves_its_actions_once_defined(registry, gate_cloud):
-    class AddressesOfTheTest(Actions):
+    class AddressesOfTheTest(ActionGroup):
         @action("DescribeAddresses")
         async def _describe(self, r, params, headers):
             return 200, R.action_xml("DescribeAddresses",
@@ -69,7 +69,7 @@ def test_an_action_has_one_handler(registry):
     with pytest.raises(DuplicateName, match=r"modelled EC2 action 'AssignPrivateIpAddresses' is "
                        r"defined twice: in cnikit/cloud/gate/addresses\.py and in "
                        r"tests/unit/test_gate_actions\.py"):
-        class AssignAgain(Actions):
+        class AssignAgain(ActionGroup):
             @action("AssignPrivateIpAddresses")
             async def _assign(self, r, params, headers):
                 return 200, b""

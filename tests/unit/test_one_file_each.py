@@ -142,10 +142,10 @@ PROFILE = Profile(name="vpc-cni-throwaway-NAME", summary="a profile made by one 
 ''',
     "cnikit/cloud/gate/throwaway_NAME.py": '''
 from cnikit.cloud import responses as R
-from cnikit.cloud.gate.actions import Actions, action
+from cnikit.cloud.gate.actions import ActionGroup, action
 
 
-class Throwaway(Actions):
+class Throwaway(ActionGroup):
     @action("UNMODELLED")
     async def _answer(self, r, params, headers):
         return 200, R.action_xml("UNMODELLED", "<servedBy>NAME</servedBy>")
@@ -228,10 +228,10 @@ PROFILE = Profile(name="vpc-cni-throwaway-NAME", summary="again",
     "cnikit/cloud/gate/throwaway_NAME_again.py": (
         "from cnikit.cloud.gate.actions import discover; discover()",
         "modelled EC2 action 'UNMODELLED'", "cnikit/cloud/gate/throwaway_NAME.py", '''
-from cnikit.cloud.gate.actions import Actions, action
+from cnikit.cloud.gate.actions import ActionGroup, action
 
 
-class ThrowawayAgain(Actions):
+class ThrowawayAgain(ActionGroup):
     @action("UNMODELLED")
     async def _answer(self, r, params, headers):
         return 200, b""

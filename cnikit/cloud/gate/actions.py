@@ -1,7 +1,7 @@
 """The registry of the EC2 actions the gate models.
 
-A group of actions is one class on `Actions` in its own module of this package; each of its
-handlers is a method marked `@action("<EC2 action>")`:
+A group of actions is one class on `ActionGroup` in its own module of this package; each
+of its handlers is a method marked `@action("<EC2 action>")`:
 
     async def handler(self, r: Region, params: dict[str, str], headers) -> (status, body)
 
@@ -29,11 +29,11 @@ Handler = Callable[[Region, dict[str, str], Any], Awaitable[tuple[int, bytes]]]
 
 # EC2 action -> (the group that handles it, the handler's attribute name); an action two
 # groups claim is refused, naming both files (faultcore.registry).
-_ACTIONS: Registry[tuple[type[Actions], str]] = Registry("modelled EC2 action")
+_ACTIONS: Registry[tuple[type[ActionGroup], str]] = Registry("modelled EC2 action")
 
 
 def action(name: str):
-    """Mark a method of an `Actions` group as the handler of the EC2 action `name`."""
+    """Mark a method of an `ActionGroup` as the handler of the EC2 action `name`."""
 
     def mark(fn):
         fn.ec2_action = name
@@ -42,7 +42,7 @@ def action(name: str):
     return mark
 
 
-class Actions:
+class ActionGroup:
     """A group of modelled actions, made once per gate with the gate's backend: its
     handlers work through the backend's public methods (backend.Backend)."""
 
@@ -67,7 +67,7 @@ def discover() -> None:
 def handlers(backend: Backend) -> dict[str, Handler]:
     """Every modelled action's handler, bound to one instance of its group."""
     discover()
-    groups: dict[type[Actions], Actions] = {}
+    groups: dict[type[ActionGroup], ActionGroup] = {}
     out: dict[str, Handler] = {}
     for name, (cls, attr) in _ACTIONS.items():
         if cls not in groups:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from cnikit.cloud import query as Q
 from cnikit.cloud import responses as R
-from cnikit.cloud.gate.actions import Actions, action
+from cnikit.cloud.gate.actions import ActionGroup, action
 from cnikit.cloud.gate.backend import Region, UpstreamError
 
 
@@ -23,7 +23,7 @@ def assign_xml(eni_id: str, ips: list[str], prefixes: list[str]) -> bytes:
     )
 
 
-class AddressActions(Actions):
+class AddressActions(ActionGroup):
     @action("AssignPrivateIpAddresses")
     async def _assign(self, r: Region, params, headers) -> tuple[int, bytes]:
         b, mirror = self.backend, r.mirror

@@ -14,7 +14,7 @@ from cnikit.cloud import query as Q
 from cnikit.cloud import responses as R
 from cnikit.cloud import upstream_xml as U
 from cnikit.cloud.errors import invalid_value
-from cnikit.cloud.gate.actions import Actions, action
+from cnikit.cloud.gate.actions import ActionGroup, action
 from cnikit.cloud.gate.backend import Region, UpstreamError
 from cnikit.cloud.gate.interfaces import plan_new_ipv6
 from cnikit.cloud.models import check_launch_count
@@ -38,7 +38,7 @@ def merge_reservations(bodies: list[bytes]) -> bytes:
     return R.document(first)
 
 
-class InstanceActions(Actions):
+class InstanceActions(ActionGroup):
     @action("RunInstances")
     async def _run_instances(self, r: Region, params, headers) -> tuple[int, bytes]:
         async with self.backend.lock:

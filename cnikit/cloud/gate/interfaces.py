@@ -15,7 +15,7 @@ from cnikit.cloud import eni_filters
 from cnikit.cloud import query as Q
 from cnikit.cloud import responses as R
 from cnikit.cloud import upstream_xml as U
-from cnikit.cloud.gate.actions import Actions, action
+from cnikit.cloud.gate.actions import ActionGroup, action
 from cnikit.cloud.gate.backend import Region, UpstreamError
 from cnikit.cloud.gate.eni_item import render_eni
 from cnikit.cloud.limits import UNATTACHED
@@ -79,7 +79,7 @@ def describe_enis_xml(enis: list[Eni], next_token: str | None) -> bytes:
             + b"</networkInterfaceSet>" + token.encode() + b"</DescribeNetworkInterfacesResponse>")
 
 
-class InterfaceActions(Actions):
+class InterfaceActions(ActionGroup):
     @action("CreateNetworkInterface")
     async def _create_eni(self, r: Region, params, headers) -> tuple[int, bytes]:
         async with self.backend.lock:

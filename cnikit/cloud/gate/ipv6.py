@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from cnikit.cloud import query as Q
 from cnikit.cloud import responses as R
-from cnikit.cloud.gate.actions import Actions, action
+from cnikit.cloud.gate.actions import ActionGroup, action
 from cnikit.cloud.gate.backend import Region
 
 
@@ -31,7 +31,7 @@ def unassign_ipv6_xml(eni_id: str, addresses: list[str], prefixes: list[str]) ->
     )
 
 
-class Ipv6Actions(Actions):
+class Ipv6Actions(ActionGroup):
     @action("AssignIpv6Addresses")
     async def _assign_ipv6(self, r: Region, params, headers) -> tuple[int, bytes]:
         b, mirror = self.backend, r.mirror

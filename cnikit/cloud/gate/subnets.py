@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cnikit.cloud import responses as R
-from cnikit.cloud.gate.actions import Actions, action
+from cnikit.cloud.gate.actions import ActionGroup, action
 from cnikit.cloud.gate.backend import Region
 
 
@@ -19,7 +19,7 @@ def with_available_counts(body: bytes, available) -> bytes:
     return R.document(root)
 
 
-class SubnetActions(Actions):
+class SubnetActions(ActionGroup):
     @action("DescribeSubnets")
     async def _describe_subnets(self, r: Region, params, headers) -> tuple[int, bytes]:
         """Forwarded, with AvailableIpAddressCount as EC2 counts it: moto counts neither

@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 
 from cnikit.cloud import responses as R
 from cnikit.cloud.errors import Ec2Error, invalid_value
-from cnikit.cloud.gate.actions import Actions, action
+from cnikit.cloud.gate.actions import ActionGroup, action
 from cnikit.cloud.gate.backend import Region
 
 
@@ -57,7 +57,7 @@ def _rewrite(body: bytes, path: str, given: dict[str, tuple[str, str]]) -> bytes
     return R.document(root)
 
 
-class VpcActions(Actions):
+class VpcActions(ActionGroup):
     @action("CreateVpc")
     async def _create_vpc(self, r: Region, params, headers) -> tuple[int, bytes]:
         block = params.get("Ipv6CidrBlock")

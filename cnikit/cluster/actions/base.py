@@ -20,7 +20,7 @@ from faultcore.fault import Chaos, Param, attributes, checked, integer
 from faultcore.registry import Registry
 
 
-class Actions(Registry):
+class NemesisActions(Registry):
     """The nemesis's actions by name (faultcore.registry)."""
 
     def __init__(self):
@@ -31,7 +31,7 @@ class Actions(Registry):
         return {name: cls.describe() for name, cls in sorted(self.items())}
 
 
-ACTIONS = Actions()
+ACTIONS = NemesisActions()
 
 
 def node_param(help_: str = "the node (0-based)") -> Param:

@@ -11,14 +11,14 @@ import time
 from collections.abc import Callable
 
 from cnikit.check.history import History
-from cnikit.scenarios.engine.nemesis import Nemesis
+from cnikit.scenarios.engine.nemesis import CtxNemesis
 from cnikit.scenarios.engine.observe import Observe
 from cnikit.scenarios.engine.pods import Pods
 from cnikit.scenarios.engine.sampler import DaemonSampler
 from cnikit.scenarios.engine.waits import Waits
 
 
-class Ctx(Waits, Pods, Nemesis, Observe):
+class Ctx(Waits, Pods, CtxNemesis, Observe):
     """Clients, nemesis and waits for one run. Times given to a scenario in upstream seconds
     go through `ctx.run_seconds()` (the run's time scale)."""
 

@@ -9,8 +9,8 @@ from cnikit.scenarios.engine.outcomes import (
 )
 
 
-class Nemesis:
-    """The nemesis, through the cluster's (cnikit.cluster.nemesis)."""
+class CtxNemesis:
+    """Ctx's nemesis methods, through the cluster's Nemesis (cnikit.cluster.nemesis)."""
 
     # -- nemesis (cnikit.cluster.nemesis: one operation, one history shape each) -------------
 
