@@ -24,22 +24,9 @@ from aiohttp import web
 from fault_imds.control import control_app
 from fault_imds.ec2_view import Ec2View
 from fault_imds.engine import Engine
-from fault_imds.fence import FENCE_S, Fence
-from fault_imds.handler import (
-    BASE_HEADERS,
-    BODY_LOGGED,
-    INSTANCE_HEADER,
-    INSTANCE_QUERY,
-    OBSERVER_HEADER,
-    TOKEN_HEADER,
-    TOKEN_PATH,
-    TTL_HEADER,
-    ImdsHandler,
-    Unattributed,
-    bad_caller,
-    error_response,
-)
-from fault_imds.request_log import REQUEST_LOG_MAX, RequestLog
+from fault_imds.fence import Fence
+from fault_imds.handler import ImdsHandler
+from fault_imds.request_log import RequestLog
 from fault_imds.tokens import TokenStore
 
 # How long add_listener waits for the server's loop (see there).
@@ -256,7 +243,7 @@ class ImdsServer:
             "faults": len(self.engine.faults) if self.engine else 0,
             "requests": self.handler.requests if self.handler else 0,
             # None: EC2 runs elsewhere, followed by polling; else answers served before the
-            # view caught up with EC2 (EC2 unreadable, or FENCE_S passed).
+            # view caught up with EC2 (EC2 unreadable, or fence.FENCE_S passed).
             "late_answers": self.fence.late if self.fence else None,
             "uptime_s": round(time.monotonic() - self._started_at, 3),
         }
@@ -268,9 +255,3 @@ def _url(sockaddr) -> str:
         host = f"[{host}]"
     return f"http://{host}:{port}"
 
-
-# The handler's, the request log's and the fence's names stay importable from here.
-__all__ = ["ADD_LISTENER_S", "BASE_HEADERS", "BODY_LOGGED", "FENCE_S", "INSTANCE_HEADER",
-           "INSTANCE_QUERY", "OBSERVER_HEADER", "REQUEST_LOG_MAX", "TICK_S", "TOKEN_HEADER",
-           "TOKEN_PATH", "TTL_HEADER", "Fence", "ImdsHandler", "ImdsServer", "RequestLog",
-           "Unattributed", "bad_caller", "error_response"]

@@ -523,11 +523,6 @@ class Netlink:
         body += _ip(NDA_DST, ip) + _attr(NDA_LLADDR, mac_bytes(mac))
         self.request(RTM_NEWNEIGH, NLM_F_CREATE | NLM_F_REPLACE, body, f"neighbour {ip}")
 
-    def neigh_del(self, index: int, ip: str) -> bool:
-        body = _NDMSG.pack(family_of(ip), index, 0, 0, 0) + _ip(NDA_DST, ip)
-        return self.request(RTM_DELNEIGH, 0, body, f"delete neighbour {ip}",
-                            ok=(errno.ENOENT, errno.ENODEV)) is not None
-
     def neighs(self, index: int | None = None, family: int = socket.AF_INET) -> list[Neigh]:
         size = 16 if family == socket.AF_INET6 else 4
         out = []

@@ -345,10 +345,6 @@ class Fabric:
                 self._synced.wait(left)
         return True
 
-    def sync_now(self) -> None:
-        """Apply EC2's current state now (tests that changed EC2 and want the fabric to follow)."""
-        self.apply(self.cloud.gate.owners())
-
     def _subnet_cidr(self, subnet_id: str) -> str:
         if subnet_id not in self._subnets:
             resp = self.cloud.client().describe_subnets(SubnetIds=[subnet_id])
@@ -413,10 +409,6 @@ class Fabric:
         self._links_by_eni.pop(link.spec.eni_id, None)
         for cidr in [c for c, e in self._routes.items() if e == link.spec.eni_id]:
             del self._routes[cidr]
-
-    def routes_installed(self) -> dict[str, str]:
-        with self._lock:
-            return dict(self._routes)
 
     # -- pods ----------------------------------------------------------------------------
 
@@ -533,15 +525,3 @@ class Fabric:
                                   delete_link=False)
         finally:
             pod.ns.close()
-
-    # -- processes -----------------------------------------------------------------------
-
-    def spawn(self, node: int | str | Node, argv: list[str], **popen):
-        """Start a process inside a node namespace (e.g. a daemon); recorded for cleanup."""
-        import subprocess
-
-        node = self.node(node)
-        nsenter = [require_tool("nsenter"), f"--net={node.ns.path}", "--"]
-        proc = subprocess.Popen(nsenter + list(argv), **popen)
-        cleanup.record_process(self.run.dir, proc.pid)
-        return proc

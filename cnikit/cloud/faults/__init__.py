@@ -195,10 +195,6 @@ class FaultSet:
             return None
         return self.run_hook(AFTER, action, region).error
 
-    def describe_lag(self, region: str | None = None) -> float:
-        """Seconds of lag for this DescribeNetworkInterfaces call (0: the current state)."""
-        return self.describe_view(region).lag
-
     def describe_view(self, region: str | None = None) -> Call:
         """The gate's describe hook point: what this DescribeNetworkInterfaces call shows,
         `lag` (the state's age) and `addresses` (the address lists' lags; base.py)."""

@@ -126,11 +126,6 @@ class Observe:
         limits = FALLBACK.get(self.instance_type, InstanceLimits(3, 10))
         return pool_view(self.node_enis(node), self.pod_ips(node), limits)
 
-    def ec2_pool(self, node: int) -> dict[str, list[str]]:
-        """eni -> secondary IPs and prefixes EC2 assigns to the node."""
-        return {e.eni_id: [ip for ip in e.ips if ip != e.primary_ip] + list(e.prefixes)
-                for e in self.node_enis(node)}
-
     def _over_target(self, v) -> bool:
         """EC2 shows more free addresses than upstream's variables ask for (the build may
         release some after its decrease interval)."""
