@@ -4,6 +4,16 @@ from __future__ import annotations
 
 import functools
 
+# EC2's non-mutating actions, as its API request throttling sorts them (Describe*, Get*,
+# List*, Search*): the gate forwards them without a resync, and throttling's `category`
+# scope gives them their own bucket.
+READ_PREFIXES = ("Describe", "Get", "List", "Search")
+
+
+def is_read(action: str) -> bool:
+    """Whether the action only reads (EC2's non-mutating category)."""
+    return action.startswith(READ_PREFIXES)
+
 
 @functools.cache
 def service_model():

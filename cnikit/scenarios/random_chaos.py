@@ -147,7 +147,9 @@ def imds_fault(ctx: Ctx, kind: str, target: dict, duration: float, **attrs) -> s
 
 
 def _apply(ctx: Ctx, op: dict) -> str:
-    if op["op"] == "act":  # the only operations without a node: restart-all, sweep-enis
+    # A nemesis action carries a node only when it takes one (crash-at, as its attribute),
+    # and its end none; every other operation is aimed at a node.
+    if op["op"] == "act":
         return _act(ctx, op)
     if op["op"] == "act-end":
         return _act_end(ctx, op["id"])

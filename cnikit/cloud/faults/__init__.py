@@ -5,10 +5,9 @@ fault IMDS's kinds share it, and the spec's shape): an optional `target` naming 
 (unset: all actions) and a `region` (unset: every region; else only calls signed for it),
 a `probability` (0..1, default 1, rolled in `Fault.fires`) and an optional `duration`
 after which the fault expires by itself. Every module here is imported below, so adding a
-kind, or a stage (`KINDS.add_stage`), is adding its file. Kinds today: `throttle`, `error`,
-`latency` (request stage), `lost_response` (response stage), `describe_lag` (describe
-stage), `addresses_lag` (addresses stage, at the describe hook), `slow_attachment`
-(transition stage); see base.py for the stages and the gate's hook points that run them.
+kind, or a stage (`KINDS.add_stage`), is adding its file. The kinds are the registry's
+(`KINDS`, base.py; `GET /_cnikit/kinds` lists them with their stages and attributes); see
+base.py for the stages and the gate's hook points that run them.
 
 None of them applies to the fault IMDS's own calls (faultcore.caller, read by the gate, cnikit.cloud.gate.server):
 IMDS staleness is modelled by the IMDS's fault kinds, not by the EC2 API's.

@@ -8,9 +8,10 @@ faultcore's, shared with the fault IMDS. A kind is one class in its own file in 
 chaos may draw it, its `chaos`.
 
 Stages are registered here (`KINDS.add_stage`); a new one is one more registration, in this
-file or in a module of its own in this package. The gate calls three hook points, each
-from one place (`FaultSet.before_call`, `on_response`, `describe_view`), and each runs every
-stage registered at it on one `Call`, which carries what the hook lets a stage change:
+file or in a module of its own in this package. The gate calls four hook points, each from
+one place (`FaultSet.before_call`, `on_response`, `transition_s`, `describe_view`), and each
+runs every stage registered at it on one `Call`, which carries what the hook lets a stage
+change:
 - hook "before" (before a call is served): `call.delay` (seconds to wait first, they add
   up), `call.error` (an Ec2Error to answer instead; the first set wins), `call.params`
   (the call's parameters). The "request" stage: `apply(call)` returns an Ec2Error to answer,

@@ -3,6 +3,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 
+from cnikit.cloud.ec2_actions import is_read
 from cnikit.cloud.faults.base import (
     Call,
     Chaos,
@@ -14,9 +15,6 @@ from cnikit.cloud.faults.base import (
     optional,
 )
 
-# EC2's throttling categories (API request throttling in the EC2 API reference): reads
-# (Describe*, Get*, List*) and mutating actions each have their own bucket per account.
-READS = ("Describe", "Get", "List")
 REFUSALS_KEPT = 100_000
 
 
@@ -32,7 +30,9 @@ def _draw(rng) -> dict:
 
 
 def category(action: str) -> str:
-    return "non-mutating" if action.startswith(READS) else "mutating"
+    """EC2's throttling category of the action: reads and mutating actions each have their
+    own bucket per account (API request throttling in the EC2 API reference)."""
+    return "non-mutating" if is_read(action) else "mutating"
 
 
 class Throttle(Ec2Fault):

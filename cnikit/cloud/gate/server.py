@@ -23,7 +23,7 @@ from cnikit.cloud import responses as R
 from cnikit.cloud.after_call import INSTANCE_HEADER, AfterCall, AnsweredCall, caller_instance
 from cnikit.cloud.audit import CALLER
 from cnikit.cloud.control import ControlApi
-from cnikit.cloud.ec2_actions import service_model
+from cnikit.cloud.ec2_actions import is_read, service_model
 from cnikit.cloud.errors import Ec2Error, internal_error, missing
 from cnikit.cloud.gate.actions import handlers
 from cnikit.cloud.gate.backend import Backend, UpstreamError, UpstreamUnreachable
@@ -36,7 +36,6 @@ from faultcore.caller import spared as _spared
 
 log = logging.getLogger("cnikit.cloud.gate")
 
-READ_PREFIXES = ("Describe", "Get", "List", "Search")
 THROTTLED = "RequestLimitExceeded"  # EC2's throttling code (the throttle fault answers it)
 CONTROL = "/_cnikit/"
 
@@ -218,11 +217,11 @@ class Gate(Backend):
                 status, out = await self.forward(region, params, request.headers)
             elif handler is not None:
                 status, out = await handler(r, params, request.headers)
-            elif action.startswith(READ_PREFIXES):
+            elif is_read(action):
                 status, out = await self.forward(region, params, request.headers)
             else:
                 status, out = await self.forward_unmodelled(r, action, params, request.headers)
-            if status < 400 and not action.startswith(READ_PREFIXES) and not _spared(
+            if status < 400 and not is_read(action) and not _spared(
                     request.headers):
                 lost = self.faults.on_response(action, region)
                 if lost is not None:  # the change stands; only its answer is lost
@@ -271,7 +270,7 @@ class Gate(Backend):
 
     def _audit_refusal(self, region: str, action: str, params: dict[str, str],
                        code: str, injected: bool = False) -> None:
-        if action and not action.startswith(READ_PREFIXES) and action in self._required:
+        if action and not is_read(action) and action in self._required:
             self.audit.add(action, params.get("NetworkInterfaceId"),
                            Q.list_param(params, "PrivateIpAddress"),
                            Q.list_param(params, "Ipv4Prefix"), outcome=code,
