@@ -283,11 +283,11 @@ MUTANTS: list[Mutant] = [
         "eni-lifecycle"),
     Mutant(
         "eni-used-before-addresses-show", R,
-        "    if not trusts_imds(d):\n        d._setup_eni(created)\n        return\n",
+        "    if not trusts_imds(d):\n        d.setup_eni(created)\n        return\n",
         "    if not trusts_imds(d):\n        try:  # attached is enough (before #1174)\n"
         "            shown = d.ec2.describe_eni(created.eni_id)\n"
         "        except ApiError:\n            shown = None\n"
-        "        d._setup_eni(shown if shown is not None and shown.attachment_id else created)\n"
+        "        d.setup_eni(shown if shown is not None and shown.attachment_id else created)\n"
         "        return\n",
         "#1148/#989: a new ENI enters the datastore with the addresses Describe shows once it "
         "is attached, none while they lag; the next Assign on it hits "
@@ -386,7 +386,7 @@ MUTANTS += [
         "ipv6-strict-subnet-read", V6,
         "    for v in views:\n"
         "        if v.device_index and v.subnet_ipv6_cidr is None:\n"
-        "            d._event(\"startup-skip-ipv4-only-eni\", eni=v.eni_id)\n",
+        "            d.record_decision(\"startup-skip-ipv4-only-eni\", eni=v.eni_id)\n",
         "    require_ipv6_subnets(d, views)  # every ENI has an IPv6 subnet block\n",
         "v1.20.0-v1.20.4's IPv6 start-up: an ENI whose subnet-ipv6-cidr-blocks IMDS answers "
         "404 for (an unmanaged ENI of an IPv4-only subnet) fails the read of every ENI, and "

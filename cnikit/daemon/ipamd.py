@@ -125,7 +125,7 @@ class IpamD:
         self.pending_deletes |= self._detaching()
         for view in sorted(enis, key=lambda v: v.device_index or 0):
             if view.eni_id not in self.pending_deletes:
-                self._setup_eni(view)
+                self.setup_eni(view)
         rows = self.checkpoint.read() if self.checkpoint is not None else []
         if self.cfg.strategy.keeps_ip_cooldowns and self.checkpoint is not None:
             # Before the restore rewrites the checkpoint: without them a restart hands an
@@ -136,7 +136,7 @@ class IpamD:
             dropped = self.cfg.strategy.restore_dropped(self, dropped)
         for row in dropped:
             self.metrics.inc("awscni_ipamd_error_count", fn="restoreDropped")
-            self._event("restore-dropped", ip=row_ip(row), container=row.get("containerID"))
+            self.record_decision("restore-dropped", ip=row_ip(row), container=row.get("containerID"))
         self.cfg.strategy.confirm_startup(self)
         log.info("start: %d ENIs, %d allocations recovered, %d dropped", len(self.ds.enis),
                  len(rows) - len(dropped), len(dropped))
@@ -156,7 +156,7 @@ class IpamD:
         _, dropped = self.ds.restore(rows)
         for row in dropped:
             self.metrics.inc("awscni_ipamd_error_count", fn="restoreDropped")
-            self._event("restore-dropped", ip=row_ip(row), container=row.get("containerID"))
+            self.record_decision("restore-dropped", ip=row_ip(row), container=row.get("containerID"))
         self.last_reconcile = self.clock.now()
 
     def _subnet_cidr(self) -> str:
@@ -173,17 +173,17 @@ class IpamD:
             self.subnet_cidr = self._subnet_cidr()
         return self.subnet_cidr
 
-    def _setup_eni(self, view: EniView) -> None:
+    def setup_eni(self, view: EniView) -> None:
         """Add an ENI and the addresses a view shows for it (upstream setupENI)."""
         if view.eni_id in self.ds.enis:
             return
         if view.subnet_cidr is None or (view.instance_id and not view.ips):
             # An ENI of an IPv6-only subnet (IMDS has no IPv4 subnet for it, EC2 no IPv4 on
             # it): no IPv4 pod can live on it.
-            self._event("skip-eni-without-ipv4", eni=view.eni_id)
+            self.record_decision("skip-eni-without-ipv4", eni=view.eni_id)
             return
         if view.tags.get(TAG_NO_MANAGE) == "true":  # upstream's filterUnmanagedENIs
-            self._event("skip-unmanaged-eni", eni=view.eni_id)
+            self.record_decision("skip-unmanaged-eni", eni=view.eni_id)
             return
         device = view.device_index if view.device_index is not None else 0
         self.ds.add_eni(view.eni_id, device, device == 0, view.primary_ip, view.mac)
@@ -281,7 +281,7 @@ class IpamD:
             log.info("ENI %s not deleted yet (%s): retried next reconcile", eni_id, e)
             return False
         self.pending_deletes.discard(eni_id)
-        self._event("eni-freed", eni=eni_id)
+        self.record_decision("eni-freed", eni=eni_id)
         return True
 
     def cleanup_leaked_enis(self) -> None:
@@ -297,7 +297,7 @@ class IpamD:
                 continue
             try:
                 self.ec2.delete_eni(view.eni_id)
-                self._event("eni-leak-deleted", eni=view.eni_id)
+                self.record_decision("eni-leak-deleted", eni=view.eni_id)
             except ApiError:
                 self.metrics.inc("awscni_ipamd_error_count", fn="cleanUpLeakedENIs")
 
@@ -361,7 +361,7 @@ class IpamD:
                 log.warning("adding %s to %s: %s", c, eni_id, e)
         if self.recently_freed.keys() & set(got):
             self.save_releases()  # EC2 gave back what this node released: ours again
-        self._event("assign", eni=eni_id, addresses=got)
+        self.record_decision("assign", eni=eni_id, addresses=got)
         return len(got)
 
     def next_device_index(self, attached: list[EniView]) -> int:
@@ -398,7 +398,7 @@ class IpamD:
             self._delete_pending(view.eni_id)
             return None
         view.device_index = index
-        self._event("eni-attached", eni=view.eni_id, device=index)
+        self.record_decision("eni-attached", eni=view.eni_id, device=index)
         reconcile.setup_new_eni(self, view)
         if self.cfg.prefix_delegation and view.eni_id in self.ds.enis:
             self._assign_on(view.eni_id, count)
@@ -432,13 +432,13 @@ class IpamD:
         except ApiError as e:
             self.metrics.inc("awscni_ipamd_error_count", fn="decreaseIPPool")
             log.warning("release %s on %s failed: %s", wire, eni_id, e)
-            self._event("release-failed", eni=eni_id, addresses=wire, error=e.code)
+            self.record_decision("release-failed", eni=eni_id, addresses=wire, error=e.code)
             # Never back into the pool as free: EC2 may have refused because they are no
             # longer on the ENI (then they may be another node's). The profile decides.
             self.cfg.strategy.release_failed(self, eni_id, cidrs)
             return
         self.cool(wire)
-        self._event("release", eni=eni_id, addresses=wire)
+        self.record_decision("release", eni=eni_id, addresses=wire)
 
     def cool(self, addresses: list[str]) -> None:
         """Into the reconcile cooldown: a lagging Describe still shows them for a while."""
@@ -509,6 +509,8 @@ class IpamD:
             return False, False
         return True, self.clock.now() - t < self.cfg.reconcile_cooldown
 
-    def _event(self, kind: str, **fields) -> None:
+    def record_decision(self, kind: str, **fields) -> None:
+        """One entry of the daemon's decision log (its last 500, in its status answer); the
+        reconcile strategies and the IPv6 start-up write to it too."""
         self.events.append({"t": self.clock.now(), "kind": kind, **fields})
         del self.events[:-500]

@@ -34,7 +34,7 @@ def start(d) -> None:
     prefixes = list(primary.ipv6_prefixes)
     if not prefixes:
         prefixes = d.ec2.assign_ipv6_prefixes(primary.eni_id, 1)
-        d._event("assign", eni=primary.eni_id, addresses=prefixes)
+        d.record_decision("assign", eni=primary.eni_id, addresses=prefixes)
     if not d.ds.enis.get(primary.eni_id):
         d.ds.add_eni(primary.eni_id, 0, True, primary.primary_ip, primary.mac)
     # Several /80s (someone else's doing): the first serves, the rest are left as they are.
@@ -47,7 +47,7 @@ def tolerate_unmanaged(d, views: list[EniView]) -> None:
     ENI of an IPv4-only subnet) is skipped, the primary ENI is all IPv6 mode uses."""
     for v in views:
         if v.device_index and v.subnet_ipv6_cidr is None:
-            d._event("startup-skip-ipv4-only-eni", eni=v.eni_id)
+            d.record_decision("startup-skip-ipv4-only-eni", eni=v.eni_id)
 
 
 def require_ipv6_subnets(d, views: list[EniView]) -> None:

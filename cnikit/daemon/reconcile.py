@@ -184,7 +184,7 @@ def skip_departed_enis(d: IpamD, listed: list[EniView]) -> list[tuple[EniView, E
             continue
         if truth is None:
             d.metrics.inc("awscni_ipamd_error_count", fn="startupDepartedENI")
-            d._event("startup-skip-departed-eni", eni=view.eni_id)
+            d.record_decision("startup-skip-departed-eni", eni=view.eni_id)
             log.warning("start: IMDS lists %s, which EC2 no longer has: skipped", view.eni_id)
             continue
         out.append((view, truth))
@@ -194,7 +194,7 @@ def skip_departed_enis(d: IpamD, listed: list[EniView]) -> list[tuple[EniView, E
 def setup_new_eni(d: IpamD, created: EniView) -> None:
     """A freshly attached ENI enters the datastore."""
     if not trusts_imds(d):
-        d._setup_eni(created)
+        d.setup_eni(created)
         return
     # Upstream waits for IMDS to show the ENI with its IPs, then uses what IMDS says.
     want = len(created.secondary_ips)
@@ -203,7 +203,7 @@ def setup_new_eni(d: IpamD, created: EniView) -> None:
         try:
             for v in d.imds.enis():
                 if v.eni_id == created.eni_id and len(v.secondary_ips) >= want:
-                    d._setup_eni(v)
+                    d.setup_eni(v)
                     return
         except ApiError:
             pass
@@ -253,7 +253,7 @@ def _upstream(d: IpamD, imds_enis: list[EniView], contents: bool) -> None:
         if evicted:
             d.metrics.inc("awscni_force_removed_enis")
             d.metrics.inc("awscni_force_removed_ips", len(evicted))
-        d._event("reconcile-eni-del", eni=eni_id, evicted=[str(k) for k in evicted])
+        d.record_decision("reconcile-eni-del", eni=eni_id, evicted=[str(k) for k in evicted])
 
 
 def _ip_pool(d: IpamD, view: EniView, pool: list[str], contents: bool) -> None:
@@ -322,7 +322,7 @@ def _verify_and_add(d: IpamD, eni_id: str, attached: list[str], need_ec2: bool,
         try:
             if d.ds.add_cidr(eni_id, addr, prefixes):
                 d.metrics.inc("awscni_reconcile_count", fn="eniIPPoolReconcileAdd")
-                d._event("reconcile-add", eni=eni_id, address=addr)
+                d.record_decision("reconcile-add", eni=eni_id, address=addr)
         except DatastoreError as e:
             d.metrics.inc("awscni_ipamd_error_count", fn="ipReconcileAdd")
             log.warning("reconcile: cannot add %s to %s: %s", addr, eni_id, e)
@@ -342,7 +342,7 @@ def _sweep(d: IpamD, eni_id: str, gone: list[str], prefixes: bool) -> None:
         d.metrics.inc("awscni_reconcile_count", fn="eniIPPoolReconcileDel")
         if evicted:
             d.metrics.inc("awscni_force_removed_ips", len(evicted))
-        d._event("reconcile-del", eni=eni_id, address=addr, evicted=[str(k) for k in evicted])
+        d.record_decision("reconcile-del", eni=eni_id, address=addr, evicted=[str(k) for k in evicted])
 
 
 # ---- hardened ---------------------------------------------------------------------------
@@ -400,7 +400,7 @@ def _apply_truth(d: IpamD, truth: list[EniView], imds_enis: list[EniView]) -> No
             try:
                 if d.ds.add_cidr(view.eni_id, addr, pd):
                     d.metrics.inc("awscni_reconcile_count", fn="eniIPPoolReconcileAdd")
-                    d._event("reconcile-add", eni=view.eni_id, address=addr)
+                    d.record_decision("reconcile-add", eni=view.eni_id, address=addr)
                     _give_back_to_pod(d, addr)
             except DatastoreError as e:
                 d.metrics.inc("awscni_ipamd_error_count", fn="ipReconcileAdd")
@@ -418,12 +418,12 @@ def _apply_truth(d: IpamD, truth: list[EniView], imds_enis: list[EniView]) -> No
                 # address to anyone else, and drop it once the pod is gone.
                 d.ds.quarantined.add(cidr)
                 d.metrics.inc("awscni_ipamd_error_count", fn="ipLostInEC2")
-                d._event("reconcile-held", eni=view.eni_id, address=addr)
+                d.record_decision("reconcile-held", eni=view.eni_id, address=addr)
                 continue
             d.ds.del_cidr(view.eni_id, cidr)
             d.ds.quarantined.discard(cidr)
             d.metrics.inc("awscni_reconcile_count", fn="eniIPPoolReconcileDel")
-            d._event("reconcile-del", eni=view.eni_id, address=addr, evicted=[])
+            d.record_decision("reconcile-del", eni=view.eni_id, address=addr, evicted=[])
     for eni_id in [e for e in d.ds.enis if e not in attached]:
         eni = d.ds.enis[eni_id]
         if eni.is_primary:
@@ -433,7 +433,7 @@ def _apply_truth(d: IpamD, truth: list[EniView], imds_enis: list[EniView]) -> No
             continue
         d.ds.remove_eni(eni_id)
         d.metrics.inc("awscni_reconcile_count", fn="eniReconcileDel")
-        d._event("reconcile-eni-del", eni=eni_id, evicted=[])
+        d.record_decision("reconcile-eni-del", eni=eni_id, evicted=[])
 
 
 def _also_in(view: EniView, shown: set[str]) -> EniView:
@@ -497,7 +497,7 @@ def hold_unconfirmed(d: IpamD, rows: list[dict]) -> list[dict]:
             # still runs, so its address is its own when EC2 hands it back, never free.
             if not pd and str(ip) not in d.ds.lost:
                 d.ds.lost[str(ip)] = row
-                d._event("restore-lost", ip=str(ip), container=row.get("containerID"))
+                d.record_decision("restore-lost", ip=str(ip), container=row.get("containerID"))
                 continue
             still.append(row)
             continue
@@ -510,7 +510,7 @@ def hold_unconfirmed(d: IpamD, rows: list[dict]) -> list[dict]:
         held.append(row)
     recovered, dropped = d.ds.restore(held)  # rewrites the checkpoint, the lost rows in it
     for row in recovered:
-        d._event("restore-held", ip=row_ip(row), container=row.get("containerID"))
+        d.record_decision("restore-held", ip=row_ip(row), container=row.get("containerID"))
     return still + dropped
 
 
@@ -520,7 +520,7 @@ def _give_back_to_pod(d: IpamD, addr: str) -> None:
     row = d.ds.lost.pop(addr, None)
     if row is not None:
         recovered, _ = d.ds.restore([row])
-        d._event("restore-returned", ip=addr, container=row.get("containerID"),
+        d.record_decision("restore-returned", ip=addr, container=row.get("containerID"),
                  recovered=bool(recovered))
 
 
@@ -542,7 +542,7 @@ def drop_unconfirmed(d: IpamD) -> None:
         if views is not None and eni.eni_id not in seen and not eni.is_primary \
                 and not eni.assigned_count():
             d.ds.remove_eni(eni.eni_id)
-            d._event("startup-unconfirmed-eni", eni=eni.eni_id)
+            d.record_decision("startup-unconfirmed-eni", eni=eni.eni_id)
             continue
         shown = seen.get(eni.eni_id, set())
         for c in eni.cidrs.values():
@@ -551,7 +551,7 @@ def drop_unconfirmed(d: IpamD) -> None:
                 continue
             d.ds.quarantined.add(c.cidr)
             d.metrics.inc("awscni_ipamd_error_count", fn="startupAddUnconfirmed")
-            d._event("startup-unconfirmed", eni=eni.eni_id, address=addr)
+            d.record_decision("startup-unconfirmed", eni=eni.eni_id, address=addr)
 
 
 def hold_failed_release(d: IpamD, eni_id: str, cidrs: list[str]) -> None:
@@ -583,9 +583,9 @@ def _add_eni(d, view) -> None:
     if view.eni_id in d.leaving():
         return
     try:
-        d._setup_eni(view)
+        d.setup_eni(view)
         d.metrics.inc("awscni_reconcile_count", fn="eniReconcileAdd")
-        d._event("reconcile-eni-add", eni=view.eni_id)
+        d.record_decision("reconcile-eni-add", eni=view.eni_id)
         # A start-up Describe that did not list the ENI lost its pods (ds.lost): their
         # addresses are theirs again, not free.
         for addr in view.secondary_ips:
