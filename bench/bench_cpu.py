@@ -5,7 +5,8 @@ make them in their workers (cnikit.scenarios.worker): what a fresh process pays 
 (imports, EC2's service model, moto's first reset) is measured apart, by a warm-up run.
 
 A run's total is the child's CPU over the run, its threads and every process it started and
-reaped (utime + stime + cutime + cstime of /proc/<child>/stat). Inside the child the parts
+reaped (utime + stime + cutime + cstime of /proc/<child>/stat), plus what the fork server
+(cnikit.forkserver) and the daemons it forked used, which the child does not reap. Inside the child the parts
 are told apart exactly rather than sampled, because the short-lived parts (a CNI plugin
 exec per ADD and DEL, one moto thread per EC2 request) end between any two samples:
 - a thread's CPU goes to its part, named by the thread's name or else inherited from the
@@ -69,6 +70,8 @@ def process_part(argv) -> str:
         return f"daemon:{node.group(1) if node else '?'}"
     if "cnikit.check.prober_proc" in text:
         return "prober"
+    if "cnikit.forkserver" in text:
+        return "forkserver"
     if "cnikit.reaper" in text:
         return "reaper"
     first = Path(text.split()[0]).name if text else "?"
@@ -119,7 +122,8 @@ class Ledger:
                    else stat_cpu(f"/proc/self/task/{t.native_id}/stat"))
             snap[getattr(t, "_bench_part", KIT)] += cpu - getattr(t, "_bench_carved", 0.0)
         for pid, part in live.items():
-            snap[part] += stat_cpu(f"/proc/{pid}/stat", children=True)
+            # The fork server's children are counted each as itself (watch_processes).
+            snap[part] += stat_cpu(f"/proc/{pid}/stat", children=part != "forkserver")
         return snap
 
 
@@ -192,6 +196,8 @@ def watch_threads(ledger: Ledger) -> None:
 
 def watch_processes(ledger: Ledger) -> None:
     """wait4 instead of waitpid in subprocess: the rusage of each child as it is reaped."""
+    from cnikit import forkserver
+
     init, waitpid = subprocess.Popen.__init__, os.waitpid
 
     def popen(self, *a, **k):
@@ -211,6 +217,24 @@ def watch_processes(ledger: Ledger) -> None:
         return got, status
 
     subprocess.Popen.__init__, os.waitpid = popen, wait4
+
+    # Programs the kit forks warm (cnikit.forkserver): the server reaps them and says what
+    # each used.
+    spawn = forkserver.ForkServer.spawn
+
+    def forked(self, args, *a, **k):
+        child = spawn(self, args, *a, **k)
+        with ledger.lock:
+            ledger.live[child.pid] = process_part(args)
+        return child
+
+    def reaped(child):
+        with ledger.lock:
+            part = ledger.live.pop(child.pid, process_part(child.args))
+            ledger.done[part] += child.cpu
+            ledger.execs[part] += 1
+
+    forkserver.ForkServer.spawn, forkserver.ForkServer.on_exit = forked, reaped
     poll = subprocess.Popen._internal_poll  # binds waitpid as a default argument
     names = poll.__code__.co_varnames[:poll.__code__.co_argcount]
     defaults = list(poll.__defaults__)
@@ -275,6 +299,27 @@ def quiet_run(spec: dict, ledger: Ledger) -> dict:
     return {"record": {"verdict": r.verdict, "error": r.error}, "by_class": rates}
 
 
+def forked_cpu(ledger: Ledger) -> float:
+    """What the fork servers and the programs they forked used so far: not in this
+    process's own figures until a server is reaped."""
+    from cnikit import forkserver
+
+    with ledger.lock:
+        live = [pid for pid, part in ledger.live.items() if part != "forkserver"]
+    servers = [s.proc.pid for s in forkserver.ForkServer._servers.values()]
+    return (sum(stat_cpu(f"/proc/{pid}/stat", children=True) for pid in servers)
+            + sum(stat_cpu(f"/proc/{pid}/stat", children=True) for pid in live
+                  if _parent(pid) in servers))
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def child() -> int:
     """Serve run specs one a line on stdin; answer each with the worker's record and the
     run's CPU per part."""
@@ -296,6 +341,7 @@ def child() -> int:
     with cleanup_on_signals():
         for line in sys.stdin:
             before, execs = ledger.snapshot(), collections.Counter(ledger.execs)
+            forked_before = forked_cpu(ledger)
             spec = json.loads(line)
             try:
                 if "idle" in spec:
@@ -306,6 +352,7 @@ def child() -> int:
                 answer = {"record": {"verdict": "error", "error": f"{type(e).__name__}: {e}"},
                           "by_class": ledger.snapshot() - before}
             answer["execs"] = ledger.execs - execs
+            answer["forked_cpu"] = forked_cpu(ledger) - forked_before
             answers.write(json.dumps(answer, default=str) + "\n")
             answers.flush()
     return 0
@@ -334,7 +381,7 @@ class Child:
     def run(self, spec: dict) -> dict:
         t0, cpu0 = time.monotonic(), self.cpu()
         answer = self.ask(spec)
-        wall, cpu = time.monotonic() - t0, self.cpu() - cpu0
+        wall, cpu = time.monotonic() - t0, self.cpu() - cpu0 + answer.get("forked_cpu", 0.0)
         parts = {k: round(v, 3) for k, v in sorted(answer["by_class"].items(),
                                                    key=lambda kv: -kv[1]) if v >= 0.0005}
         rec = answer["record"]

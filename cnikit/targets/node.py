@@ -143,6 +143,12 @@ class TargetProcess(TargetReadiness, ChildProcess):
 
         return [require_tool("nsenter"), f"--net={self.netns}", "--", *self.argv]
 
+    def inner_command(self) -> list[str]:
+        return self.argv
+
+    def netns_path(self) -> str:
+        return self.netns
+
     def program(self) -> str:
         return self.argv[0]
 

@@ -42,7 +42,7 @@ FORBIDDEN = [
 # until it is placed here.
 LAYERS: list[tuple[str, set[str]]] = [
     ("base", {"cnikit.errors", "cnikit.__version__", "cnikit.runtime", "cnikit.reaper",
-              "cnikit.unixcall"}),
+              "cnikit.unixcall", "cnikit.forkserver"}),
     ("ec2", {"cnikit.cloud"}),
     ("fabric", {"cnikit.fabric"}),
     ("nodes", {"cnikit.daemon", "cnikit.plugin", "cnikit.containers", "cnikit.targets"}),
