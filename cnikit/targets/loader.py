@@ -16,12 +16,22 @@ import tomllib
 from pathlib import Path
 
 from cnikit.errors import UsageError
-from cnikit.targets.model import DaemonSpec, ObserveSpec, PluginSpec, ReadySpec, Target
+from cnikit.targets.model import (
+    NODE_ONLY,
+    ComponentSpec,
+    DaemonSpec,
+    ObserveSpec,
+    PluginSpec,
+    ReadySpec,
+    Target,
+)
 
 TOP = {"name": True, "version": True, "daemon": True, "plugin": True, "observe": False,
-       "max_pods": False, "ip_family": False}
+       "max_pods": False, "ip_family": False, "component": False, "build": False}
 IP_FAMILIES = ("ipv4", "ipv6", "dual")
 DAEMON = ("command", "image", "args", "env", "ready")
+COMPONENT = {"name": True, "command": True, "env": False, "ready": False}
+BUILD = ("files",)
 READY = ("socket", "url", "timeout")
 PLUGIN = {"binaries": True, "conflist": True}
 OBSERVE = ("introspection", "metrics")
@@ -100,7 +110,9 @@ def load_target(path: str | os.PathLike) -> Target:
         c.fail("ip_family", f"{family!r}: one of {', '.join(IP_FAMILIES)}")
     return Target(name=name, version=version, daemon=_daemon(c, doc["daemon"]),
                   plugin=_plugin(c, doc["plugin"]), observe=_observe(c, doc.get("observe", {})),
-                  source=path.absolute(), max_pods=max_pods, ip_family=family)
+                  source=path.absolute(), max_pods=max_pods, ip_family=family,
+                  components=_components(c, doc.get("component", [])),
+                  build_files=_build_files(c, doc.get("build", {})))
 
 
 def _max_pods(c: _Checker, value) -> int | dict[str, int] | None:
@@ -133,32 +145,93 @@ def _daemon(c: _Checker, d) -> DaemonSpec:
         image = c.string(d["image"], "daemon.image")
         if "args" in d:
             args = tuple(c.strings(d["args"], "daemon.args")) if d["args"] else ()
+    return DaemonSpec(command=command, image=image, args=args, env=_env(c, d, "daemon"),
+                      ready=_ready(c, d, "daemon"))
+
+
+def _env(c: _Checker, d: dict, key: str) -> dict[str, str]:
+    """`key`.env: NAME = "value" (numbers and booleans as text)."""
     env = {}
     raw_env = d.get("env", {})
     if not isinstance(raw_env, dict):
-        c.fail("daemon.env", "must be a table of NAME = \"value\"")
+        c.fail(f"{key}.env", "must be a table of NAME = \"value\"")
     for k, v in raw_env.items():
         if isinstance(v, bool):
             v = "true" if v else "false"
         if not isinstance(v, str | int | float):
-            c.fail(f"daemon.env.{k}", "must be a string (or a number)")
+            c.fail(f"{key}.env.{k}", "must be a string (or a number)")
         env[k] = str(v)
-    ready = None
-    if "ready" in d:
-        r = c.table(d["ready"], "daemon.ready", READY)
-        if ("socket" in r) == ("url" in r):
-            c.fail("daemon.ready", "give exactly one of socket and url")
-        timeout = r.get("timeout", 60)
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
-            c.fail("daemon.ready.timeout", "must be a positive number of seconds")
-        url = None
-        if "url" in r:
-            url = c.string(r["url"], "daemon.ready.url")
-            if not url.startswith(("http://", "https://")):
-                c.fail("daemon.ready.url", f"{url!r} is not an http(s) URL")
-        ready = ReadySpec(socket=c.string(r["socket"], "daemon.ready.socket") if "socket" in r
-                          else None, url=url, timeout=float(timeout))
-    return DaemonSpec(command=command, image=image, args=args, env=env, ready=ready)
+    return env
+
+
+def _ready(c: _Checker, d: dict, key: str) -> ReadySpec | None:
+    if "ready" not in d:
+        return None
+    r = c.table(d["ready"], f"{key}.ready", READY)
+    if ("socket" in r) == ("url" in r):
+        c.fail(f"{key}.ready", "give exactly one of socket and url")
+    timeout = r.get("timeout", 60)
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+        c.fail(f"{key}.ready.timeout", "must be a positive number of seconds")
+    url = None
+    if "url" in r:
+        url = c.string(r["url"], f"{key}.ready.url")
+        if not url.startswith(("http://", "https://")):
+            c.fail(f"{key}.ready.url", f"{url!r} is not an http(s) URL")
+    return ReadySpec(socket=c.string(r["socket"], f"{key}.ready.socket") if "socket" in r
+                     else None, url=url, timeout=float(timeout))
+
+
+def _components(c: _Checker, raw) -> tuple[ComponentSpec, ...]:
+    """[[component]]: each a name, a command, and optionally env and ready, as a daemon's.
+    A component runs on no node, so a node's placeholders in it are refused."""
+    if not isinstance(raw, list):
+        c.fail("component", "must be an array of tables ([[component]])")
+    out: list[ComponentSpec] = []
+    for i, d in enumerate(raw):
+        key = f"component[{i}]"
+        c.table(d, key, tuple(COMPONENT), [k for k, req in COMPONENT.items() if req])
+        name = c.string(d["name"], f"{key}.name")
+        if not NAME.fullmatch(name):
+            c.fail(f"{key}.name", f"{name!r}: only letters, digits, '.', '_' and '-' (the "
+                                  "nemesis names it, and its state directory)")
+        if any(o.name == name for o in out):
+            c.fail(f"{key}.name", f"{name!r} is the name of another component")
+        argv = c.strings(d["command"], f"{key}.command")
+        command = (str(c.executable(argv[0], f"{key}.command[0]")), *argv[1:])
+        spec = ComponentSpec(name=name, command=command, env=_env(c, d, key),
+                             ready=_ready(c, d, key))
+        _no_node_placeholders(c, key, [*argv[1:], *spec.env.values(),
+                                       *(vars(spec.ready).values() if spec.ready else ())])
+        out.append(spec)
+    return tuple(out)
+
+
+def _no_node_placeholders(c: _Checker, key: str, values) -> None:
+    for v in values:
+        found = [p for p in NODE_ONLY if isinstance(v, str) and f"{{{p}}}" in v]
+        if found:
+            c.fail(key, f"{{{found[0]}}} is a node's placeholder: a component runs once per "
+                        "run, on no node")
+
+
+def _build_files(c: _Checker, b) -> dict[str, Path]:
+    """[build] files: globs relative to the target file, every file they match hashed into
+    the certificate; a glob that matches no file is refused (a typo would hash nothing)."""
+    c.table(b, "build", BUILD)
+    if "files" not in b:
+        return {}
+    out: dict[str, Path] = {}
+    for i, pattern in enumerate(c.strings(b["files"], "build.files")):
+        if os.path.isabs(pattern) or ".." in Path(pattern).parts:
+            c.fail(f"build.files[{i}]", f"{pattern!r}: a glob relative to the target file, "
+                                        "inside its directory")
+        found = sorted(p for p in c.base.glob(pattern) if p.is_file())
+        if not found:
+            c.fail(f"build.files[{i}]", f"{pattern!r} matches no file under {c.base}")
+        for p in found:
+            out[p.relative_to(c.base).as_posix()] = p.absolute()
+    return out
 
 
 def _plugin(c: _Checker, p) -> PluginSpec:

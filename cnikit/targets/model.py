@@ -1,4 +1,5 @@
-"""The build under test: a daemon run once per node and a CNI plugin with its conflist.
+"""The build under test: a daemon run once per node, a CNI plugin with its conflist, and
+the cluster-wide components run once per run (an operator, a resource controller).
 
 A Target is data only; cnikit.targets.loader reads one from TOML, cnikit.targets.reference
 makes one per reference profile, and cnikit.targets.node runs it on a node.
@@ -14,6 +15,8 @@ from pathlib import Path
 PLACEHOLDERS = ("state_dir", "node", "node_index", "instance_id", "subnet_cidr", "vpc_cidr",
                 "cni_bin_dir", "cni_conf_dir", "ec2_endpoint", "imds_endpoint", "region")
 _PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
+# What only a node has: a component runs once per run, on no node.
+NODE_ONLY = ("node", "node_index", "instance_id", "cni_bin_dir", "cni_conf_dir")
 
 
 def render(value, values: dict[str, str]):
@@ -55,6 +58,17 @@ class DaemonSpec:
 
 
 @dataclass(frozen=True)
+class ComponentSpec:
+    """A cluster-wide component: one command for the whole run (not per node), in the run's
+    VPC namespace, restartable and killable by the nemesis by its name."""
+
+    name: str
+    command: tuple[str, ...]  # argv, argv[0] resolved to a file
+    env: dict[str, str] = field(default_factory=dict)
+    ready: ReadySpec | None = None
+
+
+@dataclass(frozen=True)
 class PluginSpec:
     binaries: dict[str, Path]  # name in the CNI bin dir -> the file
     conflist: dict  # placeholders still in; rendered per node
@@ -77,6 +91,10 @@ class Target:
     # The address family of the build's pods: "ipv4", "ipv6" (the VPC CNI's IPv6 mode, in a
     # dual-stack VPC) or "dual" (a build that runs in either). A built-in runs its profile's.
     ip_family: str = "ipv4"
+    components: tuple[ComponentSpec, ...] = ()
+    # Every other file that makes up the build ([build] files: helpers, libraries, configs):
+    # relative path (to the target file) -> the file.
+    build_files: dict[str, Path] = field(default_factory=dict)
 
     @property
     def builtin(self) -> bool:
@@ -123,17 +141,35 @@ class Target:
         lim = FALLBACK.get(instance_type, InstanceLimits(3, 10))
         return lim.max_enis * (lim.ipv4_per_eni - 1) + 2
 
+    def component(self, name: str) -> ComponentSpec | None:
+        return next((c for c in self.components if c.name == name), None)
+
     def files_under_test(self) -> dict[str, Path]:
-        """role -> file ("daemon", "plugin:<name>", "conflist"), for the certificate's hashes."""
+        """role -> file ("daemon", "plugin:<name>", "conflist", "target", "component:<name>",
+        "build:<path>"), for the certificate's hashes."""
         if self.files is not None:
             return dict(self.files)
         out: dict[str, Path] = {}
+        if self.source is not None:
+            out["target"] = self.source
         if self.daemon.command:
             out["daemon"] = Path(self.daemon.command[0])
         for name, path in self.plugin.binaries.items():
             out[f"plugin:{name}"] = path
         if self.plugin.conflist_file is not None:
             out["conflist"] = self.plugin.conflist_file
+        for c in self.components:
+            out[f"component:{c.name}"] = Path(c.command[0])
+        for rel, path in self.build_files.items():
+            out[f"build:{rel}"] = path
+        return out
+
+    def environments(self) -> dict[str, dict[str, str]]:
+        """role -> the environment the target sets ("daemon", "component:<name>"), as
+        written (placeholders in), for the certificate."""
+        out = {"daemon": dict(self.daemon.env)}
+        for c in self.components:
+            out[f"component:{c.name}"] = dict(c.env)
         return out
 
     def __str__(self) -> str:

@@ -60,7 +60,8 @@ def test_a_good_target_loads_whole(tmp_path, good):
     assert (t.observe.introspection, t.observe.metrics) == (61679, 61678)
     assert t.expected("imds-stale-equal-length") == "holds"  # what any correct build must do
     files = t.files_under_test()
-    assert set(files) == {"daemon", "plugin:true"} and files["plugin:true"] == Path("/bin/true")
+    assert set(files) == {"target", "daemon", "plugin:true"}
+    assert files["plugin:true"] == Path("/bin/true") and files["target"] == t.source
     assert t.source == (tmp_path / "target.toml").absolute()
 
 
@@ -165,7 +166,7 @@ def test_the_cli_refuses_a_bad_target_with_exit_2_before_starting_anything(tmp_p
         assert r.returncode == 2, r.stdout + r.stderr
         lines = r.stderr.strip().splitlines()
         assert lines == [f"cnikit: {path}: flavour: unknown key (one of name, version, daemon, "
-                         "plugin, observe, max_pods, ip_family)"], r.stderr
+                         "plugin, observe, max_pods, ip_family, component, build)"], r.stderr
         assert "Traceback" not in r.stderr and r.stdout == ""
     # No run was claimed (a run claims its directory before any namespace or process).
     after = set(RUN_ROOT.glob("*")) if RUN_ROOT.exists() else set()
