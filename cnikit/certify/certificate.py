@@ -1,5 +1,6 @@
-"""certificate.json: what was certified (the files under test, by sha256), by which kit, on
-which machine, and every scenario x seed verdict."""
+"""certificate.json: what was certified (the files under test, by sha256, and the
+environment the target sets), by which kit, on which machine, and every scenario x seed
+verdict."""
 
 from __future__ import annotations
 
@@ -8,10 +9,15 @@ import hashlib
 import json
 import os
 import platform
+import re
 from pathlib import Path
 
 SCHEMA_VERSION = "cnikit-certificate/1"
 VERDICTS = ["holds", "violation", "inconclusive", "error"]
+# Environment variables whose values certificate.json does not show: they still count in
+# its identity, so two builds that differ only there differ.
+SECRET_NAME = re.compile(r"SECRET|TOKEN|PASSW|CREDENTIAL|PRIVATE|_KEY$|^KEY$", re.IGNORECASE)
+REDACTED = "(redacted)"
 
 # The shape of certificate.json (JSON Schema, draft 2020-12); tests validate against it.
 SCHEMA = {
@@ -32,6 +38,11 @@ SCHEMA = {
             "type": "object", "required": ["role", "path", "sha256"],
             "properties": {"role": {"type": "string"}, "path": {"type": "string"},
                            "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}}},
+        # sha256 of the files' hashes and every environment the target sets, unredacted:
+        # one build, one identity.
+        "identity": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+        "environment": {"type": "object", "additionalProperties": {
+            "type": "object", "additionalProperties": {"type": "string"}}},
         "kit": {"type": "object", "required": ["version", "git_commit"],
                 "properties": {"version": {"type": "string"},
                                "git_commit": {"type": ["string", "null"]},
@@ -120,6 +131,20 @@ def files(target) -> list[dict]:
     return out
 
 
+def environment(target) -> dict[str, dict[str, str]]:
+    """role -> the environment the target sets for it, secrets-looking values redacted."""
+    return {role: {k: REDACTED if SECRET_NAME.search(k) else v for k, v in sorted(env.items())}
+            for role, env in sorted(target.environments().items())}
+
+
+def identity(target, hashed: list[dict]) -> str:
+    """One hash for the build: every file's (the target file, the daemon, the plugins, the
+    components, [build] files) and every environment, secrets included."""
+    doc = {"files": sorted((f["role"], f["sha256"]) for f in hashed),
+           "environment": target.environments()}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
 def summary(cert) -> dict:
     """How many runs there were, exercised the build, exposed it, and of each verdict."""
     from cnikit.check.exposure import label
@@ -142,6 +167,7 @@ def summary(cert) -> dict:
 def build(cert) -> dict:
     t = cert.target
     summary_ = summary(cert)
+    hashed = files(t)
     return {
         "schema": SCHEMA_VERSION,
         "verdict": cert.verdict,
@@ -149,7 +175,9 @@ def build(cert) -> dict:
                    "source": str(t.source) if t.source else None, "builtin": bool(t.builtin),
                    "image": t.image, "image_digest": image_digest(t.image),
                    "conflist": t.conflist},
-        "files": files(t),
+        "files": hashed,
+        "identity": identity(t, hashed),
+        "environment": environment(t),
         "kit": kit_identity(),
         "machine": machine(),
         "runtime": cert.runtime,

@@ -68,10 +68,11 @@ def _load(d: Path) -> dict:
 
 
 def _identity(doc: dict) -> tuple:
-    """What every shard must share: the same build (files by hash), kit and runtime."""
+    """What every shard must share: the same build (files by hash, its identity), kit and
+    runtime."""
     t = doc["target"]
     files = tuple(sorted((f["role"], f["sha256"]) for f in doc["files"]))
-    return (t["name"], t["version"], t.get("image_digest"), files,
+    return (t["name"], t["version"], t.get("image_digest"), files, doc.get("identity"),
             doc["kit"]["version"], doc["kit"].get("git_commit"), doc["runtime"])
 
 
