@@ -10,6 +10,9 @@ CNI plugin.
 Real parts only: moto behind the EC2 gate, the fault IMDS answering inside the VPC, the
 fabric's namespaces, the target's daemon once per node namespace (its own state dir), its
 plugin installed per node and executed by the fabric's CNI runner as a runtime would.
+The target's cluster-wide components (an operator) run once per run, in the VPC namespace,
+started and ready before the nodes' daemons (cnikit.targets.component); the nemesis kills and
+restarts them by name (c.act("kill-component", component="operator")).
 `profile=` is an alias of `target=` for a built-in name.
 """
 
@@ -59,6 +62,7 @@ class CniCluster:
         self.cloud = self.imds = self.fabric = None
         self.topo = None
         self.daemons: list = []
+        self.components: dict = {}  # name -> its process (cnikit.targets.component)
         self.places: list = []  # per node: cnikit.targets.node.NodePlaces
         self.conflists: list[dict] = []  # per node: the rendered conflist
         self.bin_dir: Path | None = None  # node 0's CNI bin dir (every node's holds the same)
@@ -95,6 +99,7 @@ class CniCluster:
 
         self.fabric = Fabric(self.cloud, self.topo, imds=self.imds).start()
         self.state_root = state_root(self.fabric.rid, self.fabric.run.dir)
+        self._start_components()
         for node in self.fabric.nodes:
             places = self._places(node)
             self.places.append(places)
@@ -105,6 +110,24 @@ class CniCluster:
             d.start(wait=0)
         for d in self.daemons:
             d.wait_ready(60)
+
+    def _start_components(self) -> None:
+        """The target's cluster-wide components, each started once and waited for (the
+        nodes' agents expect their operator)."""
+        from cnikit.targets.component import ClusterPlaces, component_process
+
+        for spec in self.target.components:
+            places = ClusterPlaces(state_dir=self.state_root / f"component-{spec.name}",
+                                   subnet_cidr=self.topo.subnet_cidr, vpc_cidr=self.topo.vpc_cidr,
+                                   ec2_endpoint=self.fabric.ec2_endpoint,
+                                   imds_endpoint=self.fabric.imds_endpoint,
+                                   region=self.cloud.region)
+            proc = component_process(spec, places, self.daemon_env(), self.fabric.vpc.path)
+            proc.on_start = self._record
+            self.components[spec.name] = proc
+            proc.start(wait=0)
+        for proc in self.components.values():
+            proc.wait_ready(60)
 
     def _places(self, node):
         from cnikit.targets.node import NodePlaces
@@ -267,6 +290,25 @@ class CniCluster:
         pid = self.daemons[node].pid
         return {pid} if pid else set()
 
+    # The same for the cluster-wide components, by name (cnikit.cluster.nemesis_components).
+
+    def component(self, name: str):
+        """The component's process; ValueError (one line) naming the run's components."""
+        proc = self.components.get(name)
+        if proc is None:
+            have = ", ".join(self.components) or "none"
+            raise ValueError(f"no component {name!r} in this run (its components: {have})")
+        return proc
+
+    def signal_component(self, name: str, sig: int) -> None:
+        self.component(name).kill(sig)
+
+    def stop_and_start_component(self, name: str, wait: float) -> None:
+        proc = self.component(name)
+        if proc.alive():
+            proc.stop()
+        proc.start(wait=wait)
+
     def close(self) -> None:
         self._stop_daemons()
         if self.fabric is not None:
@@ -278,14 +320,16 @@ class CniCluster:
             self.cloud.stop()
 
     def _stop_daemons(self) -> None:
-        """Stop every daemon at once (each takes a moment to exit), then drop their state."""
+        """Stop every daemon and component at once (each takes a moment to exit), then drop
+        their state."""
         def stop(d) -> None:
             with contextlib.suppress(Exception):  # a dead daemon must not stop the cleanup
                 d.stop()
 
-        if self.daemons:
-            with ThreadPoolExecutor(len(self.daemons)) as pool:
-                list(pool.map(stop, self.daemons))
+        running = [*self.daemons, *self.components.values()]
+        if running:
+            with ThreadPoolExecutor(len(running)) as pool:
+                list(pool.map(stop, running))
         if self.state_root is not None and self.state_root.parent == SHM:
             shutil.rmtree(self.state_root, ignore_errors=True)
 

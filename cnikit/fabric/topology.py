@@ -252,8 +252,10 @@ class Fabric:
         # under a running event loop would leave a stale fd in its selector.
         self._listeners.clear()
         cleanup.kill_recorded(self.run.dir)
-        # Anything else still running inside our namespaces (a daemon nobody recorded).
-        ours = [n.name for n in self.nodes] + [p.name for p in self.pods.values()]
+        # Anything else still running inside our namespaces (a daemon nobody recorded, what a
+        # cluster component in the vpc namespace forked out of its group).
+        ours = [n.name for n in self.nodes] + [p.name for p in self.pods.values()] \
+            + ([self.vpc.name] if self.vpc is not None else [])
         cleanup.kill_pids(cleanup.processes_in(ours))
         for pod in list(self.pods.values()):
             if pod.cni is not None:
