@@ -21,6 +21,7 @@ from cnikit.check.history import NEMESIS
 START, INFO = "start", "info"
 # Nemesis operations that act on what the build runs on, not on a view it may never read.
 ACTS = {"daemon-kill": "the build's daemon on {node} was killed",
+        "component-kill": "the build's component {component} was killed",
         "ec2-assign-elsewhere": "EC2 gave {ips} to another interface",
         "ec2-unassign": "EC2 took {ips} away",
         "ec2-assign": "EC2 assigned {ips} to {eni}",
@@ -73,6 +74,7 @@ def judge(history: list[dict], imds_requests: list[dict], ec2_reached: dict[str,
             t = v.get("target") or {}
             node = nodes.get(t.get("instance_id"), f"node {t.get('node', '?')}")
             line = ACTS[op].format(node=node, eni=t.get("eni", "an interface"),
+                                   component=t.get("component", "?"),
                                    ips=", ".join(t.get("ips") or []) or "addresses")
             faults.append(_entry(v, 1, line))
     # Exposed: a fault reached the build; or the run had none to reach it (pod churn is its

@@ -8,6 +8,7 @@ fixtures, `cnikit up`).
     g = n.ec2_fault("throttle", target={"action": "AssignPrivateIpAddresses"}, probability=0.5)
     n.end(g)                                        # both take the one spec shape of faultcore
     n.kill_daemon(0); n.restart_daemon(0)           # the daemon is down from kill to restart
+    n.kill_component("operator"); n.restart_component("operator")   # a cluster-wide one
     t = n.kill_in_write(0); t.wait(10)              # killed as it opens a state file to write
     c = n.crash_at(0, "AttachNetworkInterface"); c.wait(10)   # killed after that EC2 call
     n.take_ips(eni, ips)                            # another tenant of the subnet takes addresses
@@ -24,7 +25,7 @@ History entries (cnikit.check.history), process "nemesis", f the operation:
     type "end"    that fault ended; value.by says how: "removed" (ended, healed),
                   "expired" (a followed fault's duration ran out: the nemesis's own faults
                   end by their start's duration, with no entry), "ended" (the fault ended
-                  by itself on an event, value.why saying which: stale_until_change at the
+                  by itself on an event, value.why saying which: stale-until-change at the
                   instance's next attach/detach), "restart", "given-back", "failed"
     type "info"   an instant act (addresses taken or moved)
     type "fail"   the act failed (value.error): nothing was injected
@@ -37,6 +38,8 @@ node, before its answer left), daemon-restart, ec2-assign-elsewhere,
 ec2-unassign (`principal`: "other" for another principal's), ec2-assign, ec2-sweep-enis
 (another principal deletes the cluster's available ENIs), ec2-detach (another principal
 detaches an ENI), ec2-delete-eni (an ENI detached and deleted out of band),
+component-kill and component-restart (a target's cluster-wide component, target
+{"component": name}, down from kill to restart as a daemon is),
 daemon-restart-all (every daemon killed, then all started together: the nodes' own
 daemon-kill/daemon-restart entries frame it), ec2-take-held (an address a pod holds, taken until given back:
 the pod's damage meanwhile is the nemesis's, cnikit.check.damage), heal. The checkers never read the nemesis: they judge what the
@@ -44,7 +47,8 @@ clients and the prober observed against EC2's truth; the report draws it.
 
 One job a module: nemesis_log (the record), nemesis_imds (IMDS faults, and why one aimed at
 an interface that left EC2 is skipped), nemesis_ec2_faults (the gate's faults),
-nemesis_daemons (kills and restarts), nemesis_ec2_acts (another tenant's, operator's or
+nemesis_daemons (kills and restarts), nemesis_components (the same for cluster-wide
+components), nemesis_ec2_acts (another tenant's, operator's or
 principal's acts on EC2), nemesis_follower (faults others add over the control APIs).
 """
 
@@ -54,6 +58,7 @@ import threading
 from collections.abc import Callable, Iterable
 
 from cnikit.check.history import History
+from cnikit.cluster.nemesis_components import ComponentActs
 from cnikit.cluster.nemesis_daemons import DaemonActs, NodeDaemons
 from cnikit.cluster.nemesis_ec2_acts import Ec2Acts
 from cnikit.cluster.nemesis_ec2_faults import Ec2Faults
@@ -65,7 +70,7 @@ from fault_imds.client import FaultHandle
 __all__ = ["Nemesis", "TargetGone"]  # TargetGone: what a skipped fault raises (docs/pytest.md)
 
 
-class Nemesis(NemesisLog, DaemonActs, Ec2Acts):
+class Nemesis(NemesisLog, DaemonActs, ComponentActs, Ec2Acts):
     """The faults one history (or several: a kit's clusters share a cloud and an IMDS) sees.
 
     `history`: a History, or a callable returning the histories to record into now.
@@ -83,7 +88,8 @@ class Nemesis(NemesisLog, DaemonActs, Ec2Acts):
         self.cloud = cloud
         self.daemons = daemons
         self._down_lock = threading.Lock()
-        self._down: dict[int, tuple[str, str]] = {}  # node -> (op, id) of its open down time
+        # node, or ("component", name) -> (op, id) of its open down time
+        self._down: dict[object, tuple[str, str]] = {}
         self._other_lock = threading.Lock()
         self._other = None  # the other principal's EC2 client, made at first use
         # Called with the node before every kill or restart the kit makes (a kill, a crash

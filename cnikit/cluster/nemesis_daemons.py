@@ -43,14 +43,19 @@ class DaemonActs:
         """Send sig to the node's daemon: it is down until restart_daemon(node)."""
         target = self.node_target(node)
         self.on_down(node)
-        self.attempt("daemon-kill", target, lambda: self.daemons.signal_daemon(node, sig),
-                     signal=int(sig), **params)
+        self.down_kill(node, f"kill-{node}", "daemon-kill", target,
+                       lambda: self.daemons.signal_daemon(node, sig), signal=int(sig), **params)
+
+    def down_kill(self, key, prefix: str, op: str, target: dict, act, **params) -> None:
+        """Do the kill `act` and record it as `op`: what `key` names (a node, a component) is
+        down from here until down_restart(key)."""
+        self.attempt(op, target, act, **params)
         with self._down_lock:
-            if node in self._down:  # killed again while down: one down time
+            if key in self._down:  # killed again while down: one down time
                 return
-            fid = self.new_id(f"kill-{node}")
-            self._down[node] = ("daemon-kill", fid)
-        self.record(START, "daemon-kill", target, id=fid, signal=int(sig), **params)
+            fid = self.new_id(prefix)
+            self._down[key] = (op, fid)
+        self.record(START, op, target, id=fid, **params)
 
     def kill_in_write(self, node: int):
         """Arm a trap on the node's daemon state directory: the next time the daemon opens a
@@ -88,20 +93,28 @@ class DaemonActs:
         leaves the daemon down until one succeeds."""
         target = self.node_target(node)
         self.on_down(node)
+        self.down_restart(node, f"restart-{node}", "daemon-restart", target,
+                          lambda: self.daemons.stop_and_start_daemon(node, wait),
+                          up=lambda: self.on_up(node))
+
+    def down_restart(self, key, prefix: str, op: str, target: dict, act, up=None) -> None:
+        """Do the restart `act` (recorded as `op`): the end of `key`'s kill, or for one that
+        runs an `op` of its own from stop to ready. One that fails (raises) leaves it down
+        until one succeeds. `up()` runs once it is up, before the end is recorded."""
         with self._down_lock:
-            down = self._down.get(node)
+            down = self._down.get(key)
             if down is None:
-                down = self._down[node] = ("daemon-restart", self.new_id(f"restart-{node}"))
+                down = self._down[key] = (op, self.new_id(prefix))
                 fresh = True
             else:
                 fresh = False
         if fresh:
             self.record(START, down[0], target, id=down[1])
-        self.attempt("daemon-restart", target,
-                     lambda: self.daemons.stop_and_start_daemon(node, wait))
+        self.attempt(op, target, act)
         with self._down_lock:
-            self._down.pop(node, None)
-        self.on_up(node)
+            self._down.pop(key, None)
+        if up is not None:
+            up()
         self.record(END, down[0], target, id=down[1], by="restart")
 
     def restart_all(self, nodes: Iterable[int], wait: float = 60.0) -> dict[int, Exception]:
