@@ -4,6 +4,9 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 APT_PACKAGES := iproute2 iptables containernetworking-plugins podman runc catatonit golang-github-containernetworking-plugin-dnsname cloud-init golang-go golang-github-appc-cni-dev docker.io docker-compose
+# kubectl, a real client of the run's object store (tests/unit/test_kube_clients.py): Debian's
+# kubernetes-client, unless the machine has a kubectl already (its /usr/bin/kubectl would clash).
+APT_PACKAGES += $(if $(shell command -v kubectl),,kubernetes-client)
 STAMP := $(VENV)/.setup-stamp
 # Lines pip prints for this machine's optional local indexes; not ours to fix.
 PIP_NOISE := is ignored: it is neither\|BuildBackendWarning\|^ *!!\|^ *\*\*\*\|^ *$$

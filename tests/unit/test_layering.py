@@ -43,7 +43,7 @@ FORBIDDEN = [
 LAYERS: list[tuple[str, set[str]]] = [
     ("base", {"cnikit.errors", "cnikit.__version__", "cnikit.runtime", "cnikit.reaper",
               "cnikit.unixcall", "cnikit.forkserver"}),
-    ("ec2", {"cnikit.cloud"}),
+    ("ec2", {"cnikit.cloud", "cnikit.kube"}),
     ("fabric", {"cnikit.fabric"}),
     ("nodes", {"cnikit.daemon", "cnikit.plugin", "cnikit.containers", "cnikit.targets"}),
     ("checkers", {"cnikit.check", "cnikit.report"}),
