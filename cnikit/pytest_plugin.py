@@ -26,6 +26,20 @@ from pathlib import Path
 
 import pytest
 
+# The plugin's state on pytest's objects, in their stash (pytest's place for a plugin's own).
+TARGET = pytest.StashKey[object]()  # config: the --cnikit-target build, resolved
+KIT = pytest.StashKey[object]()  # item: the test's Kit (cnikit.testkit)
+REPORT_BASE = pytest.StashKey[Path]()  # item: where a report goes without --cnikit-report
+SLOWER = pytest.StashKey[float]()  # item: this run's time-scale factor (adapt)
+TRIED = pytest.StashKey[list]()  # item: the runs judged too slow before this one
+SCALE = pytest.StashKey[float]()  # item: the time scale the test ran at
+TOO_SLOW = pytest.StashKey[str | None]()  # item: why this run was too slow, if it was
+
+
+def chosen_target(config):
+    """The build --cnikit-target named (a cnikit.targets Target), or None."""
+    return config.stash.get(TARGET, None)
+
 
 def pytest_addoption(parser) -> None:
     from cnikit.targets import builtin_names, default_name
@@ -85,7 +99,7 @@ def pytest_configure(config) -> None:
         from cnikit.targets import resolve_target
 
         try:  # a bad target file stops the session in one line, before any test runs
-            config._cnikit_target = resolve_target(target)
+            config.stash[TARGET] = resolve_target(target)
         except CnikitError as e:
             raise pytest.UsageError(f"--cnikit-target: {e}") from None
     report = config.getoption("--cnikit-report", None)
@@ -110,7 +124,7 @@ def pytest_configure(config) -> None:
 
 
 def _build_name(config) -> str:
-    target = getattr(config, "_cnikit_target", None)
+    target = chosen_target(config)
     return target.name if target is not None else config.getoption("--cnikit-profile")
 
 
@@ -150,7 +164,7 @@ def cnikit_build(request) -> str:
 
 def pytest_report_header(config) -> str:
     report = config.getoption("--cnikit-report")
-    target = getattr(config, "_cnikit_target", None)
+    target = chosen_target(config)
     build = (f"target={target.name} {target.version}" if target is not None
              else f"profile={config.getoption('--cnikit-profile')}")
     return (f"cnikit: {build} "
@@ -176,7 +190,7 @@ class CloudFixture:
 
 @pytest.fixture(scope="session")
 def cnikit_options(pytestconfig) -> dict:
-    target = getattr(pytestconfig, "_cnikit_target", None)
+    target = chosen_target(pytestconfig)
     return {"profile": target.name if target is not None else pytestconfig.getoption("--cnikit-profile"),
             "target": target,
             "ec2": pytestconfig.getoption("--cnikit-ec2"),
@@ -224,13 +238,15 @@ def imds(_cnikit_imds, _cnikit_kit):
 
 
 @pytest.fixture
-def _cnikit_kit(request, _cnikit_cloud, _cnikit_imds, cnikit_options):
+def _cnikit_kit(request, _cnikit_cloud, _cnikit_imds, cnikit_options, tmp_path_factory):
     from cnikit.testkit import Kit
 
     kit = Kit(_cnikit_cloud, _cnikit_imds, profile=cnikit_options["profile"],
               target=cnikit_options["target"], ip_family=cnikit_options.get("ip_family"),
-              slower=getattr(request.node, "_cnikit_slower", 1.0))
-    request.node._cnikit_kit = kit
+              slower=request.node.stash.get(SLOWER, 1.0))
+    request.node.stash[KIT] = kit
+    if not cnikit_options["report"]:
+        request.node.stash[REPORT_BASE] = tmp_path_factory.getbasetemp() / "cnikit-reports"
     yield kit
     # Stop the checkers before any namespace goes away: teardown is not a fault.
     if kit.invariants is not None:
@@ -261,9 +277,7 @@ def _report_dir(item) -> tuple[Path, bool]:
     chosen = item.config.getoption("--cnikit-report")
     if chosen:
         return Path(chosen) / name, True
-    base = item.config._tmp_path_factory.getbasetemp() if hasattr(item.config, "_tmp_path_factory") \
-        else Path("/tmp")
-    return Path(base) / "cnikit-reports" / name, False
+    return item.stash[REPORT_BASE] / name, False
 
 
 def _finish(item, kit):
@@ -286,27 +300,27 @@ def pytest_runtest_call(item):
         result = yield
     except BaseException:
         # The test's own failure is the headline; what the checkers saw goes alongside.
-        kit = getattr(item, "_cnikit_kit", None)
+        kit = item.stash.get(KIT, None)
         if kit is not None and kit.invariants is not None:
             verdict = _finish(item, kit)
             if not verdict.ok:
                 item.add_report_section("call", "cnikit", verdict.statement)
         raise
-    kit = getattr(item, "_cnikit_kit", None)
+    kit = item.stash.get(KIT, None)
     if kit is not None and kit.invariants is not None:
         verdict = _finish(item, kit)
         from cnikit.report.words import time_scale_sentence
         from cnikit.scenarios.engine.adapt import every_scale
 
-        tried = getattr(item, "_cnikit_tried", [])
-        item._cnikit_scale = kit.scale * kit.slower
-        item.user_properties.append(("cnikit_time_scale", item._cnikit_scale))
+        tried = item.stash.get(TRIED, [])
+        scale = item.stash[SCALE] = kit.scale * kit.slower
+        item.user_properties.append(("cnikit_time_scale", scale))
         if verdict.too_slow:  # a busy machine's honest answer, never a false verdict
-            item._cnikit_too_slow = verdict.statement.splitlines()[0]
-            every = every_scale(tried, item._cnikit_scale) if tried else ""
+            too_slow = item.stash[TOO_SLOW] = verdict.statement.splitlines()[0]
+            every = every_scale(tried, scale) if tried else ""
             # Reported at the test's own location, as a skip mark's reason is.
-            raise pytest.skip.Exception(item._cnikit_too_slow + every, _use_item_location=True)
-        slowed = time_scale_sentence(item._cnikit_scale, tried)
+            raise pytest.skip.Exception(too_slow + every, _use_item_location=True)
+        slowed = time_scale_sentence(scale, tried)
         if slowed:
             item.add_report_section("call", "cnikit", slowed)
         if not verdict.ok:
@@ -335,14 +349,14 @@ def pytest_runtest_protocol(item, nextitem):
     except CnikitError as e:
         raise pytest.UsageError(str(e)) from None
     item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
-    item._cnikit_tried = []
+    tried = item.stash[TRIED] = []
     for n, factor in enumerate(factors):
-        item._cnikit_slower, item._cnikit_too_slow = factor, None
+        item.stash[SLOWER], item.stash[TOO_SLOW] = factor, None
         reports = runtestprotocol(item, nextitem=nextitem, log=False)
-        if item._cnikit_too_slow is None or n == len(factors) - 1:
+        too_slow = item.stash[TOO_SLOW]
+        if too_slow is None or n == len(factors) - 1:
             break
-        item._cnikit_tried.append({"scale": item._cnikit_scale,
-                                   "too_slow": item._cnikit_too_slow.removeprefix("cnikit: ")})
+        tried.append({"scale": item.stash[SCALE], "too_slow": too_slow.removeprefix("cnikit: ")})
         # The JUnit property is the scale of the run that is the result.
         item.user_properties[:] = [p for p in item.user_properties if p[0] != "cnikit_time_scale"]
     for rep in reports:

@@ -20,6 +20,7 @@ import pytest
 
 from cnikit import scenarios
 from cnikit.check.exposure import lines as exposure_lines
+from cnikit.pytest_plugin import chosen_target
 from cnikit.targets import builtin, builtin_names
 from tests.scenarios import cell_checks
 from tests.too_slow import skip_if_run_too_slow
@@ -29,7 +30,7 @@ pytestmark = [pytest.mark.root,
 
 
 def _cells(config) -> list[tuple[str, str]]:
-    target = getattr(config, "_cnikit_target", None)
+    target = chosen_target(config)
     if target is not None:
         return [(name, target.name) for name in scenarios.names()
                 if target.runs(scenarios.get(name))]
@@ -50,7 +51,7 @@ def target_files(tmp_path_factory, pytestconfig) -> dict:
     """build name -> (what to run, expected verdict per scenario)."""
     from cnikit.certify import template
 
-    target = getattr(pytestconfig, "_cnikit_target", None)
+    target = chosen_target(pytestconfig)
     if target is not None:
         return {target.name: (target, target.expected)}
     d = tmp_path_factory.mktemp("targets")
@@ -84,7 +85,7 @@ def test_matrix(cell, target_files, tmp_path, pytestconfig):
     target, expected = target_files[build]
     print(f"scenario {name} build {build} ({target}) seed {seed}")
     # A user's build (--cnikit-target) may share a profile's name; the checks are the kit's.
-    users = getattr(pytestconfig, "_cnikit_target", None) is not None
+    users = chosen_target(pytestconfig) is not None
     checks = [] if users else cell_checks.for_cell(name, build, seed)
     seen: dict = {}
 
