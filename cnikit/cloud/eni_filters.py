@@ -4,11 +4,11 @@ item (what it does not), and the names EC2 knows."""
 
 from __future__ import annotations
 
-import fnmatch
 import functools
 import xml.etree.ElementTree as ET
 
 from cnikit.cloud.errors import invalid_value
+from cnikit.cloud.query import matches
 from cnikit.cloud.records import Eni
 from cnikit.cloud.responses import text as _text
 
@@ -26,7 +26,6 @@ def _static_fields(template: bytes) -> dict[str, list[str]]:
         "requester-id": [_text(item, "requesterId")],
         "requester-managed": [_text(item, "requesterManaged")],
         "source-dest-check": [_text(item, "sourceDestCheck")],
-        "interface-type": [_text(item, "interfaceType")],
         "group-id": [_text(g, "groupId") for g in item.findall("groupSet/item")],
         "group-name": [_text(g, "groupName") for g in item.findall("groupSet/item")],
         "tag-key": [],
@@ -52,6 +51,7 @@ def eni_field(eni: Eni, name: str) -> list[str] | None:
         "addresses.primary": ["true"],
         "ipv4-prefix": list(eni.prefixes),
         "ipv6-addresses.ipv6-address": list(eni.ipv6s),
+        "interface-type": [eni.interface_type],
         "attachment.instance-id": [att.instance_id] if att else [],
         "attachment.attachment-id": [att.attachment_id] if att else [],
         "attachment.device-index": [str(att.device_index)] if att else [],
@@ -87,10 +87,4 @@ def check_filter_name(name: str) -> None:
 
 
 def match_filters(eni: Eni, wanted: dict[str, list[str]]) -> bool:
-    for name, patterns in wanted.items():
-        values = eni_field(eni, name)
-        if values is None:
-            raise invalid_value(f"The filter '{name}' is invalid")
-        if not any(fnmatch.fnmatchcase(v, p) for v in values for p in patterns):
-            return False
-    return True
+    return matches(lambda name: eni_field(eni, name), wanted)

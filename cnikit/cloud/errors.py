@@ -59,3 +59,9 @@ def insufficient_cidr_blocks() -> Ec2Error:
     return Ec2Error("InsufficientCidrBlocks",
                     "The specified subnet does not have enough free cidr blocks to satisfy the "
                     "request.")
+
+
+def dry_run_passed() -> Ec2Error:
+    """EC2's answer to a DryRun call the caller may make (HTTP 412)."""
+    return Ec2Error("DryRunOperation", "Request would have succeeded, but DryRun flag is set.",
+                    status=412)

@@ -42,3 +42,17 @@ FALLBACK: dict[str, InstanceLimits] = {
 
 # An ENI that is attached to no instance: AWS allows up to 50 addresses on it.
 UNATTACHED = InstanceLimits(max_enis=0, ipv4_per_eni=50)
+
+# Branch ENIs a trunk may carry, per instance type; a type missing here cannot take a trunk
+# (ENI trunking). EC2 publishes neither figure through an API (DescribeInstanceTypes has
+# none), so they come from aws/amazon-vpc-resource-controller-k8s, pkg/aws/vpc/limits.go
+# (BranchInterface where IsTrunkingCompatible; generated 2026-03-20). The t3 and t3a
+# families, m4 and the older types are not trunking-compatible there.
+BRANCH_INTERFACES: dict[str, int] = {
+    "m5.large": 9, "m5.xlarge": 18, "m5.2xlarge": 38, "m5.4xlarge": 54, "m5.8xlarge": 54,
+    "m5.12xlarge": 54, "m5a.large": 9,
+    "c5.large": 9, "c5.xlarge": 18, "c5.2xlarge": 38, "c5.4xlarge": 54,
+    "r5.large": 9, "r5.xlarge": 18, "r5.2xlarge": 38,
+    "m6i.large": 9, "m6i.xlarge": 18, "c6i.large": 9, "c6i.xlarge": 18, "r6i.large": 9,
+    "m7i.large": 9, "c7i.large": 9,
+}

@@ -21,6 +21,7 @@ Rules (each `plan_*` raises Ec2Error and changes nothing; `apply_*` changes the 
   per VPC, lies inside its subnet's /64 (neither its first four nor its last address) and
   outside every delegated /80; a /80 is aligned, inside the /64 and overlaps no address or
   other prefix; addresses plus /80s per ENI stay within the type's IPv6 limit.
+- ENI trunking: trunk and branch ENIs and their associations (trunks.py).
 
 A Mirror holds one region, as EC2 keeps regions apart (the same CIDRs and even the same
 addresses live in two regions without meeting). All regions' mirrors share one `Versions`,
@@ -33,6 +34,7 @@ import ipaddress
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
+from cnikit.cloud import trunks
 from cnikit.cloud.errors import (
     Ec2Error,
     eni_not_found,
@@ -51,6 +53,7 @@ from cnikit.cloud.records import (
     Eni,
     InstanceState,
     Subnet,
+    TrunkAssociation,
 )
 
 PREFIX_LEN = 28
@@ -106,12 +109,16 @@ class Mirror:
         # its attachment as EC2 shows it meanwhile ("attaching", "detaching"). The upstream
         # made the change at once, so a resync keeps these over what it reads.
         self.pending: dict[str, Attachment] = {}
+        # Branch ENIs on trunks (trunks.py): association id -> association. The upstream
+        # models no trunking, so these and the ENIs' types are the gate's alone.
+        self.associations: dict[str, TrunkAssociation] = {}
 
     # -- loading and changing -------------------------------------------------------------
 
     def load(self, subnets: Iterable[Subnet], instances: Iterable[InstanceState],
              enis: Iterable[Eni]) -> None:
         """Replace everything (a resync); keeps the version growing."""
+        old = self.enis
         self.subnets = {s.subnet_id: s for s in subnets}
         self.instances = {i.instance_id: i for i in instances}
         self.enis = {}
@@ -120,8 +127,15 @@ class Mirror:
         self._v6_used, self._v6_blocks_used, self._v6_delegated = {}, {}, {}
         for eni in enis:
             held = self.pending.get(eni.eni_id)
+            kept = old.get(eni.eni_id)
+            if kept is not None and eni.interface_type == "interface":
+                # moto shows every ENI as "interface": the gate's own type stands.
+                eni = replace(eni, interface_type=kept.interface_type)
             self._index(eni if held is None else replace(eni, attachment=held))
         self.pending = {e: a for e, a in self.pending.items() if e in self.enis}
+        for assoc in list(self.associations.values()):
+            if assoc.branch_id not in self.enis or assoc.trunk_id not in self.enis:
+                trunks.drop(self, assoc.association_id)
         self.changed()
 
     def put_eni(self, eni: Eni) -> None:
@@ -607,6 +621,7 @@ class Mirror:
             raise invalid_value(f"Invalid value '{device_index}' for deviceIndex")
         if eni.attachment is not None:
             raise Ec2Error("InvalidNetworkInterface.InUse", f"Interface: [{eni.eni_id}] in use.")
+        trunks.check_attach(self, eni, inst)
         attached = self.instance_enis(inst.instance_id)
         if any(e.attachment.device_index == device_index for e in attached):
             raise invalid_value(
@@ -651,6 +666,7 @@ class Mirror:
 
     def apply_delete(self, eni_id: str) -> None:
         self.pending.pop(eni_id, None)
+        trunks.drop_eni(self, eni_id)
         self.drop_eni(eni_id)
         self.changed()
 
@@ -685,7 +701,8 @@ class Mirror:
         snap = self._snapshot
         shared = self.versions
         if snap is None:
-            snap = build_snapshot(shared.value, self.enis, self.region, shared.regions)
+            snap = build_snapshot(shared.value, self.enis, self.region, shared.regions,
+                                  self.associations)
         elif snap.version != shared.value or snap.regions != shared.regions:
             snap = replace(snap, version=shared.value, regions=shared.regions)
         self._snapshot = snap

@@ -8,13 +8,17 @@ A snapshot covers one region (`region`), as EC2 keeps regions apart: the same ad
 be held in two regions. `regions` lists every region the gate serves, so a follower of the
 default region's snapshot (the fault IMDS) learns of the others; `version` is shared by all
 regions, so it grows on a change in any of them.
+
+ENI trunking: each EniInfo names its `interface_type`; a branch ENI (attached to no
+instance) names its trunk, VLAN id and association, and reaches the trunk's instance: its
+addresses belong to the pod the branch was given, on that VLAN.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from cnikit.cloud.records import Eni
+from cnikit.cloud.records import Eni, TrunkAssociation
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,10 @@ class EniInfo:
     attachment_status: str | None = None
     ipv6s: list[str] = field(default_factory=list)
     ipv6_prefixes: list[str] = field(default_factory=list)  # delegated /80s
+    interface_type: str = "interface"  # or "trunk", "branch", "efa"
+    trunk_eni_id: str | None = None  # a branch's trunk, its VLAN id and association
+    vlan_id: int | None = None
+    association_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -54,6 +62,14 @@ class OwnershipSnapshot:
     # it always knew; a dual-stack reader takes both.
     ipv6s: dict[str, Owner] = field(default_factory=dict)
     ipv6_prefixes: dict[str, Owner] = field(default_factory=dict)
+
+    def reached_instance(self, eni_id: str) -> str | None:
+        """The instance an ENI's traffic reaches: the one it is attached to, or a branch's
+        trunk's; None for an ENI that reaches none."""
+        info = self.enis.get(eni_id)
+        if info is not None and info.trunk_eni_id is not None:
+            info = self.enis.get(info.trunk_eni_id)
+        return info.instance_id if info is not None else None
 
     def to_json(self) -> dict:
         return {
@@ -82,12 +98,14 @@ class OwnershipSnapshot:
 
 
 def build_snapshot(version: int, enis: dict[str, Eni], region: str = "us-east-1",
-                   regions: tuple[str, ...] = ()) -> OwnershipSnapshot:
+                   regions: tuple[str, ...] = (),
+                   associations: dict[str, TrunkAssociation] | None = None) -> OwnershipSnapshot:
     ips: dict[str, Owner] = {}
     prefixes: dict[str, Owner] = {}
     infos: dict[str, EniInfo] = {}
     ipv6s: dict[str, Owner] = {}
     ipv6_prefixes: dict[str, Owner] = {}
+    trunk_of = {a.branch_id: a for a in (associations or {}).values()}
     for eni in enis.values():
         att = eni.attachment
         inst = att.instance_id if att else None
@@ -100,9 +118,13 @@ def build_snapshot(version: int, enis: dict[str, Eni], region: str = "us-east-1"
             ipv6s[ip] = Owner(eni.eni_id, inst, dev, primary=False)
         for p in eni.ipv6_prefixes:
             ipv6_prefixes[p] = Owner(eni.eni_id, inst, dev, primary=False)
+        assoc = trunk_of.get(eni.eni_id)
         infos[eni.eni_id] = EniInfo(eni.eni_id, inst, dev, eni.mac, eni.primary_ip,
                                     eni.subnet_id, list(eni.ips), list(eni.prefixes),
                                     att.status if att else None, list(eni.ipv6s),
-                                    list(eni.ipv6_prefixes))
+                                    list(eni.ipv6_prefixes), eni.interface_type,
+                                    assoc.trunk_id if assoc else None,
+                                    assoc.vlan_id if assoc else None,
+                                    assoc.association_id if assoc else None)
     return OwnershipSnapshot(version, ips, prefixes, infos, region, regions or (region,),
                              ipv6s, ipv6_prefixes)

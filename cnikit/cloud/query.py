@@ -8,8 +8,9 @@ build the ones they forward to the upstream.
 
 from __future__ import annotations
 
+import fnmatch
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from urllib.parse import parse_qsl
 
 from cnikit.cloud.errors import Ec2Error, invalid_value
@@ -91,9 +92,22 @@ def filters(params: dict[str, str]) -> dict[str, list[str]]:
     return out
 
 
-def page(items: list, params: dict[str, str]) -> tuple[list, str | None]:
-    """One page of a Describe answer by MaxResults and NextToken (the next page's offset),
-    with the next page's token (None on the last)."""
+def matches(values_of: Callable[[str], list[str] | None], wanted: dict[str, list[str]]) -> bool:
+    """Whether a record passes a Describe call's filters: for every filter, one of the
+    record's values for it (`values_of(name)`, None for a name EC2 does not know there)
+    matches one of its patterns (EC2's * and ? wildcards)."""
+    for name, patterns in wanted.items():
+        values = values_of(name)
+        if values is None:
+            raise invalid_value(f"The filter '{name}' is invalid")
+        if not any(fnmatch.fnmatchcase(v, p) for v in values for p in patterns):
+            return False
+    return True
+
+
+def page(items: list, params: dict[str, str], most: int = 1000) -> tuple[list, str | None]:
+    """One page of a Describe answer by MaxResults (5 to `most`, the action's bound) and
+    NextToken (the next page's offset), with the next page's token (None on the last)."""
     max_results = int_param(params, "MaxResults")
     start = 0
     token = params.get("NextToken")
@@ -103,9 +117,9 @@ def page(items: list, params: dict[str, str]) -> tuple[list, str | None]:
         start = int(token)
     if max_results is None:
         return items[start:], None
-    if not 5 <= max_results <= 1000:
+    if not 5 <= max_results <= most:
         raise invalid_value(f"Value ({max_results}) for parameter maxResults is invalid. "
-                            "Expecting a value between 5 and 1000.")
+                            f"Expecting a value between 5 and {most}.")
     next_token = str(start + max_results) if start + max_results < len(items) else None
     return items[start:start + max_results], next_token
 

@@ -106,6 +106,8 @@ class Eni:
     template: bytes = b""
     ipv6s: tuple[str, ...] = ()  # compressed form, in the order assigned
     ipv6_prefixes: tuple[str, ...] = ()  # delegated /80s
+    # "interface", "trunk", or "branch" while associated with a trunk (trunks.py's rules).
+    interface_type: str = "interface"
 
     @property
     def primary_ip(self) -> str:
@@ -120,6 +122,19 @@ class Eni:
         """What counts against the instance type's IPv6 addresses per ENI: each address,
         and each /80 prefix as one (as /28s count against the IPv4 limit)."""
         return len(self.ipv6s) + len(self.ipv6_prefixes)
+
+
+@dataclass(frozen=True)
+class TrunkAssociation:
+    """A branch ENI on a trunk ENI (AssociateTrunkInterface): its traffic reaches the
+    trunk's instance tagged with `vlan_id` (protocol VLAN) or keyed by `gre_key` (GRE)."""
+
+    association_id: str  # trunk-assoc-<17 hex digits>, as EC2's other ids
+    branch_id: str
+    trunk_id: str
+    protocol: str  # "VLAN" or "GRE"
+    vlan_id: int | None = None
+    gre_key: int | None = None
 
 
 @dataclass(frozen=True)

@@ -70,6 +70,7 @@ def eni_from_item(item: ET.Element, prefixes: tuple[str, ...] = (),
         template=ET.tostring(item),
         ipv6s=ipv6s,
         ipv6_prefixes=all_ipv6_prefixes,
+        interface_type=_text(item, "interfaceType") or "interface",
     )
 
 

@@ -160,7 +160,8 @@ def test_the_cli_refuses_a_bad_target_with_exit_2_before_starting_anything(tmp_p
     before = set(RUN_ROOT.glob("*")) if RUN_ROOT.exists() else set()
     t0 = time.monotonic()
     for argv in (["run", "imds-outage", "--target", str(path)],
-                 ["matrix", "--target", str(path), "-s", "imds-outage"]):
+                 ["matrix", "--target", str(path), "-s", "imds-outage"],
+                 ["up", "--target", str(path)]):
         r = subprocess.run([sys.executable, "-m", "cnikit.cli", *argv], capture_output=True,
                            text=True, timeout=60)
         assert r.returncode == 2, r.stdout + r.stderr

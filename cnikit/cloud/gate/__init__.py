@@ -56,6 +56,8 @@ cnikit/cloud/upstream_xml.py; each action's answer is made beside its handler):
                    ENI's <item>; cnikit/cloud/eni_filters.py: Describe's filters)
     addresses.py   Assign/UnassignPrivateIpAddresses (addresses and /28 prefixes)
     ipv6.py        Assign/UnassignIpv6Addresses (addresses and /80 prefixes)
+    trunks.py      Associate/Disassociate/DescribeTrunkInterfaceAssociations: branch ENIs
+                   on trunk ENIs (rules: cnikit/cloud/trunks.py)
     subnets.py     DescribeSubnets
     vpcs.py        CreateVpc, DescribeVpcs, CreateSubnet (given IPv6 blocks)
 """

@@ -32,11 +32,14 @@ Handler = Callable[[Region, dict[str, str], Any], Awaitable[tuple[int, bytes]]]
 _ACTIONS: Registry[tuple[type[ActionGroup], str]] = Registry("modelled EC2 action")
 
 
-def action(name: str):
-    """Mark a method of an `ActionGroup` as the handler of the EC2 action `name`."""
+def action(name: str, gate_only: bool = False):
+    """Mark a method of an `ActionGroup` as the handler of the EC2 action `name`.
+    `gate_only`: the upstream knows nothing of the action (moto answers it a 500), so the
+    gate answers its DryRun itself instead of forwarding it."""
 
     def mark(fn):
         fn.ec2_action = name
+        fn.gate_only = gate_only
         return fn
 
     return mark

@@ -100,6 +100,9 @@ class Backend:
         self._changed: asyncio.Event | None = None
         self.closing = False
         self.transitions = Transitions(self)  # attaches and detaches that take time
+        # Whether the account may use ENI trunking (trunk ENIs, branch associations): an
+        # opt-in EC2 grants per account; on, as for the cluster role the kit plays.
+        self.trunking = True
 
     async def _open(self) -> None:
         self.lock = asyncio.Lock()

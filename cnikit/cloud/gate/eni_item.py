@@ -1,5 +1,5 @@
 """An ENI of the gate's mirror as EC2's `<item>`: the upstream's own item for it (its
-template) with the gate's truth for addresses, prefixes and attachment. Create's and
+template) with the gate's truth for addresses, prefixes, attachment and type. Create's and
 Describe's answers (interfaces.py) are made of it."""
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ def _set(parent: ET.Element, tag: str, value: str) -> ET.Element:
 
 @functools.lru_cache(maxsize=8192)
 def render_eni(eni: Eni) -> bytes:
-    """The upstream's <item> for this ENI with the gate's truth for addresses and attachment."""
+    """The upstream's <item> for this ENI with the gate's truth for addresses, attachment
+    and interface type."""
     item = ET.fromstring(eni.template) if eni.template else ET.Element("item")
     for tag in ("privateIpAddress", "privateIpAddressesSet", "ipv4PrefixSet", "attachment",
                 "status", "networkInterfaceId", "subnetId", "vpcId", "macAddress",
@@ -63,4 +64,16 @@ def render_eni(eni: Eni) -> bytes:
         _set(a, "instanceOwnerId", text(item, "ownerId", "123456789012"))
         _set(a, "status", att.status)
     _set(item, "status", "in-use" if att is not None else "available")
+    _set_type(item, eni.interface_type)
     return ET.tostring(item)
+
+
+def _set_type(item: ET.Element, interface_type: str) -> None:
+    """The gate's type (the upstream shows every ENI as "interface"), in the upstream's own
+    place for it, so an ENI of the type the upstream said renders as it always did."""
+    el = item.find("interfaceType")
+    if el is None:
+        if interface_type != "interface":
+            _set(item, "interfaceType", interface_type)
+    elif el.text != interface_type:
+        el.text = interface_type

@@ -2,6 +2,7 @@
 DetachNetworkInterface and DescribeNetworkInterfaces.
 
 The gate picks a new ENI's addresses (the upstream is given them, so it never chooses);
+an ENI's type (InterfaceType: trunk) is the gate's too (cnikit/cloud/trunks.py);
 Describe is answered from the mirror, rendered from the upstream's own XML for each ENI
 with the gate's addresses, prefixes and attachment, as of the Describe lag's age (and its
 address lists as of the address lag's, faults/addresses_lag.py).
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from cnikit.cloud import eni_filters
+from cnikit.cloud import eni_filters, trunks
 from cnikit.cloud import query as Q
 from cnikit.cloud import responses as R
 from cnikit.cloud import upstream_xml as U
@@ -83,6 +84,7 @@ class InterfaceActions(ActionGroup):
     @action("CreateNetworkInterface")
     async def _create_eni(self, r: Region, params, headers) -> tuple[int, bytes]:
         async with self.backend.lock:
+            kind = trunks.check_new_type(params.get("InterfaceType"), self.backend.trunking)
             primary, secondaries = new_eni_addresses(params)
             subnet, ips, prefixes = r.mirror.plan_new_eni(
                 params.get("SubnetId"), primary, secondaries,
@@ -93,7 +95,8 @@ class InterfaceActions(ActionGroup):
             v6 = plan_new_ipv6(r.mirror, subnet, params)
             fwd = {k: v for k, v in params.items()
                    if not k.startswith(("PrivateIpAddresses.", "Ipv4Prefix", "Ipv6"))
-                   and k not in ("SecondaryPrivateIpAddressCount", "PrivateIpAddress")}
+                   and k not in ("SecondaryPrivateIpAddressCount", "PrivateIpAddress",
+                                 "InterfaceType")}
             if ips:  # moto picks one of its own in an IPv6-only subnet: never shown
                 fwd["PrivateIpAddress"] = ips[0]
             body = await self.backend.call(r.name, "CreateNetworkInterface", fwd, headers)
@@ -111,7 +114,8 @@ class InterfaceActions(ActionGroup):
                                             {"NetworkInterfaceId": eni.eni_id})
                     raise
             eni = Eni(eni.eni_id, subnet.subnet_id, subnet.vpc_id, eni.mac, tuple(ips),
-                      tuple(prefixes), None, eni.template, tuple(v6.ips), tuple(v6.prefixes))
+                      tuple(prefixes), None, eni.template, tuple(v6.ips), tuple(v6.prefixes),
+                      kind)
             self.backend.mutate(r, r.mirror.apply_new_eni, eni)
             self.backend.audit.add("CreateNetworkInterface", eni.eni_id, ips + v6.ips,
                                    prefixes + v6.prefixes, region=r.name)

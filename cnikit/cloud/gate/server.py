@@ -24,7 +24,7 @@ from cnikit.cloud.after_call import INSTANCE_HEADER, AfterCall, AnsweredCall, ca
 from cnikit.cloud.audit import CALLER
 from cnikit.cloud.control import ControlApi
 from cnikit.cloud.ec2_actions import is_read, service_model
-from cnikit.cloud.errors import Ec2Error, internal_error, missing
+from cnikit.cloud.errors import Ec2Error, dry_run_passed, internal_error, missing
 from cnikit.cloud.gate.actions import handlers
 from cnikit.cloud.gate.backend import Backend, UpstreamError, UpstreamUnreachable
 from cnikit.cloud.models import Mirror
@@ -213,8 +213,13 @@ class Gate(Backend):
             r = self._regions.get(region) or await self._region(region)
             handler = self._handlers.get(action)
             if Q.bool_param(params, "DryRun"):
-                # The upstream answers DryRunOperation/UnauthorizedOperation; nothing changes.
-                status, out = await self.forward(region, params, request.headers)
+                # The upstream answers DryRunOperation/UnauthorizedOperation, the gate for an
+                # action the upstream does not know; nothing changes.
+                if getattr(handler, "gate_only", False):
+                    dry = dry_run_passed()
+                    status, out = dry.status, R.error_xml(dry)
+                else:
+                    status, out = await self.forward(region, params, request.headers)
             elif handler is not None:
                 status, out = await handler(r, params, request.headers)
             elif is_read(action):

@@ -13,7 +13,13 @@ import click
 
 from cnikit.containers.options import runtime_option, runtime_params, runtime_used
 from cnikit.fabric.cleanup import cleanup_on_signals
-from cnikit.scenarios.cli.common import _ec2_options, _profile_option, _progress, _quiet_logs
+from cnikit.scenarios.cli.common import (
+    _ec2_options,
+    _profile_option,
+    _progress,
+    _quiet_logs,
+    _target_option,
+)
 from faultcore.cli import wait_for_signal
 
 
@@ -76,18 +82,22 @@ def log_nemesis(history, path: Path, echo: Callable[[str], None] | None = None) 
               help="the pods' address family: ipv6 is a dual-stack VPC with the daemon in "
                    "its IPv6 mode (default: the build's own, ipv4 for the built-ins)")
 @_profile_option()
+@_target_option()
 @_ec2_options
-def up_cmd(nodes, pods, ip_family, profile, ec2, ec2_endpoint) -> None:
-    """A live VPC (nodes, daemons, pods) kept until Ctrl-C. Every fault added over the
-    control URLs is a nemesis operation, logged to reports/up/RUNID/nemesis.jsonl."""
+def up_cmd(nodes, pods, ip_family, profile, target, ec2, ec2_endpoint) -> None:
+    """A live VPC (nodes, daemons, the target's components, pods) kept until Ctrl-C. Every
+    fault added over the control URLs is a nemesis operation, logged to
+    reports/up/RUNID/nemesis.jsonl."""
     from cnikit.cluster.actions import Served
     from cnikit.runtime import require_root
     from cnikit.scenarios.engine import DEFAULT_SCALE, make_cluster
+    from cnikit.targets import resolve_target
 
     _quiet_logs()
+    tgt = resolve_target(target or profile)  # a bad target file fails here, before anything
     require_root("cnikit up")
     with cleanup_on_signals():
-        cluster = make_cluster(nodes, profile, DEFAULT_SCALE, {}, 1, ec2, ec2_endpoint,
+        cluster = make_cluster(nodes, tgt, DEFAULT_SCALE, {}, 1, ec2, ec2_endpoint,
                                ip_family=ip_family)
         follower = None
         try:
@@ -119,9 +129,14 @@ def up_cmd(nodes, pods, ip_family, profile, ec2, ec2_endpoint) -> None:
             if f.ipv6:
                 click.echo(f"IPv6     VPC {f.topo.vpc_ipv6_cidr}, subnet {f.topo.subnet_ipv6_cidr}; "
                            f"inside the VPC the IMDS is also at {f.imds_endpoint6}")
+            click.echo(f"TARGET   {tgt.name} {tgt.version}")
             for n, node in enumerate(f.nodes):
                 click.echo(f"node {n}  {node.instance_id}  netns {node.name}  "
-                           f"daemon socket {cluster.daemons[n].socket_path}")
+                           f"daemon socket {cluster.daemons[n].socket_path}  "
+                           f"log {cluster.daemons[n].log_path}")
+            for name, comp in cluster.components.items():
+                click.echo(f"component {name}  netns {f.vpc.name}  pid {comp.pid}  "
+                           f"log {comp.log_path}   (kill-component, restart-component)")
             for p in f.pods.values():
                 click.echo(f"  pod {p.name}  {p.ip}  on node {p.node.index}")
             click.echo(f"NEMESIS  {nemesis_log}   (every fault added over these URLs, "
