@@ -71,9 +71,9 @@ class Observe:
         the IMDS fails, say). Returns when (wall clock) the n-th read ended.
 
         A build that has not read its ENI list from IMDS at all since the run began, and
-        does not within two reconcile intervals, has no such pass (it never reads IMDS, or
-        reads it once at start): the scenario goes on (`adapt`) and this returns now. A build
-        that did read it and stops: Precondition."""
+        does not within two reconcile intervals of this wait's start, has no such pass (it
+        never reads IMDS, or reads it once at start): the scenario goes on (`adapt`) and this
+        returns now. A build that did read it and stops: Precondition."""
         reads = self.reconcile_reads(node, self.imds_mark(), attempts)
         if not self._reads_imds(node, attempts):
             self.adapt(f"node {node} made no reconcile read of its ENI list from IMDS "
@@ -87,14 +87,16 @@ class Observe:
 
     def _reads_imds(self, node: int, attempts: bool) -> bool:
         """Whether the node reads its ENI list from IMDS at all: a read since the run began,
-        or one within two reconcile intervals of the run's start (60 s upstream)."""
+        or one within two reconcile intervals (60 s upstream) from now. From now, not from
+        the run's start: a wait late in a run (after a restart, say) gives a build whose
+        first read comes late its two intervals too."""
         key = (node, attempts)
         if key in self._reconciling:
             return True
         ever = self.reconcile_reads(node, 0, attempts)
         window = max(3.0, self.run_seconds(120))
         try:
-            self.wait_until(lambda: ever() >= 1, max(0.0, window - self.elapsed()), "")
+            self.wait_until(lambda: ever() >= 1, window, "")
         except Liveness:
             raise
         except ScenarioFailed:
