@@ -9,8 +9,10 @@ syscall, before it can write a byte. (Stopping it there with SIGSTOP instead was
 this kernel interrupts the waiting open and restarts it.) An in-place writer leaves an
 empty checkpoint; an atomic one an unused temp file beside the intact checkpoint.
 
-Only the daemon's own processes (its pid and their children) are killed; every other
-opener is allowed at once. Closing the trap allows whatever is still pending. Needs root
+Only the daemon's own processes (its pid and their children) trigger it; every other opener
+is allowed at once. The kill reaches the daemon's process group (a daemon runs in one of its
+own: cnikit.daemon.process), so what it forked dies with it, as with the nemesis's other
+kills; an opener outside that group is killed alone. Closing the trap allows whatever is still pending. Needs root
 (CAP_SYS_ADMIN) and a kernel with fanotify permission events.
 """
 
@@ -146,12 +148,24 @@ class WriteTrap:
             if write:
                 if self.before_kill is not None:
                     self.before_kill()  # e.g. the kit's watch told first: no crash of its own
-                os.kill(pid, signal.SIGKILL)  # it dies on its way back from open()
+                self._kill(pid)  # it dies on its way back from open()
                 self.fired = {"pid": pid, "path": path, "at": time.time()}
         except ProcessLookupError:
             pass
         finally:
             os.close(efd)
+
+    def _kill(self, pid: int) -> None:
+        """SIGKILL the opener's process group when a daemon leads it, else the opener (never
+        a group the daemon does not lead: the kit's own, say)."""
+        try:
+            group = os.getpgid(pid)
+        except ProcessLookupError:
+            group = 0
+        if group and group in self.pids():
+            os.killpg(group, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGKILL)
 
     def _allow(self, efd: int) -> None:
         os.write(self._fd, RESPONSE.pack(efd, FAN_ALLOW))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -9,7 +10,9 @@ import textwrap
 
 import pytest
 
+from cnikit import runtime
 from cnikit.cluster.write_trap import WriteTrap
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.root, pytest.mark.skipif(os.geteuid() != 0, reason="fanotify needs root")]
 
@@ -64,3 +67,37 @@ def test_a_trap_closed_unfired_leaves_the_writer_alone(tmp_path):
         assert proc.wait(10) == 0
         assert trap.wait(0.1) is None
     assert (tmp_path / "ipam.json").read_text() == "NEW"
+
+
+def test_the_kill_reaches_what_the_daemon_forked(tmp_path):
+    """A daemon whose forked helper writes its state: the trap kills the daemon's process
+    group, the daemon and its other children with the helper, as a kill by the nemesis
+    does (a daemon runs in a group of its own)."""
+    state, side = tmp_path / "state", tmp_path / "side"
+    state.mkdir()
+    side.mkdir()
+    (state / "ipam.json").write_text(OLD)
+    writer_code = (f"import os, time; time.sleep(0.2); "
+                   f"fd = os.open({str(state / 'ipam.json')!r}, os.O_WRONLY | os.O_TRUNC); "
+                   f"os.write(fd, b'NEW')")
+    body = f"""
+        import subprocess, sys
+        idle = subprocess.Popen(["sleep", "600"])
+        open({str(side / 'idle')!r}, "w").write(str(idle.pid))
+        subprocess.Popen([sys.executable, "-c", {writer_code!r}]).wait()
+        idle.wait()
+    """
+    daemon = subprocess.Popen([sys.executable, "-c", textwrap.dedent(body)],
+                              start_new_session=True)
+    try:
+        with WriteTrap(state, lambda: {daemon.pid}, lambda *a: None) as trap:
+            hit = trap.wait(10)
+        assert hit is not None and trap.error is None and hit["pid"] != daemon.pid
+        assert daemon.wait(10) == -9, "the daemon went with the helper that opened the file"
+        idle = int((side / "idle").read_text())
+        wait_for(lambda: runtime.process_start_time(idle) is None or runtime.is_zombie(idle),
+                 10, "the daemon's other child killed")
+        assert (state / "ipam.json").read_text() == "", "truncated, nothing written"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(daemon.pid, 9)
