@@ -154,3 +154,19 @@ def test_shards_of_builds_with_another_identity_do_not_merge(tmp_path):
     for doc in (one, env):
         doc["files"] = [f for f in doc["files"] if f["role"] != "target"]
     assert _identity(one) != _identity(env)
+
+
+def test_the_docs_operator_design_target_loads(tmp_path):
+    """docs/certify.md's worked operator design is a target file the loader takes whole."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "certify.md").read_text()
+    section = doc.split("### An operator design", 1)[1]
+    text = section.split("```toml\n", 1)[1].split("```", 1)[0]
+    for name in ("operator", "agent", "agent-cni"):
+        (tmp_path / name).write_text("#!/bin/sh\n")
+        (tmp_path / name).chmod(0o755)
+    (tmp_path / "central").mkdir()
+    (tmp_path / "central" / "pool.py").write_text("")
+    t = load_target(write(tmp_path, text))
+    assert [c.name for c in t.components] == ["operator"]
+    assert {"component:operator", "daemon", "plugin:agent-cni", "build:central/pool.py",
+            "target"} <= set(t.files_under_test())
