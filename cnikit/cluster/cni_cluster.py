@@ -13,6 +13,9 @@ plugin installed per node and executed by the fabric's CNI runner as a runtime w
 The target's cluster-wide components (an operator) run once per run, in the VPC namespace,
 started and ready before the nodes' daemons (cnikit.targets.component); the nemesis kills and
 restarts them by name (c.act("kill-component", component="operator")).
+The cluster's object store (cnikit.kube: nodes, pods, custom resources) serves every node
+and component at the VPC address STORE_ADDR (KUBECONFIG in their environment) and this
+process at `c.store.url`; the pods the kit adds are in it (`c.kube`).
 `profile=` is an alias of `target=` for a built-in name.
 """
 
@@ -59,7 +62,9 @@ class CniCluster:
         self.ip_family = ip_family or self.target.ip_family
         if self.ip_family not in ("ipv4", "ipv6", "dual"):
             raise UsageError(f"ip family {self.ip_family!r}: one of ipv4, ipv6, dual")
-        self.cloud = self.imds = self.fabric = None
+        self.cloud = self.imds = self.fabric = self.store = None
+        self.kube = None  # cnikit.cluster.kube_objects.KubeObjects: the run's nodes and pods
+        self.kube_env: dict[str, str] = {}  # what points a Kubernetes client at the store
         self.topo = None
         self.daemons: list = []
         self.components: dict = {}  # name -> its process (cnikit.targets.component)
@@ -85,20 +90,25 @@ class CniCluster:
     def _start_cloud(self) -> None:
         """EC2 (moto embedded, or the upstream chosen), the instances, the fault IMDS."""
         from cnikit.cloud import Cloud
+        from cnikit.cluster.kube_objects import KubeObjects
+        from cnikit.kube import KubeApi
         from fault_imds.server import ImdsServer
 
         self.cloud = Cloud.start(ec2=self.ec2, endpoint=self.ec2_endpoint, seed=self.seed)
         self.topo = self.cloud.bootstrap(nodes=self.n_nodes, instance_type=self.instance_type,
                                          ipv6=self.ip_family != "ipv4")
         self.imds = ImdsServer(ec2_endpoint=self.cloud.endpoint, seed=self.imds_seed).start()
+        self.store = KubeApi().start()
+        self.kube = KubeObjects(self.store.objects)
 
     def _start_nodes(self) -> None:
         """The fabric for self.topo, then per node the target's plugin and its daemon."""
         from cnikit.fabric.topology import Fabric
         from cnikit.targets.node import install_plugin
 
-        self.fabric = Fabric(self.cloud, self.topo, imds=self.imds).start()
+        self.fabric = Fabric(self.cloud, self.topo, imds=self.imds, store=self.store).start()
         self.state_root = state_root(self.fabric.rid, self.fabric.run.dir)
+        self._store_clients()
         self._start_components()
         for node in self.fabric.nodes:
             places = self._places(node)
@@ -129,6 +139,17 @@ class CniCluster:
         for proc in self.components.values():
             proc.wait_ready(60)
 
+    def _store_clients(self) -> None:
+        """The kubeconfig every node and component reads (the store at its VPC address),
+        one for this machine's own clients (kubeconfig.local), and the nodes' objects."""
+        from cnikit.kube import kubeconfig
+
+        inside = self.fabric.store_endpoint
+        path = kubeconfig.write(self.state_root / "kubeconfig", inside)
+        kubeconfig.write(self.state_root / "kubeconfig.local", self.store.url)
+        self.kube_env = kubeconfig.client_env(path, inside)
+        self.kube.register_nodes(self.fabric)
+
     def _places(self, node):
         from cnikit.targets.node import NodePlaces
 
@@ -148,6 +169,7 @@ class CniCluster:
             **self.cloud.client_env(self.fabric.ec2_endpoint),
             "AWS_EC2_METADATA_SERVICE_ENDPOINT": self.fabric.imds_endpoint,
             "CNIKIT_TIME_SCALE": str(self.scale),
+            **self.kube_env,
             **family,
             **self.env,
         }
@@ -182,13 +204,20 @@ class CniCluster:
             return {"cniVersion": conf["cniVersion"], "name": conf["name"], **plugins[0], **extra}
         return {**conf, "plugins": [{**plugins[0], **extra}, *plugins[1:]]}
 
-    def add_pod(self, node: int, name: str, namespace: str = "default", **conf):
-        # CNI_ARGS as containerd and CRI-O send them (IgnoreUnknown first, as plugins require).
-        return self.fabric.add_pod_cni(node, self.netconf(node, **conf),
-                                       [str(self.places[node].cni_bin_dir)],
-                                       args={"IgnoreUnknown": "1", "K8S_POD_NAMESPACE": namespace,
-                                             "K8S_POD_NAME": name},
-                                       env=self.plugin_env())
+    def add_pod(self, node: int, name: str, namespace: str = "default",
+                annotations: dict[str, str] | None = None, **conf):
+        """A pod on `node`, in the store first (as scheduled), then its sandbox ADDed through
+        the node's plugins with kubelet's CNI_ARGS; its IP then in the store."""
+        obj = self.kube.scheduled(self.fabric.nodes[node].name, namespace, name, annotations)
+        try:
+            pod = self.fabric.add_pod_cni(node, self.netconf(node, **conf),
+                                          [str(self.places[node].cni_bin_dir)],
+                                          args=self.kube.cni_args(obj), env=self.plugin_env())
+        except BaseException:
+            self.kube.failed(obj)
+            raise
+        self.kube.running(obj, pod.name, pod.ip)
+        return pod
 
     def plugin_env(self) -> dict[str, str]:
         """The environment a plugin runs with: the runtime's (this process's), with what
@@ -197,7 +226,13 @@ class CniCluster:
         return {**os.environ, **self.daemon_env()}
 
     def delete_pod(self, pod, netns_path: str | None = None, send_del: bool = True) -> None:
-        self.fabric.delete_pod(pod, netns_path, send_del)
+        """Graceful, as an API server and kubelet do it: the object marked, the sandbox
+        DELeted and removed, then the object removed."""
+        self.kube.deleting(pod.name)
+        try:
+            self.fabric.delete_pod(pod, netns_path, send_del)
+        finally:
+            self.kube.deleted(pod.name)
 
     # ---- the runtime's retries (cnikit.cluster.retries: one cni-retry operation each) ----
 
@@ -316,6 +351,8 @@ class CniCluster:
             self.fabric = None
         if self.imds is not None:
             self.imds.stop()
+        if self.store is not None:
+            self.store.stop()
         if self.cloud is not None:
             self.cloud.stop()
 

@@ -99,6 +99,8 @@ class ContainerDaemon(DaemonHandle):
         labels = {LABEL_KIT: "daemon", **({LABEL_RUN: self.run_id} if self.run_id else {})}
         binds = [(str(self.state_dir), str(self.state_dir), ""),
                  ("/run/netns", "/run/netns", "rslave")]
+        if kube := self.env.get("KUBECONFIG"):  # the cluster's store: a file of the run's state
+            binds.append((kube, kube, "ro"))
         daemon = ["daemon", "--state-dir", str(self.state_dir)] if self.args is None else self.args
         if self.join == "ns":
             return ContainerSpec(self.name, image, env, labels, binds, f"ns:{self.netns}", None,

@@ -21,6 +21,15 @@ IMDS_ADDR6 = "fd00:ec2::254"
 # Not used by AWS; the EC2 gate's address inside the VPC: http://169.254.169.250
 GATE_ADDR = "169.254.169.250"
 GATE_PORT = 80
+# Not used by AWS either; the cluster's object store (cnikit.kube), the run's API server.
+STORE_ADDR = "169.254.169.251"
+STORE_PORT = 80
+
+
+def url(addr: str, port: int) -> str:
+    """The HTTP endpoint of one of the fixed addresses above."""
+    return f"http://{addr}" + ("" if port == 80 else f":{port}")
+
 
 _NS = re.compile(rf"^{NAME_PREFIX}-([0-9a-zA-Z]{{{RUN_ID_LEN}}})-(.+)$")
 

@@ -7,10 +7,10 @@
     fabric.close()
 
 `vpc` namespace: ip_forward=1 and strict rp_filter (EC2's source/dest check). It holds on
-`lo` the subnet routers' addresses, the IMDS (169.254.169.254:80) and the EC2 gate
-(GATE_ADDR:80, see names.py); each ENI link's VPC end routes the ENI's primary IP, and a
-sync thread keeps `ip/32 via <ENI primary> dev <link> onlink` (and /28 prefixes) equal to
-EC2's ownership. Node namespaces see ENIs as `eth<deviceIndex>` holding the ENI's primary
+`lo` the subnet routers' addresses, the IMDS (169.254.169.254:80), the EC2 gate
+(GATE_ADDR:80, see names.py) and the cluster's object store (STORE_ADDR:80); each ENI
+link's VPC end routes the ENI's primary IP, and a sync thread keeps
+`ip/32 via <ENI primary> dev <link> onlink` (and /28 prefixes) equal to EC2's ownership. Node namespaces see ENIs as `eth<deviceIndex>` holding the ENI's primary
 IP (subnet prefix length, no prefix route: all traffic goes to the router, whose MAC is a
 permanent neighbour) and MAC; eth0 carries the default route via the subnet router.
 
@@ -113,7 +113,8 @@ def _mac_for(name: str) -> str:
 
 
 class Fabric:
-    def __init__(self, cloud, topo, run: Run | None = None, imds=None, sync: bool = True):
+    def __init__(self, cloud, topo, run: Run | None = None, imds=None, sync: bool = True,
+                 store=None):
         require_root("the fabric")
         self.cloud = cloud
         self.topo = topo
@@ -122,6 +123,7 @@ class Fabric:
         reaper.ensure()  # removes the run should this process die before close() does
         self.rid = self.run.run_id
         self.imds = imds
+        self.store = store  # the cluster's object store (cnikit.kube.KubeApi), if any
         self._sync_enabled = sync
         self.vpc: Namespace | None = None
         self.nodes: list[Node] = []
@@ -165,11 +167,16 @@ class Fabric:
     @property
     def ec2_endpoint(self) -> str:
         """The EC2 endpoint as seen from inside the VPC (node and pod namespaces)."""
-        return f"http://{names.GATE_ADDR}" + ("" if names.GATE_PORT == 80 else f":{names.GATE_PORT}")
+        return names.url(names.GATE_ADDR, names.GATE_PORT)
 
     @property
     def imds_endpoint(self) -> str:
         return f"http://{names.IMDS_ADDR}"
+
+    @property
+    def store_endpoint(self) -> str:
+        """The cluster's object store as seen from inside the VPC."""
+        return names.url(names.STORE_ADDR, names.STORE_PORT)
 
     @property
     def imds_endpoint6(self) -> str | None:
@@ -184,7 +191,7 @@ class Fabric:
         netns.write_sysctl(v.fd, "net.ipv4.conf.default.rp_filter", "1")
         v.nl.link_set(name="lo", up=True)
         lo = v.nl.link_index("lo")
-        for addr in (names.IMDS_ADDR, names.GATE_ADDR):
+        for addr in (names.IMDS_ADDR, names.GATE_ADDR, names.STORE_ADDR):
             v.nl.addr_add(lo, addr, 32)
         if self.ipv6:
             netns.write_sysctl(v.fd, "net.ipv6.conf.all.forwarding", "1")
@@ -225,12 +232,15 @@ class Fabric:
                                   f"set: {r.stderr.strip()}")
 
     def _listen(self) -> None:
-        """Sockets made inside the vpc namespace, served by the in-process IMDS and gate."""
+        """Sockets made inside the vpc namespace, served by the in-process IMDS, gate and
+        object store."""
         targets = [(names.GATE_ADDR, names.GATE_PORT, self.cloud.gate)]
         if self.imds is not None:
             targets.append((names.IMDS_ADDR, names.IMDS_PORT, self.imds))
             if self.ipv6:
                 targets.append((names.IMDS_ADDR6, names.IMDS_PORT, self.imds))
+        if self.store is not None:
+            targets.append((names.STORE_ADDR, names.STORE_PORT, self.store))
         for addr, port, server in targets:
             with netns.entered(self.vpc.fd):
                 s = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET,
@@ -480,6 +490,8 @@ class Fabric:
 
         node = self.node(node)
         name, ns = self._new_pod_ns(node)
+        if args and "K8S_POD_NAME" in args:  # kubelet names the sandbox to a pod's plugins
+            args = {**args, "K8S_POD_INFRA_CONTAINER_ID": name}
         sandbox = cni.CniSandbox(config, cni_path, container_id=name, netns_path=ns.path,
                                  ifname=ifname, args=args, timeout=timeout,
                                  runner_ns=node.ns.path, run_dir=self.run.dir, env=env)

@@ -86,6 +86,19 @@ def test_container_joins_the_node_namespace_with_the_daemonset_env(cluster):
     assert info["Config"]["Labels"][LABEL_RUN] == cluster.fabric.rid
 
 
+# What a daemon in its container does to reach the cluster's object store: the kubeconfig its
+# environment names (bound into the container), the server it names, the nodes listed there.
+READ_NODES = ("import json, os, urllib.request; server = json.load(open(os.environ["
+              "'KUBECONFIG']))['clusters'][0]['cluster']['server']; print(json.load("
+              "urllib.request.urlopen(server + '/api/v1/nodes'))['items'][0]['metadata']['name'])")
+
+
+def test_the_daemons_container_reaches_the_clusters_object_store(cluster):
+    d = cluster.daemons[0]
+    out = Podman().out("exec", d.name, "/usr/local/bin/python3", "-c", READ_NODES)
+    assert out.strip() == cluster.fabric.nodes[0].name
+
+
 def test_kill_restart_keeps_the_state_and_stop_removes(cluster):
     d = cluster.daemons[0]
     pod = cluster.add_pod(0, "keep")
@@ -236,6 +249,16 @@ def test_docker_runtime_runs_the_daemon_through_the_engine_api(docker_cluster, d
     assert info["Config"]["Labels"][LABEL_RUN] == docker_cluster.fabric.rid
     # The engine's log API lags the daemon's write by a moment under load.
     wait_for(lambda: "ready" in d.tail(20), 10, "'ready' in the daemon's log, read through the API")
+
+
+def test_docker_daemons_container_reaches_the_clusters_object_store(docker_cluster, docker_env):
+    from cnikit.containers.container_daemon import PYTHON
+
+    d = docker_cluster.daemons[0]
+    # An exec starts outside the node's namespace under Docker: it enters it as the daemon did.
+    code, out = d.engine.client.containers.get(d.name).exec_run(
+        [PYTHON, "-m", "cnikit.containers.enter", d.netns, "--", PYTHON, "-c", READ_NODES])
+    assert (code, out.decode().strip()) == (0, docker_cluster.fabric.nodes[0].name)
 
 
 def test_docker_kill_restart_keeps_the_state_and_stop_removes(docker_cluster, docker_env):
