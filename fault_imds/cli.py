@@ -159,6 +159,8 @@ def add(kind, instance_id, mac, eni_id, path, ips, duration, control_url, **attr
     target = {k: v for k, v in target.items() if v is not None}
     attrs = {k: v for k, v in attrs.items() if v is not None}
     handle = _client(control_url).add(kind, target=target or None, duration=duration, **attrs)
+    if handle.deprecated:
+        click.echo(f"fault-imds: {handle.deprecated}", err=True)
     click.echo(handle.id)
 
 

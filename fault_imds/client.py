@@ -26,6 +26,7 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
+import warnings
 from typing import Any
 
 from faultcore.errors import OneLineError
@@ -53,11 +54,14 @@ class FaultHandle(str):
 
     client: FaultClient
     fault: dict[str, Any]
+    deprecated: str | None  # the API's note when the kind was sent in an old spelling
 
-    def __new__(cls, fid: str, client: FaultClient, fault: dict[str, Any]):
+    def __new__(cls, fid: str, client: FaultClient, fault: dict[str, Any],
+                deprecated: str | None = None):
         self = super().__new__(cls, fid)
         self.client = client
         self.fault = fault
+        self.deprecated = deprecated
         return self
 
     @property
@@ -124,7 +128,10 @@ class FaultClient:
         if duration is not None:
             spec["duration"] = duration
         payload = self._ok("POST", "/faults", spec)
-        return FaultHandle(payload["id"], self, payload.get("fault", {}))
+        note = payload.get("deprecated")
+        if note:
+            warnings.warn(note, DeprecationWarning, stacklevel=2)
+        return FaultHandle(payload["id"], self, payload.get("fault", {}), note)
 
     def list(self) -> list[dict[str, Any]]:
         return self._ok("GET", "/faults")["faults"]

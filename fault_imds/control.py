@@ -22,7 +22,7 @@ import logging
 from aiohttp import web
 
 from fault_imds.engine import Engine, SpecError, kinds
-from fault_imds.faults.base import UnknownTarget
+from fault_imds.faults.base import KINDS, UnknownTarget
 from faultcore import wire as fault_api
 
 log = logging.getLogger("fault_imds.control")
@@ -62,6 +62,7 @@ def control_app(engine: Engine, health=None, request_log=None, fence=None) -> we
         target = spec.get("target")
         if fence is not None and isinstance(target, dict) and any(k in target for k in EC2_NAMED):
             await fence.wait()
+        note = KINDS.respell(spec)
         try:
             fault = engine.add(spec)
         except UnknownTarget as e:
@@ -71,7 +72,7 @@ def control_app(engine: Engine, health=None, request_log=None, fence=None) -> we
             return web.json_response(body, status=400)
         except SpecError as e:
             return _error(400, str(e))
-        return fault_api.added(fault.to_json())
+        return fault_api.added(fault.to_json(), note)
 
     async def list_faults(request: web.Request) -> web.Response:
         return fault_api.listed(engine.list())

@@ -14,7 +14,7 @@ then in creation order. Today:
   content stage, on the structured view:
     lag (10)      targeted entries taken from EC2 as it was `seconds` ago
     stale (20)    targeted entries replaced by what was served when the stale began
-    stale_until_change (25)  an instance's interface list frozen until its next change
+    stale-until-change (25)  an instance's interface list frozen until its next change
     missing (30)  targeted entries removed
     path-targeted content faults act on the rendered entries afterwards, in the same order.
   request stage, for each matching fault (probability rolled once each, in

@@ -200,6 +200,14 @@ class Kinds:
     def get(self, kind: Any) -> type[Fault]:
         return self.by_name.lookup(kind)
 
+    def respell(self, spec: Any) -> str | None:
+        """A fault spec's kind in an old spelling (`describe_lag`) replaced by the kind's name,
+        in place; the one-line deprecation note a control API answers with, else None."""
+        note = self.by_name.renamed(spec.get("kind")) if isinstance(spec, dict) else None
+        if note is not None:
+            spec["kind"] = self.by_name.canonical(spec["kind"])
+        return note
+
     def __contains__(self, kind: str) -> bool:
         return kind in self.by_name
 

@@ -8,11 +8,18 @@ a module's PROFILE); every consumer reads the registry, so nothing else lists it
 A name is one thing: a second file defining a name already taken is refused, and the error
 names both files. The same definition registered again (its module imported a second time)
 replaces the first.
+
+Names are spelled with hyphens (`describe-lag`, `restart-all`). Fault kinds were once
+spelled with underscores (`describe_lag`); `canonical` maps that old spelling to the name,
+here and nowhere else, so every place a user may still send it (a control API, a command
+line, a fixture's argument, a report an older version wrote) takes it, and `renamed` is the
+one-line deprecation note its answer carries.
 """
 
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -24,6 +31,10 @@ T = TypeVar("T")
 
 class DuplicateName(OneLineError):
     """A name registered by two definitions (one line, naming both files)."""
+
+
+class BadSpelling(OneLineError):
+    """A name with an underscore: names users type are spelled with hyphens."""
 
 
 def source_of(module: str) -> str:
@@ -60,6 +71,9 @@ class Registry(Mapping[str, T], Generic[T]):
         """Register `item` under `name`; `by` is its definition (a class, a function, or the
         name of the module that declares it). DuplicateName when another definition has it."""
         origin = _origin(by)
+        if "_" in name:
+            raise BadSpelling(f"{self.noun} {name!r} in {origin[0]}: names are spelled with "
+                              f"hyphens, {name.replace('_', '-')!r}")
         old = self._origins.get(name)
         if old is not None and old != origin:
             first, second = old[0], origin[0]
@@ -88,9 +102,34 @@ class Registry(Mapping[str, T], Generic[T]):
         """The file that defines `name`."""
         return self._origins[name][0]
 
+    def canonical(self, name: Any) -> Any:
+        """`name` as registered: the old underscore spelling of a registered name
+        (`describe_lag` for `describe-lag`) is mapped to it; anything else is `name`."""
+        if isinstance(name, str) and name not in self._items:
+            hyphens = name.replace("_", "-")
+            if hyphens in self._items:
+                return hyphens
+        return name
+
+    def renamed(self, name: Any) -> str | None:
+        """The one-line deprecation note for an old spelling of a registered name, else None."""
+        new = self.canonical(name)
+        if new == name:
+            return None
+        return f"{self.noun} {name!r} is spelled {new!r} now; the old spelling is deprecated"
+
+    def respelled(self, name: Any) -> Any:
+        """`canonical(name)`, warning (DeprecationWarning, at the caller's caller) when it was
+        an old spelling: for names a Python caller passes (a fixture's, a scenario's)."""
+        note = self.renamed(name)
+        if note is not None:
+            warnings.warn(note, DeprecationWarning, stacklevel=3)
+        return self.canonical(name)
+
     def lookup(self, name: Any) -> T:
-        """The item named `name`, or the `unknown` error (one line, with the known names)."""
-        item = self._items.get(name) if isinstance(name, str) else None
+        """The item named `name` (or its old spelling: `canonical`), or the `unknown` error
+        (one line, with the known names)."""
+        item = self._items.get(self.canonical(name)) if isinstance(name, str) else None
         if item is None:
             raise self.unknown(f"unknown {self.noun} {name!r} (known: {', '.join(sorted(self))})")
         return item

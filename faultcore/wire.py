@@ -3,6 +3,7 @@ gate's `/_cnikit/` (both servers answer through these helpers, so they cannot dr
 and `fault_imds.client.FaultClient` drives either).
 
     POST   /faults      {"kind": K, ...}   201 {"id": ID, "fault": {"id": ID, "kind": K, ...}}
+                                           (+ "deprecated": a note, when K was an old spelling)
     GET    /faults                         200 {"faults": [fault, ...]}
     DELETE /faults/ID                      200 {"removed": [ID]}        (404 when not active)
     DELETE /faults                         200 {"removed": [ID, ...]}
@@ -40,8 +41,13 @@ def error(status: int, reason: str) -> web.Response:
     return web.json_response({"error": lines[0] if lines else f"HTTP {status}"}, status=status)
 
 
-def added(fault: dict[str, Any]) -> web.Response:
-    return web.json_response({"id": fault["id"], "fault": fault}, status=201)
+def added(fault: dict[str, Any], deprecated: str | None = None) -> web.Response:
+    """201 with the fault; `deprecated`: the note for a kind sent in an old spelling
+    (faultcore.fault.Kinds.respell), taken all the same."""
+    body: dict[str, Any] = {"id": fault["id"], "fault": fault}
+    if deprecated:
+        body["deprecated"] = deprecated
+    return web.json_response(body, status=201)
 
 
 def listed(faults: Iterable[dict[str, Any]]) -> web.Response:

@@ -59,7 +59,7 @@ class Monitor:
         self._recorded = threading.Condition()
         self._was_on: dict[str, str] = {}  # eni -> the run's instance it was last attached to
         self._loose: dict[str, dict] = {}
-        self._leaving: dict[str, dict] = {}  # still attached, detaching (slow_attachment)
+        self._leaving: dict[str, dict] = {}  # still attached, detaching (slow-attachment)
 
     def start(self) -> Monitor:
         self.record(self.gate.owners())

@@ -70,10 +70,11 @@ class ControlApi:
                 return fault_api.removed(faults.clear())
             if path == "faults" and method == "POST":
                 spec = await fault_api.read_spec(request)
+                note = KINDS.respell(spec)
                 fid = faults.add_spec(spec)
                 live = next((f for f in faults.list() if f["id"] == fid), None)
                 # A fault whose duration ran out already is still reported as added.
-                return fault_api.added(live or {"id": fid, **spec})
+                return fault_api.added(live or {"id": fid, **spec}, note)
             if path == "nemesis" and method in ("GET", "POST"):
                 return await self._nemesis(request)
             if path.startswith("faults/") and method == "DELETE":

@@ -5,7 +5,7 @@ No wire format here: `upstream_xml.py` reads the upstream's XML into records, th
 (cnikit/cloud/gate/) renders its answers and moves bytes. The mirror is the gate's truth: it is loaded from the upstream at start (and
 after any mutating call the gate does not model), then changed only by the calls the gate
 forwarded successfully. Records are frozen and replaced on change, so a snapshot of the
-mirror (for `describe_lag` and for ownership) is a shallow dict copy.
+mirror (for `describe-lag` and for ownership) is a shallow dict copy.
 
 Rules (each `plan_*` raises Ec2Error and changes nothing; `apply_*` changes the mirror):
 - an IP is held by at most one ENI per VPC; AllowReassignment moves a secondary IP;
@@ -105,7 +105,7 @@ class Mirror:
         self._v6_blocks_used: dict[str, dict[int, int]] = {}
         self._v6_delegated: dict[str, set[int]] = {}
         self._snapshot: OwnershipSnapshot | None = None
-        # ENIs in an attach or detach that takes time (the `slow_attachment` fault): eni ->
+        # ENIs in an attach or detach that takes time (the `slow-attachment` fault): eni ->
         # its attachment as EC2 shows it meanwhile ("attaching", "detaching"). The upstream
         # made the change at once, so a resync keeps these over what it reads.
         self.pending: dict[str, Attachment] = {}

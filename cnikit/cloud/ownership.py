@@ -40,7 +40,7 @@ class EniInfo:
     ips: list[str] = field(default_factory=list)  # primary first
     prefixes: list[str] = field(default_factory=list)
     # The attachment's status: "attached", or "attaching"/"detaching" while the gate's
-    # slow_attachment fault holds it; None when attached nowhere (available).
+    # slow-attachment fault holds it; None when attached nowhere (available).
     attachment_status: str | None = None
     ipv6s: list[str] = field(default_factory=list)
     ipv6_prefixes: list[str] = field(default_factory=list)  # delegated /80s

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from cnikit.cloud.faults import KINDS
 from cnikit.cluster.nemesis_log import END, START, NemesisLog
 
 
@@ -14,6 +15,7 @@ class Ec2Faults:
 
     def add(self, kind: str, target: dict | None = None, duration: float | None = None,
             **attrs) -> str:
+        kind = KINDS.by_name.respelled(kind)  # recorded by its name, whatever the spelling
         params = {"kind": kind, "duration": duration, **attrs}
         with self.log.adding:
             fid = self.log.attempt("ec2-fault", dict(target or {}), lambda: self.faults.add(

@@ -76,6 +76,8 @@ class NemesisFaultClient(FaultClient):
         except Exception as e:
             self.log.record(FAIL, "imds-fault", aimed, error=error_text(e), **params)
             raise
+        # As the IMDS named it: a kind sent in an old spelling is recorded by its name.
+        params["kind"] = h.fault.get("kind", kind)
         self.log.record(START, "imds-fault", aimed, id=str(h), **params)
         self.log.own_ids.add(str(h))
         return h

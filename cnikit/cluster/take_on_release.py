@@ -9,7 +9,7 @@ another bug. Hung on the gate's after-call hook point (cnikit.cloud.after_call),
 points are, the take runs once the release took effect and before its answer leaves: no
 build can have the addresses back first, however fast.
 
-A release whose answer a fault replaces with an error (`lost_response`) took effect all the
+A release whose answer a fault replaces with an error (`lost-response`) took effect all the
 same, so what counts is EC2's ownership after the call, not its status: every address the
 call named that no interface holds is taken.
 """

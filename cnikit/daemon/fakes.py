@@ -26,7 +26,7 @@ class FakeEc2:
         self.calls: list[str] = []
         self.fail: dict[str, str] = {}  # method -> error code, to inject failures
         self.reuse_freed = False  # hand a released IP straight back out, lowest first (like the gate)
-        # A detach takes time (the gate's slow_attachment): the ENI stays attached,
+        # A detach takes time (the gate's slow-attachment): the ENI stays attached,
         # "detaching", until finish_detaches(); Delete answers "in use" meanwhile.
         self.slow_detach = False
         self._ids = itertools.count(1)

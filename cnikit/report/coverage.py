@@ -2,10 +2,10 @@
 and every set of them in effect at once, with how long and how often.
 
     cov = coverage(history)      # history entries (any run's)
-    cov["pairs"]                 # [{"faults": ["ec2 describe_lag", "imds stale"], "seconds", "times"}]
+    cov["pairs"]                 # [{"faults": ["ec2 describe-lag", "imds stale"], "seconds", "times"}]
     cov["families"]              # {"ec2+imds": seconds, "ec2+imds+process": seconds, ...}
 
-A fault's class is its operation and kind ("imds stale", "ec2 describe_lag", "daemon down",
+A fault's class is its operation and kind ("imds stale", "ec2 describe-lag", "daemon down",
 "address taken"); its family is where it acts: imds, ec2 or process. An instant act (EC2
 assigning an address elsewhere) counts as a combination with whatever was in effect then.
 """
@@ -14,15 +14,19 @@ from __future__ import annotations
 
 from itertools import combinations
 
+from cnikit.cloud.faults import KINDS as EC2_FAULTS
+from fault_imds.faults import KINDS as IMDS_FAULTS
+
 FAMILIES = ("imds", "ec2", "process")
 
 
 def fault_class(op: str, value: dict) -> str | None:
-    """The class of a nemesis operation (None: no fault, a heal say)."""
+    """The class of a nemesis operation (None: no fault, a heal say). A kind by its name: a
+    run an older version recorded may spell it the old way (faultcore.registry)."""
     if op == "imds-fault":
-        return f"imds {value.get('kind')}"
+        return f"imds {IMDS_FAULTS.by_name.canonical(value.get('kind'))}"
     if op == "ec2-fault":
-        return f"ec2 {value.get('kind')}"
+        return f"ec2 {EC2_FAULTS.by_name.canonical(value.get('kind'))}"
     if op in ("daemon-kill", "daemon-restart"):
         return "daemon down"
     if op == "ec2-take-held":

@@ -441,8 +441,9 @@ COMMON_FIELDS = ("id", "kind", "target", "duration", "created", "expires", "prob
 def _label_attributes(fault: dict) -> list[str]:
     """The attributes a fault's label shows, read from the kinds registry: each one its kind
     declares, except one left at a default that says nothing (0, null), then probability.
-    A kind this kit does not know (another version's run): every field of its own."""
-    cls = IMDS_FAULTS.by_name.get(fault.get("kind"))
+    A kind this kit does not know (another version's run): every field of its own; one an
+    older version spelled the old way is known by its name."""
+    cls = IMDS_FAULTS.by_name.get(IMDS_FAULTS.by_name.canonical(fault.get("kind")))
     if cls is None:
         names = [k for k in fault if k not in COMMON_FIELDS]
     else:
@@ -455,7 +456,8 @@ def _fault_label(fault: dict) -> str:
     target = fault.get("target") or {}
     what = ", ".join(f"{k}={fmt(v)}" for k, v in target.items())
     extra = "".join(f" {k}={fault[k]}" for k in _label_attributes(fault) if k in fault)
-    return f"IMDS {fault.get('kind')}{extra}" + (f" ({what})" if what else "")
+    kind = IMDS_FAULTS.by_name.canonical(fault.get("kind"))
+    return f"IMDS {kind}{extra}" + (f" ({what})" if what else "")
 
 
 def _faults(history, imds_events, instances, mac_eni, eni_instance, t0, t1) -> list[Span]:
@@ -480,7 +482,7 @@ def _faults(history, imds_events, instances, mac_eni, eni_instance, t0, t1) -> l
         elif kind in ("fault_expired", "fault_removed") and fault.get("id") in open_:
             open_.pop(fault["id"]).end = ev["time"]
         elif kind == "fault_ended" and fault.get("id") in open_:
-            # Ended by itself on an event (stale_until_change: the next attach/detach).
+            # Ended by itself on an event (stale-until-change: the next attach/detach).
             span = open_.pop(fault["id"])
             span.end = ev["time"]
             span.label += f", ended: {ev.get('why') or 'by itself'}"

@@ -41,7 +41,7 @@ def run(ctx: Ctx) -> None:
     age_past(ctx, lag)
     # No duration: healed after the churn, which runs in the faults whatever the releases
     # took (a build that keeps its addresses makes the release step wait its whole bound).
-    ctx.ec2_fault("describe_lag", seconds=lag)
+    ctx.ec2_fault("describe-lag", seconds=lag)
     ctx.imds_fault("lag", target={"mac": eni.mac}, seconds=max(0.5, ctx.run_seconds(20)))
     # One pod stays throughout, its address left out of IMDS's list: the views disagree at
     # every reconcile pass, so each asks EC2 (a lag alone let them agree at a pass often,

@@ -7,7 +7,7 @@ aborted: CrashLoopBackOff, and no pod on the node could start until the next cha
 (fixes #1011, #1341 skip such an ENI).
 
 The node's daemon is down (a reboot, an upgrade); a secondary ENI of the node that holds no
-pod is detached and deleted out of band while IMDS keeps listing it (`stale_until_change`
+pod is detached and deleted out of band while IMDS keeps listing it (`stale-until-change`
 surviving that detach); the daemon restarts and must come up and serve pods.
 """
 
@@ -46,7 +46,7 @@ def run(ctx: Ctx) -> None:
     ctx.step("a secondary ENI without pods, listed by IMDS", **focus)
 
     ctx.kill_daemon(NODE, signal.SIGKILL)  # a reboot: nothing of the daemon runs meanwhile
-    sticky = ctx.imds_fault("stale_until_change",
+    sticky = ctx.imds_fault("stale-until-change",
                             target={"instance_id": ctx.instance_id(NODE)}, missed_changes=1)
     ctx.nemesis.imds.follow_end(sticky, 300)  # its end recorded when it happens
     ctx.delete_eni(eni.eni_id)

@@ -42,7 +42,7 @@ def run(ctx: Ctx) -> None:
     lag = max(4.0, ctx.run_seconds(100))
     lasts = lag + max(2.0, ctx.run_seconds(60))
     began = time.time()
-    fid = ctx.ec2_fault("addresses_lag", seconds=lag, new_enis=True, duration=lasts)
+    fid = ctx.ec2_fault("addresses-lag", seconds=lag, new_enis=True, duration=lasts)
     ends = time.monotonic() + lasts
     ctx.step(f"Describe shows new ENIs' addresses {lag:g}s late", node=NODE)
 

@@ -41,7 +41,7 @@ def run(ctx: Ctx) -> None:
     # running pods' addresses, how many depending on how fast the machine filled the ENI
     # (1.18.4 then swept them all, in one run of four at once).
     age_past(ctx, lag)
-    ctx.ec2_fault("describe_lag", seconds=lag, duration=lasts)
+    ctx.ec2_fault("describe-lag", seconds=lag, duration=lasts)
     ctx.imds_fault("lag", target={"instance_id": ctx.instance_id(NODE)}, seconds=lag,
                    duration=lasts)
     ends = ctx.elapsed() + lasts

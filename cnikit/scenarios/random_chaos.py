@@ -38,7 +38,7 @@ SINGLE_OPERATION_WEIGHTS = (("add", 5), ("delete", 4), ("imds", 3), ("ec2", 2), 
 # or lagging IMDS, a restart, or an address EC2 moves while a pod holds it.
 COMPOUND_PARTS = {
     "imds": (("stale", 3), ("lag", 3), ("missing", 1), ("error", 1)),
-    "ec2": (("describe_lag", 5), ("take_held", 2), ("throttle", 1), ("error", 1)),
+    "ec2": (("describe-lag", 5), ("take-held", 2), ("throttle", 1), ("error", 1)),
     "process": (("restart", 3), ("kill", 1)),
 }
 COMPOUND_GAP = (1.5, 4.0)  # seconds between compounds
@@ -94,7 +94,7 @@ def _compounds(rng: random.Random, duration: float, nodes: int) -> list[dict]:
         for fam in sorted(families):
             kinds, weights = zip(*COMPOUND_PARTS[fam], strict=True)
             part = {"family": fam, "kind": rng.choices(kinds, weights)[0]}
-            if part["kind"] == "describe_lag":
+            if part["kind"] == "describe-lag":
                 part["seconds"] = round(rng.uniform(2.0, 7.0), 2)  # past the 3 s cooldown
             elif part["kind"] == "lag":
                 part["seconds"] = round(rng.uniform(0.5, 3.0), 2)
@@ -107,7 +107,7 @@ def _compounds(rng: random.Random, duration: float, nodes: int) -> list[dict]:
         op = {"at": round(t, 3), "op": "compound", "id": f"c{n}", "node": rng.randrange(nodes),
               "duration": lasts, "parts": parts}
         out.append(op)
-        if any(p["kind"] == "take_held" for p in parts):
+        if any(p["kind"] == "take-held" for p in parts):
             out.append({"at": round(min(t + lasts, duration - 0.05), 3), "op": "give-back",
                         "id": f"c{n}", "node": op["node"]})
     return out
@@ -140,7 +140,7 @@ def imds_fault(ctx: Ctx, kind: str, target: dict, duration: float, **attrs) -> s
     except TargetGone as e:
         return str(e)
     if IMDS_FAULTS.get(kind).ends is not ImdsFault.ends:
-        # It may end by itself before its duration (stale_until_change at the next attach
+        # It may end by itself before its duration (stale-until-change at the next attach
         # or detach): the history records that end when it happens.
         ctx.nemesis.imds.follow_end(h, duration)
     return f"imds {kind} {target} for {duration}s ({h})"
@@ -207,7 +207,7 @@ def _compound(ctx: Ctx, op: dict) -> str:
                 target = {"mac": enis[int(part["pick"] * len(enis))].mac}
             attrs = {k: part[k] for k in ("seconds",) if k in part}
             done.append(imds_fault(ctx, kind, target, lasts, **attrs))
-        elif kind == "take_held":
+        elif kind == "take-held":
             done.append(_take(ctx, op, part))
         elif part["family"] == "ec2":
             attrs = {k: part[k] for k in ("seconds", "probability") if k in part}

@@ -1,7 +1,7 @@
 """EC2 releases a node's addresses, but its answers are lost; the retries are refused.
 
 Node 0 releases two warm addresses while every UnassignPrivateIpAddresses answer is lost
-(`lost_response`: EC2 made the change, the caller sees InternalError). The daemon's EC2
+(`lost-response`: EC2 made the change, the caller sees InternalError). The daemon's EC2
 client retries, and EC2 refuses the retry (InvalidParameterValue: the addresses are no
 longer on the ENI). Another interface of the subnet takes them as soon as EC2 frees them,
 before the daemon hears the (lost) answer. New pods come on
@@ -33,7 +33,7 @@ def run(ctx: Ctx) -> None:
     ctx.spare_interface()  # what takes released addresses: ready before they are released
     pods, eni, focus = settled(ctx, NODE, 4)
     ctx.step("4 pods; EC2, IMDS and the pool agree", **focus)
-    fault = ctx.ec2_fault("lost_response", target={"action": "UnassignPrivateIpAddresses"})
+    fault = ctx.ec2_fault("lost-response", target={"action": "UnassignPrivateIpAddresses"})
     # Taken the moment EC2 frees them: whenever the daemon retries, EC2 refuses (the
     # addresses are no longer on the ENI), and it cannot assign them again first.
     with ctx.take_released(eni.eni_id) as taker:

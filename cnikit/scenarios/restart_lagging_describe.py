@@ -33,7 +33,7 @@ def run(ctx: Ctx) -> None:
 
     lag = max(4.0, ctx.run_seconds(100))
     age_past(ctx, lag)
-    fault = ctx.ec2_fault("describe_lag", seconds=lag, duration=lag + ctx.run_seconds(60))
+    fault = ctx.ec2_fault("describe-lag", seconds=lag, duration=lag + ctx.run_seconds(60))
     before_release = ctx.elapsed()
     released = release(ctx, eni, pods[:RELEASED], RELEASED)
     ctx.ec2_take(released)
@@ -44,7 +44,7 @@ def run(ctx: Ctx) -> None:
     # no ENI at all) when the cluster came up quickly.
     lag = round(ctx.elapsed() - before_release + 0.5, 2)
     ctx.end_ec2_fault(fault)
-    ctx.ec2_fault("describe_lag", seconds=lag, duration=lag + ctx.run_seconds(60))
+    ctx.ec2_fault("describe-lag", seconds=lag, duration=lag + ctx.run_seconds(60))
     ctx.step(f"Describe {lag:g}s behind: released addresses (taken by another interface) still "
              "in it, the new pods' missing", **focus)
 

@@ -7,7 +7,7 @@ deleting, or took it back from IMDS, and the ENI was left "available" for good, 
 account an ENI and the subnet its addresses.
 
 Node 0 (t3.small: 3 ENIs of 3 secondary addresses, WARM_ENI_TARGET=1) fills a secondary
-ENI with pods under the gate's `slow_attachment` fault (detaches take DETACH_S seconds);
+ENI with pods under the gate's `slow-attachment` fault (detaches take DETACH_S seconds);
 the pods leave, and once EC2 shows one of the node's ENIs detaching, the node's daemon is
 restarted, and pods come to node 0 at once (up to its 3 ENIs' worth: the last may wait for
 the detach). Once it is over, the node's pods leave again and an ENI is freed without a
@@ -46,7 +46,7 @@ DETACH_S = 12.0
 )
 def run(ctx: Ctx) -> None:
     peers(ctx, node=1, count=2)
-    ctx.ec2_fault("slow_attachment", target={"action": "DetachNetworkInterface"},
+    ctx.ec2_fault("slow-attachment", target={"action": "DetachNetworkInterface"},
                   attach_s=0.0, detach_s=DETACH_S)
     # 1: a restart while the freed ENI is detaching, and pods that come at once after it
     # (a build that took the ENI back hands them its addresses).

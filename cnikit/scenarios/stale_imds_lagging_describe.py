@@ -48,7 +48,7 @@ def run(ctx: Ctx) -> None:
     lag = ctx.run_seconds(60 + 60 + 40)
     age_past(ctx, lag)
     stale = ctx.imds_fault("stale", target={"mac": eni.mac})
-    ctx.ec2_fault("describe_lag", seconds=lag, duration=3 * lag)
+    ctx.ec2_fault("describe-lag", seconds=lag, duration=3 * lag)
     ctx.step(f"IMDS stale, Describe {lag:g}s behind", **focus)
 
     with ctx.take_released(eni.eni_id) as taker:  # before the build hears the answer

@@ -22,7 +22,7 @@ def _macs(models, iid: str) -> frozenset[str]:
 class StaleUntilChange(ImdsFault):
     """Freeze which interfaces the instance is served, until EC2 changes them again."""
 
-    kind = "stale_until_change"
+    kind = "stale-until-change"
     stage = "content"
     order = 25  # after lag and stale (it freezes the served list), before missing
     targets = ("instance_id",)
@@ -40,7 +40,7 @@ class StaleUntilChange(ImdsFault):
     def parse_target(cls, spec: dict[str, Any], resolver=None, **kw: Any):
         target = super().parse_target(spec, resolver, **kw)
         if target.instance_id is None:
-            raise SpecError("stale_until_change needs target.instance_id")
+            raise SpecError("stale-until-change needs target.instance_id")
         return target
 
     def start(self, engine) -> None:

@@ -163,7 +163,7 @@ def test_certification_runs_are_strict_and_exploratory_ones_are_not(monkeypatch)
 
 
 def test_a_detaching_enis_addresses_are_no_unknown_leak():
-    """EC2 still gives a node a detaching ENI's addresses (slow_attachment, upstream #732)
+    """EC2 still gives a node a detaching ENI's addresses (slow-attachment, upstream #732)
     after the build let the ENI go: on their way out, not leaked."""
     for detaching, found in ((True, []), (False, ["10.0.1.10", "10.0.1.9"])):
         h, inv = live(False)

@@ -19,7 +19,7 @@ def nem(i, t, type_, op, **value):
 HISTORY = [
     nem(0, 0.0, "start", "imds-fault", id="f1", kind="stale"),
     nem(1, 1.0, "info", "ec2-assign-elsewhere"),
-    nem(2, 2.0, "start", "ec2-fault", id="ec2f-1", kind="describe_lag", duration=2.0),
+    nem(2, 2.0, "start", "ec2-fault", id="ec2f-1", kind="describe-lag", duration=2.0),
     nem(3, 3.0, "start", "daemon-restart", id="restart-0-1"),
     nem(4, 3.5, "end", "daemon-restart", id="restart-0-1"),
     nem(5, 5.0, "end", "imds-fault", id="f1"),
@@ -31,13 +31,13 @@ HISTORY = [
 def test_overlapping_faults_are_counted_by_pair_set_and_family():
     cov = coverage(HISTORY)
     pairs = {tuple(p["faults"]): p for p in cov["pairs"]}
-    assert pairs[("ec2 describe_lag", "imds stale")]["seconds"] == 2.0  # 2..4 (its duration)
-    assert pairs[("daemon down", "ec2 describe_lag")]["seconds"] == 0.5
+    assert pairs[("ec2 describe-lag", "imds stale")]["seconds"] == 2.0  # 2..4 (its duration)
+    assert pairs[("daemon down", "ec2 describe-lag")]["seconds"] == 0.5
     assert pairs[("address moved", "imds stale")] == {"faults": ["address moved", "imds stale"],
                                                       "seconds": 0.0, "times": 1}
     assert not any("imds error" in p["faults"] for p in cov["pairs"])
     top = cov["combinations"][0]
-    assert top["faults"] == ["daemon down", "ec2 describe_lag", "imds stale"]
+    assert top["faults"] == ["daemon down", "ec2 describe-lag", "imds stale"]
     assert top["seconds"] == 0.5
     assert cov["families"] == {"imds+ec2": 1.5, "imds+ec2+process": 0.5}
     assert cov["classes"]["imds stale"] == {"times": 1, "seconds": 5.0}
@@ -55,7 +55,7 @@ def test_the_report_shows_the_coverage():
                      "imds_events": [], "audit": [], "versions": {}})
     assert doc["coverage"]["families"]["imds+ec2+process"] == 0.5
     page = html.render(doc, tl)
-    assert "Fault combinations" in page and "ec2 describe_lag + imds stale" in page
+    assert "Fault combinations" in page and "ec2 describe-lag + imds stale" in page
 
 
 def test_compounds_are_drawn_from_the_seed_and_cover_every_pair_of_families():
@@ -72,7 +72,7 @@ def test_compounds_are_drawn_from_the_seed_and_cover_every_pair_of_families():
                 assert len(set(fams)) == len(fams) >= 2
                 met |= set(itertools.combinations(sorted(fams), 2))
                 kinds = {p["kind"] for p in op["parts"]}
-                if "take_held" in kinds:  # its address is given back later
+                if "take-held" in kinds:  # its address is given back later
                     assert any(o["op"] == "give-back" and o["id"] == op["id"] and
                                o["at"] >= op["at"] for o in sched)
     assert met == set(itertools.combinations(sorted(COMPOUND_PARTS), 2))

@@ -54,7 +54,7 @@ from fault_imds.faults.base import ImdsFault
 class OnlyPrimary(ImdsFault):
     """Serve only the first local-ipv4 of the targeted ENIs (a throwaway content kind)."""
 
-    kind = "only_primary"
+    kind = "only-primary"
     stage = "content"
     order = 40
     targets = ("instance_id", "mac", "eni_id")
@@ -114,7 +114,7 @@ def test_imds_kind_is_one_new_file(tmp_path, gate_cloud, gate_new_vpc):
         status, body = http("GET", imds.control_url + "/kinds")
         kinds = json.loads(body)
         assert kinds["teapot"]["stage"] == "request" and kinds["teapot"]["order"] == 35
-        assert kinds["only_primary"]["stage"] == "content"
+        assert kinds["only-primary"]["stage"] == "content"
 
         base = imds.url + "/latest/meta-data/"
         macs = wait_for(lambda: http("GET", base + "network/interfaces/macs/")[1].decode(), 30,
@@ -137,7 +137,7 @@ def test_imds_kind_is_one_new_file(tmp_path, gate_cloud, gate_new_vpc):
         assert status == 400 and "status must be" in json.loads(refused)["error"]
 
         status, added = http("POST", imds.control_url + "/faults",
-                             {"kind": "only_primary", "target": {"eni_id": inst.primary_eni_id}})
+                             {"kind": "only-primary", "target": {"eni_id": inst.primary_eni_id}})
         assert status == 201, added
         assert http("GET", ips_path)[1].decode().split() == [inst.primary_ip]
         assert http("DELETE", imds.control_url + "/faults")[0] == 200
@@ -208,7 +208,7 @@ def test_the_real_packages_do_not_have_the_throwaway_kinds():
     from fault_imds.faults import KINDS as IMDS_KINDS
 
     assert "teapot" not in EC2_KINDS and "teapot" not in IMDS_KINDS
-    assert "only_primary" not in IMDS_KINDS
+    assert "only-primary" not in IMDS_KINDS
 
 
 # -- the shared model ------------------------------------------------------------------------
@@ -284,7 +284,7 @@ def test_content_kinds_take_no_probability():
 @pytest.mark.parametrize("spec, reason", [
     ({"kind": "latency", "ms": "fast"}, "ms must be a number"),
     ({"kind": "throttle", "rate": 0}, "rate must be > 0"),
-    ({"kind": "describe_lag", "seconds": 301}, "seconds must be <= 300"),
+    ({"kind": "describe-lag", "seconds": 301}, "seconds must be <= 300"),
     ({"kind": "error", "target": {"action": ""}}, "target action must be an EC2 action name"),
     ({"kind": "error", "target": "DescribeVpcs"}, "target must be an object"),
     ({"kind": "error", "target": {"mac": "0a:00:00:00:00:01"}}, "unknown target field 'mac'"),

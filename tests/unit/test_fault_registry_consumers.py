@@ -105,7 +105,7 @@ def early():
     IMDS_FAULTS.add_stage(EarlyStage("early", hook=REQUEST, order=-1))
 
     class Teapot(ImdsFault):
-        kind = "early_teapot"
+        kind = "early-teapot"
         stage = "early"
         uses_probability = True
         targets = ("instance_id", "path")
@@ -115,7 +115,7 @@ def early():
             return Answer(418, body=b"short and stout")
 
     yield Teapot
-    IMDS_FAULTS.remove("early_teapot")
+    IMDS_FAULTS.remove("early-teapot")
     IMDS_FAULTS.remove_stage("early")
 
 
@@ -194,8 +194,8 @@ def test_both_kinds_endpoints_list_new_kinds_and_their_params(truncate, partial,
     ec2 = get_json(gate_cloud.endpoint + "/_cnikit/kinds")
     assert ec2["partial"]["stage"] == "params"
     assert ec2["partial"]["params"]["keep"]["default"] == 1
-    assert set(ec2) == set(EC2_FAULTS) and ec2["lost_response"]["chaos"] is False
-    assert ec2["describe_lag"]["params"]["seconds"]["check"] == "a number >= 0 and <= 300"
+    assert set(ec2) == set(EC2_FAULTS) and ec2["lost-response"]["chaos"] is False
+    assert ec2["describe-lag"]["params"]["seconds"]["check"] == "a number >= 0 and <= 300"
 
 
 def test_random_chaos_draws_new_kinds_with_their_attributes(truncate, partial):
@@ -234,7 +234,7 @@ THROWAWAY = {
                           params=("node",))],
 }
 THROWAWAY["imds"][-1].chaos = None  # defined, never drawn
-DIGEST = "fcac9b7ca10a9610d5883ad034ffb2a603c601c806d9f1eced654ddc7664c3f3"
+DIGEST = "d7d644583b9895583fa24e1e54f1ce70064a4c9dc47c5efe31de55eb0460f7e8"
 
 
 def _registries(monkeypatch, items: dict[str, list], reverse: bool = False) -> None:
@@ -319,7 +319,7 @@ def test_the_imds_runs_a_stage_registered_from_a_module(early, server, fc, insta
     imds = Imds(server.url, instance.instance_id)
     fc.add("error", target={"instance_id": instance.instance_id}, status=503)
     assert imds.get("/latest/meta-data/ami-id")[0] == 503
-    fc.add("early_teapot", target={"path": "*/ami-id"})
+    fc.add("early-teapot", target={"path": "*/ami-id"})
     status, body, _ = imds.get("/latest/meta-data/ami-id")
     assert (status, body) == (418, "short and stout")  # the early stage answers first
     assert imds.get("/latest/meta-data/instance-id")[0] == 503

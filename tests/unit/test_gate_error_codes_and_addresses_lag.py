@@ -1,5 +1,5 @@
 """EC2 faults of issue 30's rows A and H on the gate: `error` answering any code, message
-and status (cilium #11088), and `addresses_lag`, Describe showing a new ENI attached before
+and status (cilium #11088), and `addresses-lag`, Describe showing a new ENI attached before
 its secondary addresses (amazon-vpc-cni-k8s #1148, #989)."""
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def test_addresses_lag_new_eni_attached_before_its_addresses(gate_fault_vpc):
     ec2 = cloud.client()
     old = new_eni(ec2, topo, 2)
     old_ips = cloud.gate.owners().enis[old].ips
-    cloud.gate.faults.add("addresses_lag", seconds=1.0, new_enis=True)
+    cloud.gate.faults.add("addresses-lag", seconds=1.0, new_enis=True)
     eni = new_eni(ec2, topo, 3)
     truth = cloud.gate.owners().enis[eni].ips
     assert len(truth) == 4
@@ -102,7 +102,7 @@ def test_addresses_lag_every_eni_lags_assigns(gate_fault_vpc):
     ec2 = cloud.client()
     eni = topo.instances[0].primary_eni_id
     before = shown(ec2, eni)
-    cloud.gate.faults.add("addresses_lag", seconds=1.0)
+    cloud.gate.faults.add("addresses-lag", seconds=1.0)
     new = ec2.assign_private_ip_addresses(NetworkInterfaceId=eni,
                                           SecondaryPrivateIpAddressCount=1)[
         "AssignedPrivateIpAddresses"][0]["PrivateIpAddress"]
@@ -114,9 +114,9 @@ def test_addresses_lag_bad_specs_and_kinds():
     faults = FaultSet()
     for attrs in ({"seconds": -1}, {"seconds": 1e6}, {"new_enis": "yes"}):
         with pytest.raises(UsageError):
-            faults.add("addresses_lag", **attrs)
+            faults.add("addresses-lag", **attrs)
     assert faults.list() == []
-    fid = faults.add("addresses_lag", seconds=2, new_enis=True)
+    fid = faults.add("addresses-lag", seconds=2, new_enis=True)
     call = faults.describe_view()
     assert call.lag == 0.0 and call.addresses == [(2.0, call.addresses[0][1])]
     assert call.addresses[0][1] is not None
@@ -135,17 +135,17 @@ def test_control_api_takes_both_kinds_and_refuses_bad_ones_in_one_line(gate_faul
     for spec in ({"kind": "error", "code": "IncorrectInstanceState", "status": 400,
                   "message": "Instance 'i-1' is not 'running' or 'stopped'.",
                   "target": {"action": "AttachNetworkInterface"}},
-                 {"kind": "addresses_lag", "seconds": 3, "new_enis": True, "duration": 30}):
+                 {"kind": "addresses-lag", "seconds": 3, "new_enis": True, "duration": 30}):
         r = http.request("POST", base, body=json.dumps(spec))
         assert r.status == 201, r.data
         fault = json.loads(r.data)["fault"]
         assert {k: fault[k] for k in spec if k != "duration"} == {
             k: v for k, v in spec.items() if k != "duration"}
     for bad in ({"kind": "error", "code": "not a code"}, {"kind": "error", "status": 99},
-                {"kind": "addresses_lag", "new_enis": 1}, {"kind": "addresses_lag", "seconds": -2}):
+                {"kind": "addresses-lag", "new_enis": 1}, {"kind": "addresses-lag", "seconds": -2}):
         r = http.request("POST", base, body=json.dumps(bad))
         reason = json.loads(r.data)["error"]
         assert r.status == 400 and reason and "\n" not in reason
     kinds = json.loads(http.request("GET", cloud.endpoint + "/_cnikit/kinds").data)
-    assert "addresses_lag" in json.dumps(kinds) and "message" in json.dumps(kinds)
+    assert "addresses-lag" in json.dumps(kinds) and "message" in json.dumps(kinds)
     assert len(json.loads(http.request("GET", base).data)["faults"]) == 2

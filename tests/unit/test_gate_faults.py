@@ -1,4 +1,4 @@
-"""EC2 faults on the gate (throttle, error, latency, lost_response, describe_lag), their HTTP
+"""EC2 faults on the gate (throttle, error, latency, lost-response, describe-lag), their HTTP
 API, the audit log."""
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def test_lost_response_changes_ec2_and_answers_an_error(gate_fault_vpc):
     eni = topo.instances[0].primary_eni_id
     ips = [a["PrivateIpAddress"] for a in ec2.assign_private_ip_addresses(
         NetworkInterfaceId=eni, SecondaryPrivateIpAddressCount=2)["AssignedPrivateIpAddresses"]]
-    cloud.gate.faults.add("lost_response", target={"action": "UnassignPrivateIpAddresses"})
+    cloud.gate.faults.add("lost-response", target={"action": "UnassignPrivateIpAddresses"})
     once = boto3.client("ec2", endpoint_url=cloud.endpoint, region_name=cloud.region,
                         aws_access_key_id="test", aws_secret_access_key="test",
                         config=botocore.config.Config(retries={"total_max_attempts": 1}))
@@ -104,7 +104,7 @@ def test_lost_response_changes_ec2_and_answers_an_error(gate_fault_vpc):
     assert code == "InvalidParameterValue" and ips[1] not in cloud.gate.owners().enis[eni].ips
     # Read calls and refused calls are never "lost": only a change EC2 made.
     cloud.gate.faults.clear()
-    cloud.gate.faults.add("lost_response")
+    cloud.gate.faults.add("lost-response")
     ec2.describe_network_interfaces(NetworkInterfaceIds=[eni])
     assert error_of(lambda: ec2.unassign_private_ip_addresses(
         NetworkInterfaceId=eni, PrivateIpAddresses=[ips[0]]))[0] == "InvalidParameterValue"
@@ -122,7 +122,7 @@ def test_describe_lag_shows_old_state_then_catches_up(gate_fault_vpc):
     cloud, topo = gate_fault_vpc
     ec2 = cloud.client()
     eni = topo.instances[0].primary_eni_id
-    cloud.gate.faults.add("describe_lag", seconds=1.0)
+    cloud.gate.faults.add("describe-lag", seconds=1.0)
 
     def visible():
         try:

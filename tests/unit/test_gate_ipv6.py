@@ -299,7 +299,7 @@ def test_a_lost_answer_still_assigns(v6):
     cloud, topo, ec2 = v6
     eni = topo.instances[0].primary_eni_id
     made = len([r for r in cloud.gate.audit.records() if r.action == "AssignIpv6Addresses"])
-    cloud.gate.faults.add("lost_response", target={"action": "AssignIpv6Addresses"})
+    cloud.gate.faults.add("lost-response", target={"action": "AssignIpv6Addresses"})
     with pytest.raises(ClientError):
         ec2.assign_ipv6_addresses(NetworkInterfaceId=eni, Ipv6AddressCount=1)
     cloud.gate.faults.clear()
@@ -337,7 +337,7 @@ def test_the_aws_cli_assigns_and_unassigns_ipv6_through_the_gate(v6, tmp_path):
     assert gone not in v6s(ec2, eni)
 
 
-@pytest.mark.parametrize("kind", ["addresses_lag", "describe_lag"])
+@pytest.mark.parametrize("kind", ["addresses-lag", "describe-lag"])
 def test_a_lagging_describe_lags_the_ipv6_lists_too(v6, kind):
     cloud, topo, ec2 = v6
     eni = topo.instances[0].primary_eni_id

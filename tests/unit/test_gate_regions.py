@@ -146,11 +146,11 @@ def test_a_fault_naming_a_region_acts_only_on_calls_signed_for_it(gate_cloud):
                                                "us-east-1a")))
     faults = gate_cloud.gate.faults
     throttle = faults.add("throttle", target={"action": "DescribeVpcs", "region": "us-west-2"})
-    lag = faults.add("describe_lag", target={"region": "us-west-2"}, seconds=60)
+    lag = faults.add("describe-lag", target={"region": "us-west-2"}, seconds=60)
     try:
         assert [(f["kind"], f["target"]) for f in faults.list()] == [
             ("throttle", {"action": "DescribeVpcs", "region": "us-west-2"}),
-            ("describe_lag", {"region": "us-west-2"})]
+            ("describe-lag", {"region": "us-west-2"})]
         with pytest.raises(ClientError) as exc:
             west.describe_vpcs()
         assert exc.value.response["Error"]["Code"] == "RequestLimitExceeded"

@@ -1,4 +1,4 @@
-"""slow_attachment: attach and detach that take time, as real EC2's (upstream #732, #401)."""
+"""slow-attachment: attach and detach that take time, as real EC2's (upstream #732, #401)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def test_detach_takes_time_and_delete_is_refused_meanwhile(gate_vpc):
     ec2 = cloud.client()
     inst = topo.instances[0]
     eni = new_eni(ec2, topo)
-    cloud.gate.faults.add("slow_attachment", attach_s=1.0, detach_s=2.0)
+    cloud.gate.faults.add("slow-attachment", attach_s=1.0, detach_s=2.0)
     att = ec2.attach_network_interface(NetworkInterfaceId=eni, InstanceId=inst.instance_id,
                                        DeviceIndex=1)["AttachmentId"]
     assert _status(ec2, eni) == ("in-use", "attaching")
@@ -45,7 +45,7 @@ def test_pending_transition_survives_a_resync_and_shutdown_cancels_it(gate_new_v
         topo = gate_new_vpc(cloud)
         ec2 = cloud.client()
         eni = new_eni(ec2, topo)
-        cloud.gate.faults.add("slow_attachment", attach_s=0, detach_s=60.0)
+        cloud.gate.faults.add("slow-attachment", attach_s=0, detach_s=60.0)
         att = ec2.attach_network_interface(NetworkInterfaceId=eni,
                                            InstanceId=topo.instances[0].instance_id,
                                            DeviceIndex=1)["AttachmentId"]
@@ -61,10 +61,10 @@ def test_pending_transition_survives_a_resync_and_shutdown_cancels_it(gate_new_v
 def test_bad_slow_attachment_spec_is_a_400(gate_cloud):
     http = urllib3.PoolManager()
     base = gate_cloud.endpoint + "/_cnikit/faults"
-    for bad in ({"kind": "slow_attachment", "detach_s": -1},
-                {"kind": "slow_attachment", "attach_s": "slow"},
-                {"kind": "slow_attachment", "detach_s": 1e6},
-                {"kind": "slow_attachment", "settle": 3}):
+    for bad in ({"kind": "slow-attachment", "detach_s": -1},
+                {"kind": "slow-attachment", "attach_s": "slow"},
+                {"kind": "slow-attachment", "detach_s": 1e6},
+                {"kind": "slow-attachment", "settle": 3}):
         r = http.request("POST", base, body=json.dumps(bad))
         assert r.status == 400, bad
         assert "\n" not in json.loads(r.data)["error"]

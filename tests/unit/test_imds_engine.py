@@ -194,7 +194,7 @@ def test_a_kinds_declared_order_places_it_in_the_composition():
     from fault_imds.faults import KINDS, ImdsFault
 
     class AddOne(ImdsFault):
-        kind = "test_add_one"
+        kind = "test-add-one"
         stage = "content"
         order = 25
 
@@ -208,19 +208,19 @@ def test_a_kinds_declared_order_places_it_in_the_composition():
     try:
         e = Engine(clock=Clock())
         e.set_state(state(0, [eni("eni-0", MAC0, "i-1", 0, ["10.0.1.4", "10.0.1.5"])]))
-        added = e.add({"kind": "test_add_one"})
+        added = e.add({"kind": "test-add-one"})
         assert served_ips(e) == ["10.0.1.4", "10.0.1.5", "10.0.1.99"]  # it fires
         e.remove(added.id)
         e.add({"kind": "missing", "target": {"ips": ["10.0.1.99"]}})  # created first
-        e.add({"kind": "test_add_one"})
+        e.add({"kind": "test-add-one"})
         assert served_ips(e) == ["10.0.1.4", "10.0.1.5"]  # missing ran after it
         e.clear()
-        for kind, target in (("missing", {"ips": ["10.0.1.99"]}), ("test_add_one", {}),
+        for kind, target in (("missing", {"ips": ["10.0.1.99"]}), ("test-add-one", {}),
                              ("stale", {"mac": MAC0})):  # created in reverse order
             e.add({"kind": kind, "target": target})
-        assert [f.kind for f in e.content_faults] == ["stale", "test_add_one", "missing"]
+        assert [f.kind for f in e.content_faults] == ["stale", "test-add-one", "missing"]
     finally:
-        KINDS.remove("test_add_one")
+        KINDS.remove("test-add-one")
 
 
 def test_stale_until_change_lists_a_departed_eni_until_the_next_change():
@@ -236,8 +236,8 @@ def test_stale_until_change_lists_a_departed_eni_until_the_next_change():
     e = Engine(clock=Clock())
     e.set_state(state(0, [e0, e1]))
     with pytest.raises(SpecError, match="instance_id"):
-        e.add({"kind": "stale_until_change", "target": {}})
-    f = e.add({"kind": "stale_until_change", "target": {"instance_id": "i-1"},
+        e.add({"kind": "stale-until-change", "target": {}})
+    f = e.add({"kind": "stale-until-change", "target": {"instance_id": "i-1"},
                "missed_changes": 1})
     # eni-1 detached and deleted (change 1, missed): still listed, its addresses as they were.
     e.set_state(state(1, [eni("eni-0", MAC0, "i-1", 0, ["10.0.1.4", "10.0.1.6"])]))
@@ -259,13 +259,13 @@ def test_stale_until_change_default_ends_at_the_first_change_and_hides_new_enis(
     e0 = eni("eni-0", MAC0, "i-1", 0, ["10.0.1.4"])
     e = Engine(clock=Clock())
     e.set_state(state(0, [e0]))
-    f = e.add({"kind": "stale_until_change", "target": {"instance_id": "i-1"}})
+    f = e.add({"kind": "stale-until-change", "target": {"instance_id": "i-1"}})
     # An address change is no interface change: the fault stays, the entry follows EC2.
     e.set_state(state(1, [eni("eni-0", MAC0, "i-1", 0, ["10.0.1.4", "10.0.1.5"])]))
     assert f.id in e.faults and served_ips(e) == ["10.0.1.4", "10.0.1.5"]
     e.set_state(state(2, [e0, eni("eni-1", MAC1, "i-1", 1, ["10.0.1.9"])]))
     assert f.id not in e.faults and served_ips(e, mac=MAC1) == ["10.0.1.9"]
-    f2 = e.add({"kind": "stale_until_change", "target": {"instance_id": "i-1"},
+    f2 = e.add({"kind": "stale-until-change", "target": {"instance_id": "i-1"},
                 "missed_changes": 5})
     e.set_state(state(3, [e0, eni("eni-1", MAC1, "i-1", 1, ["10.0.1.9"]),
                           eni("eni-2", "02:00:00:00:00:03", "i-1", 2, ["10.0.1.20"])]))
@@ -273,7 +273,7 @@ def test_stale_until_change_default_ends_at_the_first_change_and_hides_new_enis(
 
 
 def test_a_detaching_eni_is_listed_and_an_attaching_one_is_not():
-    """The gate's slow_attachment (upstream #732): real IMDS lists an ENI until its detach
+    """The gate's slow-attachment (upstream #732): real IMDS lists an ENI until its detach
     completes, and not before its attach has."""
     m = build_models(state(0, [
         eni("eni-0", MAC0, "i-1", 0, ["10.0.1.4"]),

@@ -168,7 +168,7 @@ def test_ec2_api_faults_do_not_reach_the_imds(imds_cloud, server, topo, ec2):
     inst = topo.instances[2]
     imds = as_instance(server, topo, 2)
     gate = imds_cloud.gate
-    lag = gate.faults.add("describe_lag", seconds=3.0)
+    lag = gate.faults.add("describe-lag", seconds=3.0)
     try:
         # The lagging view must know the ENI already (it is rendered as of 3 s ago).
         def lagging_view():
@@ -665,6 +665,6 @@ def test_events_long_poll_and_kinds(server, topo, fc):
 
     assert set(kinds) == set(KINDS.describe())
     assert {"stale", "missing", "lag", "error", "latency", "token", "drop",
-            "stale_until_change"} <= set(kinds)
+            "stale-until-change"} <= set(kinds)
     assert "probability" in kinds["error"]["attributes"]
     assert fc.list()[0]["target"] == {"path": "*/ami-id"}

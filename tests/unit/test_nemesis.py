@@ -301,7 +301,7 @@ def test_another_principal_detaches_an_eni_out_of_band(nemesis):
 def test_a_deleted_eni_stays_listed_until_the_next_change_and_its_end_is_recorded_once(
         nemesis, parts):
     """VPC CNI #1008/#2497: the nemesis deletes an ENI while IMDS keeps listing it
-    (stale_until_change surviving the detach); the next attach ends the fault by itself,
+    (stale-until-change surviving the detach); the next attach ends the fault by itself,
     and the end is one entry, `by: "ended"` with why, though the follower runs too (and
     the follower never records the nemesis's own start a second time)."""
     n, h, topo, _ = nemesis
@@ -320,7 +320,7 @@ def test_a_deleted_eni_stays_listed_until_the_next_change_and_its_end_is_recorde
     wait_for(lambda: mac in (view.text(MACS) or ""), 10, "the IMDS to list the new ENI")
     follower = n.follow(interval=0.05)
     try:
-        f = n.imds_fault("stale_until_change", target={"instance_id": inst.instance_id},
+        f = n.imds_fault("stale-until-change", target={"instance_id": inst.instance_id},
                          missed_changes=1)
         n.delete_eni(eni)
         assert eni not in cloud.gate.owners().enis

@@ -240,15 +240,15 @@ def test_an_inconclusive_run_is_reported_as_one_with_its_precondition(tmp_path):
 
 
 def test_a_fault_that_ended_by_itself_ends_on_the_timeline_with_why(tmp_path):
-    """stale_until_change ends at the instance's next attach/detach (fault_ended, why):
+    """stale-until-change ends at the instance's next attach/detach (fault_ended, why):
     its span ends there, and says why."""
     r = story()
-    added = {"id": "f2", "kind": "stale_until_change", "target": {"instance_id": I1},
+    added = {"id": "f2", "kind": "stale-until-change", "target": {"instance_id": I1},
              "duration": None, "created": T0 + 3, "expires": None, "missed_changes": 1}
     r["imds_events"] += [
         {"seq": 6, "time": T0 + 3, "type": "fault_added", "fault": added},
         {"seq": 7, "time": T0 + 8, "type": "fault_ended", "fault": added,
          "why": f"change 2 of {I1}'s interfaces (+02:00:00:00:00:09)"}]
     text = " ".join(parse(write_report(tmp_path, r)["html"].read_text()).text)
-    assert "IMDS stale_until_change" in text
+    assert "IMDS stale-until-change" in text
     assert "ended: change 2 of" in text

@@ -59,7 +59,7 @@ def test_a_release_is_taken_before_its_caller_can_assign_the_address_again(takin
 
 def test_a_release_whose_answer_is_lost_is_taken_all_the_same(taking):
     n, h, cloud, eni, spare, ips = taking
-    cloud.gate.faults.add("lost_response", target={"action": "UnassignPrivateIpAddresses"})
+    cloud.gate.faults.add("lost-response", target={"action": "UnassignPrivateIpAddresses"})
     with n.take_on_release(eni, spare) as taker:
         with pytest.raises(Exception, match="InternalError"):
             once(cloud).unassign_private_ip_addresses(NetworkInterfaceId=eni,

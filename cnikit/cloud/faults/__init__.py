@@ -75,6 +75,8 @@ class FaultSet:
         """Validate and add a fault from its JSON spec; its id. UsageError (nothing added)."""
         with self._lock:
             fid = f"ec2f-{self._next + 1}"
+            if isinstance(spec, dict):  # a kind in an old spelling is taken, with a warning
+                spec = {**spec, "kind": KINDS.by_name.respelled(spec.get("kind"))}
             try:
                 fault = Ec2Fault.from_spec(spec, fid, time.monotonic(), time.time())
             except SpecError as e:

@@ -44,7 +44,7 @@ class AddressesLag(Ec2Fault):
     addresses, and its next Assign hit PrivateIpAddressLimitExceeded). `new_enis`: only ENIs
     attached since the fault began lag. The truth (ownership, the rules) never lags."""
 
-    kind = "addresses_lag"
+    kind = "addresses-lag"
     stage = "addresses"
     params = {
         "seconds": Param(number(0, MAX_LAG_S), 5.0, help="how far the address lists lag"),

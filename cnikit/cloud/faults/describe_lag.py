@@ -7,7 +7,7 @@ class DescribeLag(Ec2Fault):
     """DescribeNetworkInterfaces shows the state as it was `seconds` ago (EC2 is eventually
     consistent), at most MAX_LAG_S. The truth (ownership, the rules) never lags."""
 
-    kind = "describe_lag"
+    kind = "describe-lag"
     stage = "describe"
     params = {"seconds": Param(number(0, MAX_LAG_S), 5.0, help="how far behind")}
     description = "DescribeNetworkInterfaces shows the state of `seconds` ago"

@@ -8,7 +8,7 @@ class LostResponse(Error):
     (InternalError 500 by default) for a change that was made, as after a timeout. Its retry
     then meets the new state (an Unassign of an address no longer on the ENI is refused)."""
 
-    kind = "lost_response"
+    kind = "lost-response"
     stage = "response"
     order = 10
     description = "the call takes effect, then `code` is answered (a lost response)"

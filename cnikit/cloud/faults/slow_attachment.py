@@ -15,7 +15,7 @@ class SlowAttachment(Ec2Fault):
     currently in use." (cnikit.cloud.gate.transition_stage). Its target's `action` narrows it
     to one of the two."""
 
-    kind = "slow_attachment"
+    kind = "slow-attachment"
     stage = "transition"
     params = {
         "attach_s": Param(number(0, MAX_TRANSITION_S), 2.0,

@@ -20,7 +20,7 @@ How it works
   Prefixes (/28) live only in the gate: moto ignores them.
 - DescribeNetworkInterfaces is answered from the mirror, rendered from the upstream's own
   XML for each ENI with the gate's addresses, prefixes and attachment: filters moto crashes
-  on work, prefixes show, `describe_lag` renders the state of N seconds ago, and it costs
+  on work, prefixes show, `describe-lag` renders the state of N seconds ago, and it costs
   no upstream call. Other reads are forwarded untouched.
 - Faults (cnikit/cloud/faults/) are applied before a call is served, except to calls the
   fault IMDS marks (faultcore.caller's header): it plays the hypervisor, which EC2 API

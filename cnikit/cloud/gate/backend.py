@@ -5,7 +5,7 @@
   no answer at all an `UpstreamUnreachable`, a non-XML error (moto's HTML 500) EC2's
   `InternalError`.
 - Regions: each has its own mirror (models.Mirror) and its ENIs' recent past (for
-  `describe_lag`); a region's first request loads it from the upstream.
+  `describe-lag`); a region's first request loads it from the upstream.
 - Changes: every change of a mirror goes through `mutate` (loop thread only), which wakes
   the waiters of `wait_change` and the change feed and records the ENIs for Describe's
   history. A mutating call the gate does not model is forwarded and followed by a resync.
@@ -62,7 +62,7 @@ class UpstreamError(Exception):
 
 
 class Region:
-    """One region the gate serves: its mirror and its ENIs' recent past (for describe_lag)."""
+    """One region the gate serves: its mirror and its ENIs' recent past (for describe-lag)."""
 
     def __init__(self, name: str, mirror: Mirror):
         self.name = name

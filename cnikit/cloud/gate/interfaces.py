@@ -174,7 +174,7 @@ class InterfaceActions(ActionGroup):
     async def _describe_enis(self, r: Region, params, headers) -> tuple[int, bytes]:
         view = None if _spared(headers) else self.backend.faults.describe_view(r.name)
         enis = self.backend.enis_as_of(r, view.lag if view else 0.0)
-        if view and view.addresses:  # addresses_lag: address lists behind the attachments
+        if view and view.addresses:  # addresses-lag: address lists behind the attachments
             enis = self.backend.addresses_as_of(r, enis, view.addresses)
         wanted = Q.filters(params)
         for name in wanted:

@@ -1,4 +1,4 @@
-"""Attach and detach that take time (the EC2 fault kind `slow_attachment`, on the fault
+"""Attach and detach that take time (the EC2 fault kind `slow-attachment`, on the fault
 stage `transition`): the gate side.
 
 The upstream (moto, LocalStack) attaches and detaches at once. When the transition hook
