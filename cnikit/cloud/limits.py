@@ -1,44 +1,58 @@
-"""Per-instance-type network limits: ENIs per instance, IPv4 addresses per ENI.
+"""Per-instance-type network limits: the kit's table of real instance types.
 
-The gate asks the upstream (DescribeInstanceTypes) first, because moto and LocalStack know
-hundreds of types; this table is the fallback when the upstream does not answer, and the
-figures are AWS's published ones.
+`instance_types.json` holds a few tens of real types (the ones the kit's scenarios and
+targets use, multi-card ones, trn1, t3, Nitro types with IPv6): per type, the IPv4 and IPv6
+addresses per ENI (an IPv6 figure of 0: the type has no IPv6), the maximum ENIs of each
+network card in card-index order, the EFA interfaces it takes (`efa`, absent: none) and
+whether it encrypts traffic in transit. ENIs, IPv4 addresses and cards are the figures of
+aws/amazon-vpc-cni-k8s's generated table (pkg/vpc/vpc_ip_resource_limit.go, generated from
+DescribeInstanceTypes in 17 regions, as of commit b521883); the IPv6, EFA and encryption
+figures, which that table leaves out, are EC2's DescribeInstanceTypes answers as moto 5.2
+ships them (tests/unit/test_instance_types.py holds the table to both). Whether a type can
+take a trunk ENI is `BRANCH_INTERFACES` below, never a second list.
+
+The gate enforces these limits and serves DescribeInstanceTypes from the same records
+(cnikit/cloud/gate/instance_types.py); a type outside the table is looked up upstream.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
 class InstanceLimits:
-    max_enis: int
+    max_enis: int  # the whole instance's, every card's together (EC2's MaximumNetworkInterfaces)
     ipv4_per_eni: int
     # EC2 allows as many IPv6 addresses per ENI as IPv4 ones on nearly every type
-    # (AssignIpv6Addresses' documentation); None: the IPv4 figure.
+    # (AssignIpv6Addresses' documentation); None: the IPv4 figure; 0: no IPv6.
     ipv6: int | None = None
+    # Each network card's maximum ENIs, by card index; empty: one card holding them all.
+    cards: tuple[int, ...] = ()
+    efa: int = 0  # EFA (and EFA-only) interfaces the type takes; 0: no EFA
+    encryption_in_transit: bool = False
 
     @property
     def ipv6_per_eni(self) -> int:
         return self.ipv4_per_eni if self.ipv6 is None else self.ipv6
 
+    @property
+    def card_limits(self) -> tuple[int, ...]:
+        return self.cards or (self.max_enis,)
 
-# AWS's figures (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/AvailableIpPerENI.html).
-FALLBACK: dict[str, InstanceLimits] = {
-    "t3.nano": InstanceLimits(2, 2),
-    "t3.micro": InstanceLimits(2, 2),
-    "t3.small": InstanceLimits(3, 4),
-    "t3.medium": InstanceLimits(3, 6),
-    "t3.large": InstanceLimits(3, 12),
-    "t3.xlarge": InstanceLimits(4, 15),
-    "m5.large": InstanceLimits(3, 10),
-    "m5.xlarge": InstanceLimits(4, 15),
-    "m5.2xlarge": InstanceLimits(4, 15),
-    "m5.4xlarge": InstanceLimits(8, 30),
-    "c5.large": InstanceLimits(3, 10),
-    "c5.xlarge": InstanceLimits(4, 15),
-    "r5.large": InstanceLimits(3, 10),
-}
+
+def _load() -> dict[str, InstanceLimits]:
+    raw = json.loads(Path(__file__).with_name("instance_types.json").read_text())
+    return {name: InstanceLimits(max_enis=sum(t["cards"]), ipv4_per_eni=t["ipv4"],
+                                 ipv6=t["ipv6"], cards=tuple(t["cards"]), efa=t.get("efa", 0),
+                                 encryption_in_transit=t.get("encryption_in_transit", False))
+            for name, t in raw.items()}
+
+
+# The table, by type name. (Named for its first use, when the upstream was asked first.)
+FALLBACK: dict[str, InstanceLimits] = _load()
 
 # An ENI that is attached to no instance: AWS allows up to 50 addresses on it.
 UNATTACHED = InstanceLimits(max_enis=0, ipv4_per_eni=50)
@@ -56,3 +70,7 @@ BRANCH_INTERFACES: dict[str, int] = {
     "m6i.large": 9, "m6i.xlarge": 18, "c6i.large": 9, "c6i.xlarge": 18, "r6i.large": 9,
     "m7i.large": 9, "c7i.large": 9,
 }
+
+
+def can_trunk(instance_type: str) -> bool:
+    return bool(BRANCH_INTERFACES.get(instance_type))
