@@ -325,6 +325,17 @@ class CniCluster:
         pid = self.daemons[node].pid
         return {pid} if pid else set()
 
+    # The nodes' own networks (cnikit.cluster.nemesis_hostnet.NodeNetworks).
+
+    def node_netlink(self, node: int):
+        return self.fabric.nodes[node].ns.nl
+
+    def pod_node(self, pod: str) -> tuple[int, str]:
+        p = self.fabric.pods.get(pod)
+        if p is None:
+            raise ValueError(f"no live pod {pod!r}")
+        return p.node.index, p.ip
+
     # The same for the cluster-wide components, by name (cnikit.cluster.nemesis_components).
 
     def component(self, name: str):

@@ -17,6 +17,8 @@ fixtures, `cnikit up`).
     n.unassign(ip); n.assign(ip, eni, allow_reassignment=True)    # EC2 moves a pod's address
     n.restart_all()                                 # every daemon killed, then all started at once
     n.sweep_enis(); n.detach_eni(eni); n.unassign(ip, other=True)  # another principal's acts
+    n.link_down(0, 1, 2.0); n.flush_host_routing(0)  # a node's own network under the build
+    n.delete_host_veth(pod); n.set_mtu(0, 1500, device_index=1)
     n.heal()                                        # every fault ends
 
 History entries (cnikit.check.history), process "nemesis", f the operation:
@@ -40,6 +42,8 @@ ec2-unassign (`principal`: "other" for another principal's), ec2-assign, ec2-swe
 detaches an ENI), ec2-delete-eni (an ENI detached and deleted out of band),
 component-kill and component-restart (a target's cluster-wide component, target
 {"component": name}, down from kill to restart as a daemon is),
+host-link-down (an ENI's interface down, ended by "up"), host-flush (a node's
+rules and tables flushed as a networkd restart does), host-veth-delete, host-mtu,
 daemon-restart-all (every daemon killed, then all started together: the nodes' own
 daemon-kill/daemon-restart entries frame it), ec2-take-held (an address a pod holds, taken until given back:
 the pod's damage meanwhile is the nemesis's, cnikit.check.damage), heal. The checkers never read the nemesis: they judge what the
@@ -49,7 +53,8 @@ One job a module: nemesis_log (the record), nemesis_imds (IMDS faults, and why o
 an interface that left EC2 is skipped), nemesis_ec2_faults (the gate's faults),
 nemesis_daemons (kills and restarts), nemesis_components (the same for cluster-wide
 components), nemesis_ec2_acts (another tenant's, operator's or
-principal's acts on EC2), nemesis_follower (faults others add over the control APIs).
+principal's acts on EC2), nemesis_hostnet (the node's own network under the build),
+nemesis_follower (faults others add over the control APIs).
 """
 
 from __future__ import annotations
@@ -63,6 +68,7 @@ from cnikit.cluster.nemesis_daemons import DaemonActs, NodeDaemons
 from cnikit.cluster.nemesis_ec2_acts import Ec2Acts
 from cnikit.cluster.nemesis_ec2_faults import Ec2Faults
 from cnikit.cluster.nemesis_follower import Follower
+from cnikit.cluster.nemesis_hostnet import HostNetActs
 from cnikit.cluster.nemesis_imds import NemesisFaultClient, TargetGone
 from cnikit.cluster.nemesis_log import INFO, NemesisLog
 from fault_imds.client import FaultHandle
@@ -70,7 +76,7 @@ from fault_imds.client import FaultHandle
 __all__ = ["Nemesis", "TargetGone"]  # TargetGone: what a skipped fault raises (docs/pytest.md)
 
 
-class Nemesis(NemesisLog, DaemonActs, ComponentActs, Ec2Acts):
+class Nemesis(NemesisLog, DaemonActs, ComponentActs, Ec2Acts, HostNetActs):
     """The faults one history (or several: a kit's clusters share a cloud and an IMDS) sees.
 
     `history`: a History, or a callable returning the histories to record into now.
