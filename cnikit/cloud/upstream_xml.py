@@ -131,12 +131,20 @@ def instances_from(body: bytes) -> list[InstanceState]:
 def limits_from_describe(body: bytes) -> dict[str, InstanceLimits]:
     out = {}
     for it in parse_xml(body).findall("instanceTypeSet/item"):
-        enis = it.findtext("networkInfo/maximumNetworkInterfaces")
-        ips = it.findtext("networkInfo/ipv4AddressesPerInterface")
-        ipv6 = it.findtext("networkInfo/ipv6AddressesPerInterface")
-        if _text(it, "networkInfo/ipv6Supported") == "false":
+        net = it.find("networkInfo")
+        enis = net.findtext("maximumNetworkInterfaces") if net is not None else None
+        ips = net.findtext("ipv4AddressesPerInterface") if net is not None else None
+        if not (enis and ips):
+            continue
+        ipv6 = net.findtext("ipv6AddressesPerInterface")
+        if _text(net, "ipv6Supported") == "false":
             ipv6 = "0"
-        if enis and ips:
-            out[_text(it, "instanceType")] = InstanceLimits(
-                int(enis), int(ips), int(ipv6) if ipv6 else None)
+        cards = sorted((int(_text(c, "networkCardIndex", "0")),
+                        int(_text(c, "maximumNetworkInterfaces", enis)))
+                       for c in net.findall("networkCards/item"))
+        out[_text(it, "instanceType")] = InstanceLimits(
+            int(enis), int(ips), int(ipv6) if ipv6 else None,
+            cards=tuple(most for _, most in cards),
+            efa=int(_text(net, "efaInfo/maximumEfaInterfaces", "0")),
+            encryption_in_transit=_text(net, "encryptionInTransitSupported") == "true")
     return out

@@ -9,8 +9,8 @@
 - Changes: every change of a mirror goes through `mutate` (loop thread only), which wakes
   the waiters of `wait_change` and the change feed and records the ENIs for Describe's
   history. A mutating call the gate does not model is forwarded and followed by a resync.
-- Limits: per instance type, asked of the upstream once (DescribeInstanceTypes), else
-  limits.FALLBACK.
+- Limits: per instance type, the kit's table (limits.FALLBACK); a type outside it is asked
+  of the upstream once (DescribeInstanceTypes), so a type EC2 knows is never refused.
 """
 
 from __future__ import annotations
@@ -179,9 +179,13 @@ class Backend:
     # -- mirror maintenance ---------------------------------------------------------------------
 
     def _limits_for(self, instance_type: str) -> InstanceLimits | None:
-        return self._limits.get(instance_type)
+        return FALLBACK.get(instance_type) or self._limits.get(instance_type)
 
     async def ensure_limits(self, instance_type: str) -> InstanceLimits | None:
+        """The limits the gate enforces and describes for a type: the kit's table, else the
+        upstream's figures (None: the upstream knows no such type either)."""
+        if instance_type in FALLBACK:
+            return FALLBACK[instance_type]
         if instance_type in self._limits:
             return self._limits[instance_type]
         found = None
@@ -191,8 +195,8 @@ class Backend:
             found = U.limits_from_describe(body).get(instance_type)
         except UpstreamError:
             pass
-        self._limits[instance_type] = found or FALLBACK.get(instance_type)
-        return self._limits[instance_type]
+        self._limits[instance_type] = found
+        return found
 
     async def eni_with_limits(self, r: Region, eni_id: str | None) -> Eni:
         """The ENI (EC2's not-found when unknown), its instance type's limits known to the
