@@ -110,10 +110,7 @@ class Cluster(CniCluster):
 
     def close(self) -> None:
         # The cloud and IMDS are shared: only what this cluster made goes.
-        self._stop_daemons()
-        if self.fabric is not None:
-            self.fabric.close()
-            self.fabric = None
+        self.close_run()
 
 
 @dataclass

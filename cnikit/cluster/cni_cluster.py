@@ -90,22 +90,23 @@ class CniCluster:
     def _start_cloud(self) -> None:
         """EC2 (moto embedded, or the upstream chosen), the instances, the fault IMDS."""
         from cnikit.cloud import Cloud
-        from cnikit.cluster.kube_objects import KubeObjects
-        from cnikit.kube import KubeApi
         from fault_imds.server import ImdsServer
 
         self.cloud = Cloud.start(ec2=self.ec2, endpoint=self.ec2_endpoint, seed=self.seed)
         self.topo = self.cloud.bootstrap(nodes=self.n_nodes, instance_type=self.instance_type,
                                          ipv6=self.ip_family != "ipv4")
         self.imds = ImdsServer(ec2_endpoint=self.cloud.endpoint, seed=self.imds_seed).start()
-        self.store = KubeApi().start()
-        self.kube = KubeObjects(self.store.objects)
 
     def _start_nodes(self) -> None:
         """The fabric for self.topo, then per node the target's plugin and its daemon."""
+        from cnikit.cluster.kube_objects import KubeObjects
         from cnikit.fabric.topology import Fabric
+        from cnikit.kube import KubeApi
         from cnikit.targets.node import install_plugin
 
+        # The run's own object store (a cloud and IMDS may serve several runs: pytest's).
+        self.store = KubeApi().start()
+        self.kube = KubeObjects(self.store.objects)
         self.fabric = Fabric(self.cloud, self.topo, imds=self.imds, store=self.store).start()
         self.state_root = state_root(self.fabric.rid, self.fabric.run.dir)
         self._store_clients()
@@ -356,16 +357,22 @@ class CniCluster:
         proc.start(wait=wait)
 
     def close(self) -> None:
+        self.close_run()
+        if self.imds is not None:
+            self.imds.stop()
+        if self.cloud is not None:
+            self.cloud.stop()
+
+    def close_run(self) -> None:
+        """What this run made goes: daemons, components, the fabric and the object store
+        (the cloud and the IMDS are close()'s: pytest's clusters share them)."""
         self._stop_daemons()
         if self.fabric is not None:
             self.fabric.close()
             self.fabric = None
-        if self.imds is not None:
-            self.imds.stop()
         if self.store is not None:
             self.store.stop()
-        if self.cloud is not None:
-            self.cloud.stop()
+            self.store = None
 
     def _stop_daemons(self) -> None:
         """Stop every daemon and component at once (each takes a moment to exit), then drop
