@@ -131,6 +131,10 @@ class Mirror:
             if kept is not None and eni.interface_type == "interface":
                 # moto shows every ENI as "interface": the gate's own type stands.
                 eni = replace(eni, interface_type=kept.interface_type)
+            if kept is not None and kept.attachment and eni.attachment and \
+                    kept.attachment.attachment_id == eni.attachment.attachment_id:
+                eni = replace(eni, attachment=replace(  # and so does its network card
+                    eni.attachment, network_card_index=kept.attachment.network_card_index))
             self._index(eni if held is None else replace(eni, attachment=held))
         self.pending = {e: a for e, a in self.pending.items() if e in self.enis}
         for assoc in list(self.associations.values()):
@@ -614,24 +618,34 @@ class Mirror:
         self.put_instance(replace(self.instances[instance_id], state="terminated"))
 
     def plan_attach(self, eni_id: str | None, instance_id: str | None,
-                    device_index: int | None) -> tuple[Eni, InstanceState]:
+                    device_index: int | None, card: int = 0) -> tuple[Eni, InstanceState]:
+        """Device indexes are per network card (a card's device 1 and another's are two
+        slots), and so are ENI limits, besides the instance's own. A card the type does not
+        have is InvalidParameterValue, as for any value out of range."""
         eni = self.eni(eni_id)
         inst = self.instance(instance_id)
         if device_index is None or device_index < 0:
             raise invalid_value(f"Invalid value '{device_index}' for deviceIndex")
+        limits = self.limits_for(inst.instance_type) or UNATTACHED
+        if not 0 <= card < len(limits.card_limits):
+            raise invalid_value(f"Invalid value '{card}' for NetworkCardIndex: "
+                                f"{inst.instance_type} has {len(limits.card_limits)} "
+                                "network card(s).")
         if eni.attachment is not None:
             raise Ec2Error("InvalidNetworkInterface.InUse", f"Interface: [{eni.eni_id}] in use.")
         trunks.check_attach(self, eni, inst)
         attached = self.instance_enis(inst.instance_id)
-        if any(e.attachment.device_index == device_index for e in attached):
+        on_card = [e for e in attached if e.attachment.network_card_index == card]
+        if any(e.attachment.device_index == device_index for e in on_card):
             raise invalid_value(
                 f"Instance '{inst.instance_id}' already has an interface attached at "
                 f"device index '{device_index}'.")
-        limits = self.limits_for(inst.instance_type) or UNATTACHED
-        if len(attached) + 1 > limits.max_enis:
-            raise Ec2Error("AttachmentLimitExceeded",
-                           f"Interface count {len(attached) + 1} exceeds the limit for "
-                           f"{inst.instance_type}")
+        for count, most in ((len(on_card), limits.card_limits[card]),
+                            (len(attached), limits.max_enis)):
+            if count + 1 > most:
+                raise Ec2Error("AttachmentLimitExceeded",
+                               f"Interface count {count + 1} exceeds the limit for "
+                               f"{inst.instance_type}")
         if eni.slots > limits.ipv4_per_eni:
             raise Ec2Error("PrivateIpAddressLimitExceeded",
                            "Number of private addresses will exceed limit.")

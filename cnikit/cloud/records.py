@@ -90,6 +90,7 @@ class Attachment:
     delete_on_termination: bool
     status: str = "attached"
     attach_time: str = ""
+    network_card_index: int = 0  # the gate's alone: moto puts every ENI on card 0
 
 
 @dataclass(frozen=True)

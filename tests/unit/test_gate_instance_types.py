@@ -84,3 +84,32 @@ def test_the_aws_cli_reads_it(gate_cloud, tmp_path):
     net = out["InstanceTypes"][0]["NetworkInfo"]
     assert net["MaximumNetworkInterfaces"] == 40 and len(net["NetworkCards"]) == 8
     assert net["EfaInfo"]["MaximumEfaInterfaces"] == 8
+
+
+def test_attach_keeps_each_network_cards_limit(gate_cloud, gate_new_vpc):
+    ec2 = gate_cloud.client()
+    topo = gate_new_vpc(gate_cloud, nodes=1, instance_type="p5.48xlarge")
+    iid = topo.instances[0].instance_id
+
+    def attach(device: int, card: int | None = None):
+        eni = ec2.create_network_interface(SubnetId=topo.subnet_id)["NetworkInterface"]
+        extra = {} if card is None else {"NetworkCardIndex": card}
+        ec2.attach_network_interface(NetworkInterfaceId=eni["NetworkInterfaceId"],
+                                     InstanceId=iid, DeviceIndex=device, **extra)
+        return eni["NetworkInterfaceId"]
+
+    attach(1)  # card 0 (the default) now holds its two
+    assert "exceeds the limit" in refused(lambda: attach(2), "AttachmentLimitExceeded")
+    on_card_1 = attach(1, card=1)  # device 1 again, on another card: another slot
+    attach(0, card=1)
+    refused(lambda: attach(2, card=1), "AttachmentLimitExceeded")
+    assert "NetworkCardIndex" in refused(lambda: attach(1, card=32), "InvalidParameterValue")
+    gate_cloud.gate.resync()  # moto shows every ENI on card 0: the gate's card stands
+    shown = ec2.describe_network_interfaces(NetworkInterfaceIds=[on_card_1])
+    assert shown["NetworkInterfaces"][0]["Attachment"]["NetworkCardIndex"] == 1
+    attach(1, card=31)  # the last card
+    single = gate_new_vpc(gate_cloud, nodes=1)  # an m5.large has card 0 alone
+    eni = ec2.create_network_interface(SubnetId=single.subnet_id)["NetworkInterface"]
+    refused(lambda: ec2.attach_network_interface(
+        NetworkInterfaceId=eni["NetworkInterfaceId"], DeviceIndex=1, NetworkCardIndex=1,
+        InstanceId=single.instances[0].instance_id), "InvalidParameterValue")

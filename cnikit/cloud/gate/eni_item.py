@@ -59,7 +59,7 @@ def render_eni(eni: Eni) -> bytes:
         _set(a, "attachmentId", att.attachment_id)
         _set(a, "deleteOnTermination", "true" if att.delete_on_termination else "false")
         _set(a, "deviceIndex", str(att.device_index))
-        _set(a, "networkCardIndex", "0")
+        _set(a, "networkCardIndex", str(att.network_card_index))
         _set(a, "instanceId", att.instance_id)
         _set(a, "instanceOwnerId", text(item, "ownerId", "123456789012"))
         _set(a, "status", att.status)

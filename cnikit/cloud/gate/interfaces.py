@@ -57,11 +57,12 @@ def new_eni_addresses(params: dict[str, str]) -> tuple[str | None, list[str]]:
     return primary, secondaries
 
 
-def attachment_from(body: bytes, instance_id: str, device_index: int) -> Attachment:
+def attachment_from(body: bytes, instance_id: str, device_index: int,
+                    card: int = 0) -> Attachment:
     """The attachment an AttachNetworkInterface answer names, made now."""
     return Attachment(attachment_id=R.parse_xml(body).findtext("attachmentId") or "",
                       instance_id=instance_id, device_index=device_index,
-                      delete_on_termination=False,
+                      delete_on_termination=False, network_card_index=card,
                       attach_time=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z"))
 
 
@@ -137,10 +138,11 @@ class InterfaceActions(ActionGroup):
             inst = r.mirror.instance(params.get("InstanceId"))
             await self.backend.ensure_limits(inst.instance_type)
             device = Q.int_param(params, "DeviceIndex")
+            card = Q.int_param(params, "NetworkCardIndex") or 0
             eni, inst = r.mirror.plan_attach(params.get("NetworkInterfaceId"),
-                                             inst.instance_id, device)
+                                             inst.instance_id, device, card)
             status, out = await self.backend.pass_through(r.name, params, headers)
-            att = attachment_from(out, inst.instance_id, device)
+            att = attachment_from(out, inst.instance_id, device, card)
             settle = 0.0 if _spared(headers) else self.backend.faults.transition_s(
                 "AttachNetworkInterface", r.name)
             if settle > 0:
