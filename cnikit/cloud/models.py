@@ -13,8 +13,9 @@ Rules (each `plan_*` raises Ec2Error and changes nothing; `apply_*` changes the 
   hosts (AWS reserved) or the broadcast address;
 - the gate picks addresses for count-based requests (lowest free first) so the upstream
   never chooses;
-- per-ENI IPv4 slots (each /28 prefix is one slot) and per-instance ENI limits come from
-  the instance type; one ENI per device index;
+- per-ENI IPv4 slots (each /28 prefix is one slot) and the ENI limits of the instance and
+  of each of its network cards come from the instance type; one ENI per device index of a
+  card;
 - /28 prefixes are aligned, inside the subnet, and never overlap an address in use;
 - RunInstances' counts are sane, and only a one-instance launch may name its address.
 - IPv6: an address is held by at most one ENI
