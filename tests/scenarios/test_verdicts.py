@@ -127,7 +127,7 @@ def test_a_design_feature_the_build_lacks_is_a_branch_not_a_stop(tmp_path):
     assert any("released to EC2" in a for a in doc["exposure"]["adapted"]), doc["exposure"]
 
 
-def test_a_precondition_nothing_can_set_up_is_inconclusive(tmp_path, monkeypatch):
+def test_a_precondition_nothing_can_set_up_is_inconclusive(tmp_path):
     """What truly cannot be set up (here a condition that never comes) ends the run
     inconclusive: not the build's fault, not the kit's error, and said why."""
     from cnikit.scenarios import engine
@@ -136,9 +136,12 @@ def test_a_precondition_nothing_can_set_up_is_inconclusive(tmp_path, monkeypatch
         ctx.precondition(lambda: False, 1.0, "a condition no build meets")
 
     scenarios.get("imds-outage")  # loads the registry before the test's entry joins it
-    monkeypatch.setitem(engine.REGISTRY, "test-unmet-precondition", engine.Scenario(
-        "test-unmet-precondition", "a precondition nothing meets", unmet, nodes=1))
-    r = run("test-unmet-precondition", write_target(tmp_path / "t.toml", DAEMON), tmp_path)
+    engine.REGISTRY.add("test-unmet-precondition", engine.Scenario(
+        "test-unmet-precondition", "a precondition nothing meets", unmet, nodes=1), by=__name__)
+    try:
+        r = run("test-unmet-precondition", write_target(tmp_path / "t.toml", DAEMON), tmp_path)
+    finally:
+        engine.REGISTRY.remove("test-unmet-precondition")
     assert r.verdict == "inconclusive", (r.error, r.violations)
     assert r.precondition and "a condition no build meets" in r.precondition
     assert r.error is None and not r.violations

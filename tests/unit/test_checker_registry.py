@@ -181,7 +181,7 @@ def _evidence(h: History) -> list[str]:
     from types import SimpleNamespace
 
     from cnikit.scenarios.engine import RunResult
-    from cnikit.scenarios.engine.run import _judge
+    from cnikit.scenarios.engine.verdict import judge as _judge
 
     r = RunResult("s", "d", "p", 1, "error", None, 0.0, T0)
     _judge(r, SimpleNamespace(invariants=judge(h.entries())), h, [])

@@ -17,7 +17,7 @@ from cnikit.daemon.ipamd import IpamD
 from cnikit.daemon.server import PRIVATE_STATUS_ENV, Daemon
 from cnikit.scenarios import blackbox
 from cnikit.scenarios.engine import Liveness, Precondition, RunResult, ScenarioFailed
-from cnikit.scenarios.engine.run import _judge
+from cnikit.scenarios.engine.verdict import judge as _judge
 
 MACS = "/latest/meta-data/network/interfaces/macs/"
 M5 = FALLBACK["m5.large"]
