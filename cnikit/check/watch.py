@@ -15,6 +15,7 @@ from pathlib import Path
 
 from cnikit.check.egress_probe import EgressProbe
 from cnikit.check.history import CLIENT, PROBER, History
+from cnikit.check.hostnet import HostNetSampler
 from cnikit.check.invariants import Invariants
 from cnikit.check.monitor import Monitor
 from cnikit.check.prober import ANCHOR_PREFIX, Prober, ProbeTarget
@@ -54,12 +55,15 @@ class Watch:
                              fail_after=fail_after, linger=ip_cooldown, run_dir=fabric.run.dir)
         # IPv6 pods' IPv4 egress, in a dual-stack VPC (cnikit.check.egress_probe).
         self.egress = EgressProbe(fabric, self.history) if fabric.ipv6 else None
+        # The nodes' rules and routes as the kernel holds them (the host-route checker).
+        self.hostnet = HostNetSampler(fabric, self.history)
         self.errors: dict[str, str] = {}
 
     def start(self) -> Watch:
         self.monitor.start()
         self.prober.start()
         try:
+            self.hostnet.start()
             if self.egress is not None:
                 self.egress.start()
             self._add_anchor()
@@ -83,6 +87,7 @@ class Watch:
         if self._on_pod in self.fabric.observers:
             self.fabric.observers.remove(self._on_pod)
         self.prober.stop()
+        self.hostnet.stop()
         if self.egress is not None:
             self.egress.stop()
         self.monitor.stop()

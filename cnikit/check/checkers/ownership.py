@@ -22,13 +22,18 @@ class Ownership(Checker):
         self.known = False
 
     def owner(self, ip: str) -> str | None:
+        held = self.holder(ip)
+        return held[0] if held else None
+
+    def holder(self, ip: str) -> list | None:
+        """[instance, eni] of whatever holds ip in EC2 (an address, or a prefix with it)."""
         o = self.ips.get(ip)
         if o is not None:
-            return o[0]
+            return o[:2]
         addr = ipaddress.ip_address(ip)
         for cidr, p in self.prefixes.items():
             if addr in ipaddress.ip_network(cidr):
-                return p[0]
+                return p[:2]
         return None
 
     @classmethod
