@@ -16,7 +16,10 @@ Rules (each `plan_*` raises Ec2Error and changes nothing; `apply_*` changes the 
 - per-ENI IPv4 slots (each /28 prefix is one slot) and the ENI limits of the instance and
   of each of its network cards come from the instance type; one ENI per device index of a
   card;
-- /28 prefixes are aligned, inside the subnet, and never overlap an address in use;
+- /28 prefixes are aligned, inside the subnet, and never overlap an address in use: a
+  subnet whose free addresses are scattered has no /28 to give (InsufficientCidrBlocks);
+- subnet CIDR reservations (reservations.py): a pick for a count never takes from an
+  explicit one, single addresses never from a prefix one, and prefixes from those first;
 - RunInstances' counts are sane, and only a one-instance launch may name its address.
 - IPv6: an address is held by at most one ENI
   per VPC, lies inside its subnet's /64 (neither its first four nor its last address) and
@@ -56,6 +59,7 @@ from cnikit.cloud.records import (
     Subnet,
     TrunkAssociation,
 )
+from cnikit.cloud.reservations import Reservations, meets
 
 PREFIX_LEN = 28
 PREFIX_SIZE = 16
@@ -113,6 +117,8 @@ class Mirror:
         # Branch ENIs on trunks (trunks.py): association id -> association. The upstream
         # models no trunking, so these and the ENIs' types are the gate's alone.
         self.associations: dict[str, TrunkAssociation] = {}
+        # Subnet CIDR reservations: moto keeps them but picks as if there were none.
+        self.reservations = Reservations()
 
     # -- loading and changing -------------------------------------------------------------
 
@@ -138,6 +144,7 @@ class Mirror:
                     eni.attachment, network_card_index=kept.attachment.network_card_index))
             self._index(eni if held is None else replace(eni, attachment=held))
         self.pending = {e: a for e, a in self.pending.items() if e in self.enis}
+        self.reservations.keep_subnets(self.subnets)
         for assoc in list(self.associations.values()):
             if assoc.branch_id not in self.enis or assoc.trunk_id not in self.enis:
                 trunks.drop(self, assoc.association_id)
@@ -270,10 +277,11 @@ class Mirror:
 
     def pick_ips(self, subnet: Subnet, count: int, taken: set[int] = frozenset()) -> list[str]:
         used = self._used.get(subnet.subnet_id, set())
+        reserved = self.reservations.blocking(subnet.subnet_id, 4, prefixes=False)
         picked: list[str] = []
         value = subnet.first_usable
         while len(picked) < count and value <= subnet.last_usable:
-            if value not in used and value not in taken:
+            if value not in used and value not in taken and not meets(reserved, value, value):
                 picked.append(str(ipaddress.IPv4Address(value)))
             value += 1
         if len(picked) < count:
@@ -282,12 +290,20 @@ class Mirror:
 
     def pick_prefixes(self, subnet: Subnet, count: int, taken: set[int] = frozenset()) -> list[str]:
         used = self._used.get(subnet.subnet_id, set())
+        reserved = self.reservations.blocking(subnet.subnet_id, 4, prefixes=True)
+        kept = self.reservations.prefix_spans(subnet.subnet_id, 4)
         picked: list[str] = []
         if subnet.cidr.prefixlen <= PREFIX_LEN:
-            for block in subnet.cidr.subnets(new_prefix=PREFIX_LEN):
+            blocks = list(subnet.cidr.subnets(new_prefix=PREFIX_LEN))
+            # the blocks a prefix reservation keeps first, as EC2 serves them
+            blocks.sort(key=lambda b: not any(lo <= int(b.network_address) <= hi
+                                              for lo, hi in kept))
+            for block in blocks:
                 if len(picked) == count:
                     break
-                if self._prefix_free(subnet, block, used, taken):
+                start = int(block.network_address)
+                if self._prefix_free(subnet, block, used, taken) and \
+                        not meets(reserved, start, start + PREFIX_SIZE - 1):
                     picked.append(str(block))
         if len(picked) < count:
             raise insufficient_cidr_blocks()
@@ -323,12 +339,17 @@ class Mirror:
         """`count` free addresses, lowest first, outside every delegated /80."""
         used = self._v6_used.get(subnet.subnet_id, set())
         delegated = self._v6_delegated.get(subnet.subnet_id, set())
+        reserved = self.reservations.blocking(subnet.subnet_id, 6, prefixes=False)
         picked: list[str] = []
         value = subnet.first_usable_v6
         while len(picked) < count and value <= subnet.last_usable_v6:
             block = value >> IPV6_HOST_BITS
             if block in delegated:  # the whole /80 is someone's: jump past it
                 value = (block + 1) << IPV6_HOST_BITS
+                continue
+            span = next((hi for lo, hi in reserved if lo <= value <= hi), None)
+            if span is not None:  # a reservation may span many /80s: jump past it
+                value = span + 1
                 continue
             if value not in used and value not in taken:
                 picked.append(str(ipaddress.IPv6Address(value)))
@@ -340,12 +361,24 @@ class Mirror:
     def pick_ipv6_prefixes(self, subnet: Subnet, count: int, taken_blocks: set[int]) -> list[str]:
         first = subnet.first_usable_v6 >> IPV6_HOST_BITS
         last = subnet.last_usable_v6 >> IPV6_HOST_BITS
+        reserved = self.reservations.blocking(subnet.subnet_id, 6, prefixes=True)
         picked: list[str] = []
-        block = first
-        while len(picked) < count and block <= last:
-            if self._v6_block_free(subnet, block, taken_blocks):
-                picked.append(ipv6_prefix_of(block))
-            block += 1
+        # the /80s a prefix reservation keeps first, as EC2 serves them, then the rest
+        ranges = [(max(lo >> IPV6_HOST_BITS, first), min(hi >> IPV6_HOST_BITS, last))
+                  for lo, hi in self.reservations.prefix_spans(subnet.subnet_id, 6)]
+        for lo, hi in ranges + [(first, last)]:
+            block = lo
+            while len(picked) < count and block <= hi:
+                start = block << IPV6_HOST_BITS
+                span = next((h for a, h in reserved
+                             if a <= start + (1 << IPV6_HOST_BITS) - 1 and start <= h), None)
+                if span is not None:  # an explicit reservation: jump past it
+                    block = (span >> IPV6_HOST_BITS) + 1
+                    continue
+                if ipv6_prefix_of(block) not in picked and \
+                        self._v6_block_free(subnet, block, taken_blocks):
+                    picked.append(ipv6_prefix_of(block))
+                block += 1
         if len(picked) < count:
             raise insufficient_cidr_blocks()
         return picked
