@@ -23,6 +23,9 @@ DEFAULT_REGION = "us-east-1"
 # Dummy credentials: an AWS SDK or the AWS CLI refuses to call without some, and neither
 # moto, LocalStack nor the gate checks them.
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
+# The tag VPC CNI's enhanced subnet discovery reads (EKS documents it): a subnet tagged "1"
+# may hold the ENIs of pods from nodes in other subnets of its AZ, one tagged "0" is left out.
+SUBNET_DISCOVERY_TAG = "kubernetes.io/role/cni"
 # moto's and LocalStack's stock Amazon Linux image (any registered AMI id works).
 DEFAULT_AMI = "ami-12c6146b"
 
@@ -148,8 +151,12 @@ class Cloud:
 
     def bootstrap(self, nodes: int = 3, instance_type: str = "m5.large",
                   vpc_cidr: str = "10.0.0.0/16", subnet_cidr: str = "10.0.1.0/24",
-                  az: str | None = None, ipv6: bool = False) -> Topology:
+                  az: str | None = None, ipv6: bool = False,
+                  subnet_tags: dict[str, str] | None = None) -> Topology:
         """A VPC, one subnet and `nodes` running instances, all through the gate.
+
+        `subnet_tags`: the subnet's tags, as EKS's subnet discovery reads them
+        (`kubernetes.io/role/cni` "1" or "0": SUBNET_DISCOVERY_TAG).
 
         `ipv6`: dual stack, as an EKS IPv6 cluster's VPC: an Amazon-provided /56 on the
         VPC, the subnet's first /64 of it with AssignIpv6AddressOnCreation, so each
@@ -166,6 +173,9 @@ class Cloud:
                 vpc["Ipv6CidrBlockAssociationSet"][0]["Ipv6CidrBlock"]))
             subnet_v6 = str(next(ipaddress.IPv6Network(vpc_v6).subnets(new_prefix=64)))
             extra["Ipv6CidrBlock"] = subnet_v6
+        if subnet_tags:
+            extra["TagSpecifications"] = [{"ResourceType": "subnet", "Tags": [
+                {"Key": k, "Value": v} for k, v in subnet_tags.items()]}]
         subnet_id = ec2.create_subnet(VpcId=vpc_id, CidrBlock=subnet_cidr,
                                       AvailabilityZone=az, **extra)["Subnet"]["SubnetId"]
         if ipv6:
