@@ -71,12 +71,13 @@ from cnikit.cluster.nemesis_follower import Follower
 from cnikit.cluster.nemesis_hostnet import HostNetActs
 from cnikit.cluster.nemesis_imds import NemesisFaultClient, TargetGone
 from cnikit.cluster.nemesis_log import INFO, NemesisLog
+from cnikit.cluster.nemesis_subnet import SubnetActs
 from fault_imds.client import FaultHandle
 
 __all__ = ["Nemesis", "TargetGone"]  # TargetGone: what a skipped fault raises (docs/pytest.md)
 
 
-class Nemesis(NemesisLog, DaemonActs, ComponentActs, Ec2Acts, HostNetActs):
+class Nemesis(NemesisLog, DaemonActs, ComponentActs, Ec2Acts, HostNetActs, SubnetActs):
     """The faults one history (or several: a kit's clusters share a cloud and an IMDS) sees.
 
     `history`: a History, or a callable returning the histories to record into now.
