@@ -113,6 +113,17 @@ def warm_addresses(ctx: Ctx, node: int, eni) -> list[str]:
     return warm
 
 
+def interface_with_room(ctx: Ctx, node: int, count: int) -> str:
+    """Where EC2 moves `count` addresses it takes from another node: `node`'s first ENI
+    with room for them, else an interface of no node. A design that fills its ENIs (an
+    operator assigning a node's whole pool to its primary ENI) leaves no room on `node`,
+    and EC2 refuses a move past the ENI's limit (PrivateIpAddressLimitExceeded)."""
+    for eni in ctx.node_enis(node):
+        if len(eni.ips) + len(eni.prefixes) + count <= ctx.eni_capacity + 1:
+            return eni.eni_id
+    return ctx.spare_interface()
+
+
 def release(ctx: Ctx, eni, pods: list, count: int, before: set[str] | None = None,
             within: float = 15) -> list[str]:
     """Delete `pods` and wait until `count` of the ENI's addresses (`before`: as EC2 has

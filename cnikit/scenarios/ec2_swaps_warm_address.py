@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from cnikit.scenarios.common import settled, warm_addresses
+from cnikit.scenarios.common import interface_with_room, settled, warm_addresses
 from cnikit.scenarios.engine import Ctx, Precondition, scenario
 
 NODE = 0
@@ -33,10 +33,10 @@ def run(ctx: Ctx) -> None:
     pods, eni, focus = settled(ctx, NODE, 3)
     ctx.wait_imds_follows(NODE, eni.eni_id)
     ctx.step("3 pods; EC2, IMDS and the pool agree", **focus)
-    other = ctx.node_enis(1)[0].eni_id
     for cycle in range(CYCLES):
         ctx.wait_within_targets(NODE)
         warm = warm_addresses(ctx, NODE, eni)
+        other = interface_with_room(ctx, 1, len(warm))
         new = _free_addresses(ctx, len(warm))
         for ip in warm:  # moved from the node's ENI (AllowReassignment)
             ctx.nemesis.assign(ip, other, allow_reassignment=True)

@@ -10,7 +10,7 @@ other node) or shares it with a pod there.
 
 from __future__ import annotations
 
-from cnikit.scenarios.common import settled, warm_addresses
+from cnikit.scenarios.common import interface_with_room, settled, warm_addresses
 from cnikit.scenarios.engine import Ctx, scenario
 
 NODE = 0
@@ -33,7 +33,7 @@ def run(ctx: Ctx) -> None:
 
     stale = ctx.imds_fault("stale", target={"mac": eni.mac})
     warm = warm_addresses(ctx, NODE, eni)
-    other = ctx.node_enis(1)[0].eni_id
+    other = interface_with_room(ctx, 1, len(warm))
     for ip in warm:  # moved from the node's ENI (AllowReassignment)
         ctx.nemesis.assign(ip, other, allow_reassignment=True)
     ctx.step(f"IMDS stale; EC2 gives the warm {', '.join(warm)} to another node", **focus)
