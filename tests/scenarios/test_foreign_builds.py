@@ -11,6 +11,11 @@ by a test written for the bug.
 - prefix_daemon: a daemon that holds /28 prefixes and hands out their addresses, no warm-IP
   logic. Its bug (`--reconcile trusts-imds`): a prefix missing from IMDS's ipv4-prefix is released with
   its pods (upstream 3824's class): their addresses are no longer the node's.
+- operator_pool: a cluster operator (a `[[component]]`, the only EC2 caller) keeps each
+  node's pool between watermarks in an OperatorNode resource of the run's object store;
+  node agents hand it out and acknowledge release marks. Its bug (`--release stale-view`):
+  the operator releases from its own stale copy of the in-use list without the agent's
+  acknowledgement (cilium #13412's class): a pod's address is unassigned under it.
 
 One certification per test, each its own unit for the suite's scheduler (tests/conftest.py):
 `--seeds 1` (random-chaos once, like every other scenario), `--jobs 3`.
@@ -43,6 +48,8 @@ CASES = {
     "ec2_per_pod/ec2-per-pod-ipv6-no-cooldown.toml": {"early-reuse"},
     "prefix_daemon/prefix-daemon.toml": set(),
     "prefix_daemon/prefix-daemon-trusts-imds.toml": {"ip-not-owned", "unreachable", "shared-ip"},
+    "operator_pool/operator-pool.toml": set(),
+    "operator_pool/operator-pool-stale-view.toml": {"ip-not-owned", "unreachable", "shared-ip"},
 }
 
 

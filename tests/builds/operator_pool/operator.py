@@ -50,6 +50,7 @@ class Operator:
         self.enis: dict[str, dict] = {}  # node name -> eni, primary ip, capacity
         self.synced: dict[str, float] = {}  # node name -> when its pool last met EC2
         self.cached_used: dict[str, set[str]] = {}  # the stale-view variant's copy
+        self.released: set[str] = set()  # by us: a lagging Describe showing one is stale
 
     def pass_once(self) -> None:
         for node in self.store.nodes():
@@ -79,12 +80,13 @@ class Operator:
             count = min(HIGH - len(free), room)
             if count > 0:
                 got = self.ec2.assign(eni["id"], count)
+                self.released -= got
                 log.info("%s: assigned %s", name, by_address(got))
                 self.store.patch(name, {"spec": {"pool": by_address(pool | got)}})
         elif len(free) > HIGH and not release:
             surplus = by_address(free)[0]
             if self.stale_view:  # the bug: no one asked the agent whether a pod has it now
-                self.ec2.unassign(eni["id"], surplus)
+                self._unassign(eni["id"], surplus)
                 self.store.patch(name, {"spec": {"pool": by_address(pool - {surplus})}})
                 log.info("%s: released %s", name, surplus)
             else:
@@ -101,7 +103,7 @@ class Operator:
         done: dict[str, None] = {}
         for ip, state in release.items():
             if state == "ready":
-                self.ec2.unassign(eni["id"], ip)
+                self._unassign(eni["id"], ip)
                 pool.discard(ip)
                 log.info("%s: released %s (the agent's ready)", name, ip)
             elif state != "do-not-release":
@@ -112,8 +114,14 @@ class Operator:
                                     "status": {"release": done}})
         return pool, {ip: s for ip, s in release.items() if ip not in done}
 
+    def _unassign(self, eni_id: str, ip: str) -> None:
+        self.released.add(ip)  # before the call: its answer may be lost after it happened
+        self.ec2.unassign(eni_id, ip)
+
     def _resync(self, name: str, eni: dict, obj: dict) -> dict:
-        held = self.ec2.eni_addresses(eni["id"])
+        # A Describe may lag: one that still shows what we released is not believed. One
+        # that misses what we just assigned only shrinks the pool until the next resync.
+        held = self.ec2.eni_addresses(eni["id"]) - self.released
         gone = {ip: None for ip in (obj.get("status") or {}).get("release") or {} if ip not in held}
         patch: dict = {"spec": {"pool": by_address(held)}}
         if gone:
