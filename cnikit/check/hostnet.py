@@ -44,9 +44,12 @@ def dump(nl: Netlink, enis: dict[str, str]) -> dict:
 
 
 class HostNetSampler:
-    """Dumps every node's rules and routes each `interval` seconds into the history."""
+    """Dumps every node's rules and routes each `interval` seconds into the history.
 
-    def __init__(self, fabric, history: History, interval: float = 0.25):
+    Once a second: the checker judges only what lasts twice the leak grace, and four dumps
+    a second cost a quiet two-node run 2.4 ms of CPU per second, a tenth of all it used."""
+
+    def __init__(self, fabric, history: History, interval: float = 1.0):
         self.fabric, self.history, self.interval = fabric, history, interval
         self._last: dict[int, dict] = {}
         self._stop = threading.Event()
