@@ -16,10 +16,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import threading
 
 from aiohttp import web
 
+from cnikit.cloud.loop_thread import LoopThread
 from cnikit.kube import discovery, paths
 from cnikit.kube.kinds import STATUS, Kind
 from cnikit.kube.objects import ApiError, Event, Objects
@@ -45,56 +45,21 @@ def _answer(make):
     return handler
 
 
-class KubeApi:
+class KubeApi(LoopThread):
+    thread_name = "kube-api"
+
     def __init__(self, host: str = "127.0.0.1", port: int = 0, objects: Objects | None = None):
         self.host, self.port = host, port
         self.objects = objects or Objects()
         self.url = ""
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
         self._watches: set[asyncio.Queue] = set()
 
     # -- lifecycle (any thread) --------------------------------------------------------------
 
-    def start(self, timeout: float = 60.0) -> KubeApi:
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="kube-api",
-                                        daemon=True)
-        self._thread.start()
-        try:
-            self._run(self._startup(), timeout)
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def stop(self) -> None:
-        if self._loop is None:
-            return
-        if self._loop.is_running():
-            try:
-                self._run(self._shutdown(), 10)
-            except Exception:  # noqa: BLE001 - stopping must not fail on a half-started server
-                log.exception("kube api shutdown")
-            self._loop.call_soon_threadsafe(self._loop.stop)
-        if self._thread is not None:
-            self._thread.join(10)
-        self._loop.close()
-        self._loop = None
-
-    def __enter__(self) -> KubeApi:
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
     def add_listener(self, sock) -> None:
         """Also serve a pre-bound listening socket (one made inside the VPC namespace)."""
         self._run(web.SockSite(self._runner, sock).start(), 60)
-
-    def _run(self, coro, timeout: float):
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
     async def _startup(self) -> None:
         app = web.Application(client_max_size=4 * 1024 * 1024)

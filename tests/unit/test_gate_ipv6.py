@@ -16,19 +16,11 @@ import subprocess
 import pytest
 from botocore.exceptions import ClientError
 
+from tests.unit.ec2_support import refused
 from tests.unit.test_gate_regions import aws_cli
 from tests.waiting import wait_for
 
 _numbers = itertools.count(100)
-
-
-def refused(call, code: str, status: int = 400) -> str:
-    with pytest.raises(ClientError) as exc:
-        call()
-    err = exc.value.response
-    assert err["Error"]["Code"] == code, err["Error"]
-    assert err["ResponseMetadata"]["HTTPStatusCode"] == status
-    return err["Error"]["Message"]
 
 
 def dual_stack(cloud, nodes: int = 2):

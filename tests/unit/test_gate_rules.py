@@ -10,17 +10,7 @@ import ipaddress
 import threading
 import time
 
-import pytest
-from botocore.exceptions import ClientError
-
-
-def refused(call, code: str, status: int = 400):
-    with pytest.raises(ClientError) as exc:
-        call()
-    err = exc.value.response
-    assert err["Error"]["Code"] == code, err["Error"]
-    assert err["ResponseMetadata"]["HTTPStatusCode"] == status
-    return err["Error"]["Message"]
+from tests.unit.ec2_support import refused
 
 
 def eni_ips(ec2, eni_id: str) -> list[str]:

@@ -11,10 +11,8 @@ forwarded untouched, any other write forwarded and followed by a resync (backend
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
-import threading
 
 from aiohttp import web
 
@@ -27,6 +25,7 @@ from cnikit.cloud.ec2_actions import is_read, service_model
 from cnikit.cloud.errors import Ec2Error, dry_run_passed, internal_error, missing
 from cnikit.cloud.gate.actions import handlers
 from cnikit.cloud.gate.backend import Backend, UpstreamError, UpstreamUnreachable
+from cnikit.cloud.loop_thread import LoopThread
 from cnikit.cloud.models import Mirror
 from cnikit.cloud.ownership import OwnershipSnapshot
 from cnikit.cloud.regions import check_region
@@ -57,9 +56,11 @@ def _required_params() -> dict[str, list[str]]:
     return out
 
 
-class Gate(Backend):
+class Gate(LoopThread, Backend):
     """The gate in a background thread: the HTTP front of its backend (backend.py). `url`
     is valid after `start()`."""
+
+    thread_name = "ec2-gate"
 
     def __init__(self, upstream_url: str, region: str = "us-east-1", host: str = "127.0.0.1",
                  port: int = 0, seed: int | None = None):
@@ -69,8 +70,6 @@ class Gate(Backend):
         self.url = ""
         self._required = _required_params()
         self._control = ControlApi(self, CONTROL)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
         self._handlers = handlers(self)
         # Hooks run once a call is served, before its answer leaves (crash points).
@@ -78,33 +77,10 @@ class Gate(Backend):
 
     # -- lifecycle (called from any thread) -----------------------------------------------------
 
-    def start(self, timeout: float = 60.0) -> Gate:
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="ec2-gate",
-                                        daemon=True)
-        self._thread.start()
-        try:
-            self._run(self._startup(), timeout)
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
     def stop(self) -> None:
-        if self._loop is None:
-            return
-        if self.url:
+        if self._loop is not None and self.url:
             freshness.unregister(self.url)
-        if self._loop.is_running():
-            try:
-                self._run(self._shutdown(), 10)
-            except Exception:  # noqa: BLE001 - stopping must not fail on a half-started gate
-                log.exception("gate shutdown")
-            self._loop.call_soon_threadsafe(self._loop.stop)
-        if self._thread is not None:
-            self._thread.join(10)
-        self._loop.close()
-        self._loop = None
+        super().stop()
 
     def add_listener(self, sock) -> None:
         """Also serve a pre-bound listening socket (e.g. one made inside the VPC netns)."""
@@ -151,9 +127,6 @@ class Gate(Backend):
         if known is None:
             known = self._run(self._region(check_region(region)), 60)
         return known.mirror
-
-    def _run(self, coro, timeout: float):
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
     async def _startup(self) -> None:
         await self._open()
