@@ -19,8 +19,17 @@ def pytest_addoption(parser) -> None:
                     help="seeds of the long chaos test (default 10)")
 
 
+# Tests a default run leaves out, each run only when its marker is asked for with -m.
+OPT_IN = {
+    "chaos_long": "long random-chaos",
+    "certify_new": "a fixture build not yet shown to certify (or fail) the same way in five "
+                   "certifications running",
+}
+
+
 def pytest_configure(config) -> None:
-    config.addinivalue_line("markers", "chaos_long: random-chaos for minutes (opt-in: -m chaos_long)")
+    for marker, what in OPT_IN.items():
+        config.addinivalue_line("markers", f"{marker}: {what} (opt-in: -m {marker})")
 
 
 def pytest_generate_tests(metafunc) -> None:
@@ -31,9 +40,11 @@ def pytest_generate_tests(metafunc) -> None:
 
 
 def pytest_collection_modifyitems(config, items) -> None:
-    if "chaos_long" in (config.getoption("-m") or ""):
-        return
-    skip = pytest.mark.skip(reason="long random-chaos: opt in with -m chaos_long")
-    for item in items:
-        if "chaos_long" in item.keywords:
-            item.add_marker(skip)
+    asked = config.getoption("-m") or ""
+    for marker, what in OPT_IN.items():
+        if marker in asked:
+            continue
+        skip = pytest.mark.skip(reason=f"{what}: opt in with -m {marker}")
+        for item in items:
+            if marker in item.keywords:
+                item.add_marker(skip)
