@@ -136,3 +136,21 @@ def test_history_is_append_only_json_and_judged_the_same_on_replay(tmp_path):
     assert [(v.kind, v.subject, v.since, v.until) for v in replay.violations()] == \
         [(v.kind, v.subject, v.since, v.until) for v in inv.violations()]
     assert replay.summary()["ok"] is False
+
+
+def test_the_evidence_names_the_failing_peers_and_the_probers_reason():
+    # One path failing between pods that answer everyone else reads differently from a pod
+    # gone dark: the line names the peer (here the VPC anchor) and why the probes failed.
+    from cnikit.check.checkers.reachability import Reachability
+
+    h, inv = live()
+    pods(h, ("a", "i-1", "2400:6500::5"), ("b", "i-2", "2400:6500::6"))
+    h.info("prober", "fail", {"src": "a", "dst": "@vpc6", "reason": "send: ENETUNREACH"})
+    [v] = inv.active("unreachable")
+    what = Reachability.describe(v.to_json(), {"a": {"ip": "2400:6500::5"}})["what"]
+    assert what == "no answer from 1 peers: @vpc6; send: ENETUNREACH"
+    for dst in ("b", "c", "d"):
+        h.info("prober", "fail", {"src": "a", "dst": dst, "reason": "timeout"})
+    [v] = inv.active("unreachable")
+    what = Reachability.describe(v.to_json(), {})["what"]
+    assert what == "no answer from 4 peers: @vpc6, b, c, ...; send: ENETUNREACH, timeout"

@@ -19,7 +19,7 @@ class Reachability(Checker):
 
     def __init__(self, options: dict | None = None) -> None:
         super().__init__(options)
-        self.failing: set[tuple[str, str]] = set()
+        self.failing: dict[tuple[str, str], str] = {}  # (src, dst) -> the prober's reason
 
     def step(self, e: dict, state) -> None:
         f, v, at = e["f"], e["value"] or {}, e["time"]
@@ -28,13 +28,13 @@ class Reachability(Checker):
             if key[0] == key[1]:
                 return  # a pod paired with itself says nothing of the network
             if f == "fail":
-                self.failing.add(key)
+                self.failing[key] = v.get("reason") or "timeout"
             else:
-                self.failing.discard(key)
+                self.failing.pop(key, None)
         elif e["process"] == "client" and e["type"] == "ok" and f in ("pod-delete",
                                                                         "pod-deleting"):
             pod = v.get("pod")
-            self.failing = {k for k in self.failing if pod not in k}
+            self.failing = {k: r for k, r in self.failing.items() if pod not in k}
         else:
             return
         blamed = self.attribute()
@@ -42,7 +42,11 @@ class Reachability(Checker):
             if pod not in blamed:
                 self._close(pod, at)
         for pod, peers in blamed.items():
-            self._open(pod, at, peers=sorted(peers)[:20], failing_pairs=len(peers))
+            # Which peers and why (a timeout, or the send's own error): the evidence line
+            # must tell a lost pod from one path between two pods that are otherwise fine.
+            reasons = sorted({r for k, r in self.failing.items() if pod in k})
+            self._open(pod, at, peers=sorted(peers)[:20], failing_pairs=len(peers),
+                       reasons=reasons)
 
     @classmethod
     def momentary(cls, v: dict) -> bool:
@@ -52,8 +56,12 @@ class Reachability(Checker):
     @classmethod
     def describe(cls, v: dict, pods: dict[str, dict]) -> dict:
         d = v.get("detail") or {}
-        return {"pod": v["subject"], "ip": pods.get(v["subject"], {}).get("ip"),
-                "what": f"no answer from {d.get('failing_pairs')} peers"}
+        what = f"no answer from {d.get('failing_pairs')} peers"
+        if d.get("peers"):
+            what += f": {_few(d['peers'], d.get('failing_pairs'))}"
+        if d.get("reasons"):
+            what += f"; {', '.join(d['reasons'])}"
+        return {"pod": v["subject"], "ip": pods.get(v["subject"], {}).get("ip"), "what": what}
 
     @classmethod
     def symptom(cls, v: dict, ip: str | None) -> str:
@@ -74,8 +82,7 @@ class Reachability(Checker):
         if peers:
             s += f", failing with {peers} peer(s)"
             if not why and d.get("peers"):
-                names = d["peers"][:3]
-                s += f" ({', '.join(names)}{', ...' if peers > len(names) else ''})"
+                s += f" ({_few(d['peers'], peers)})"
         return s + (f" because {why}" if why else "") + say.root
 
     def attribute(self) -> dict[str, set[str]]:
@@ -100,3 +107,9 @@ class Reachability(Checker):
             for other in left.pop(pod):
                 left[other].discard(pod)
         return blamed
+
+
+def _few(names: list[str], total: int | None, shown: int = 3) -> str:
+    """The first few names, and "..." when there are more than shown."""
+    more = ", ..." if (total or len(names)) > min(shown, len(names)) else ""
+    return ", ".join(names[:shown]) + more
