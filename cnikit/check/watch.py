@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cnikit.check.egress_probe import EgressProbe
-from cnikit.check.history import CLIENT, PROBER, History
+from cnikit.check.history import CLIENT, MONITOR, PROBER, History
 from cnikit.check.hostnet import HostNetSampler
 from cnikit.check.invariants import Invariants
 from cnikit.check.monitor import Monitor
@@ -33,6 +33,9 @@ def required_ip_cooldown(env: dict | None, scale: float) -> float:
 # probed: milliseconds on a quiet machine; the bound only keeps a stuck fabric from
 # stalling the run.
 FABRIC_SYNC_S = 5.0
+# How long a new IPv6 pod waits for the kernel's duplicate address detection on its
+# addresses and its node's: a second, up to two, when a build leaves it on; none otherwise.
+DAD_S = 5.0
 
 
 class Watch:
@@ -125,6 +128,29 @@ class Watch:
                 except OSError as e:
                     self.errors[p.name] = f"IPv4 egress probe: {e}"
 
+    def _settle(self, pod) -> None:
+        """Wait until no IPv6 address of the pod's namespace or its node's is tentative. A
+        plugin that leaves duplicate address detection on (the kernel's default in a new
+        namespace) gets addresses that neither answer nor send for a second or two after
+        the ADD, on the pod's side or on the node's, where a plugin such as ptp puts the
+        pod's gateway: probed meanwhile, the pod would read as dark. A pod whose address
+        failed DAD is not waited for: it has a duplicate, which the checkers judge."""
+        if ":" not in pod.ip:
+            return
+
+        def held() -> list[str]:
+            return [ip for nl in (pod.ns.nl, pod.node.ns.nl) for ip in nl.tentative()]
+
+        tentative = held()
+        if not tentative:
+            return
+        start = time.monotonic()
+        while held() and time.monotonic() < start + DAD_S:
+            time.sleep(0.01)
+        # In the run's history: what the kit waited for, and how long.
+        self.history.info(MONITOR, "dad-wait", {"pod": pod.name, "tentative": tentative,
+                                                "waited": round(time.monotonic() - start, 3)})
+
     def _on_pod(self, event: str, pod) -> None:
         if event == "add":
             # The daemon may have assigned the pod's IP in EC2 a moment ago: record EC2's
@@ -136,6 +162,7 @@ class Watch:
             self.monitor.wait_version(version, 1.0)
             self.fabric.wait_synced(version, FABRIC_SYNC_S)
             self._record_add(pod)
+            self._settle(pod)
             self._probe([pod])
         elif event == "deleting":  # a retried DEL in flight: its success tears the pod down
             self.prober.remove([pod.name])

@@ -44,6 +44,7 @@ IFF_UP = 1
 # address attributes
 IFA_ADDRESS, IFA_LOCAL, IFA_FLAGS = 1, 2, 8
 IFA_F_NODAD, IFA_F_NOPREFIXROUTE = 0x02, 0x200
+IFA_F_DADFAILED, IFA_F_TENTATIVE = 0x08, 0x40
 # route attributes
 RTA_DST, RTA_OIF, RTA_GATEWAY, RTA_PRIORITY, RTA_TABLE = 1, 4, 5, 6, 15
 RTNH_F_ONLINK = 4
@@ -383,15 +384,16 @@ class Netlink:
     # -- addresses -----------------------------------------------------------------------
 
     def addr_add(self, index: int, ip: str, prefixlen: int, noprefixroute: bool = False,
-                 scope: int = RT_SCOPE_UNIVERSE) -> None:
+                 scope: int = RT_SCOPE_UNIVERSE, dad: bool = False) -> None:
         """Add ip/prefixlen (an existing identical address is fine). An IPv6 address skips
         duplicate address detection: it is usable at once (DAD would hold it tentative for
-        a second), and the kit's checkers, not the kernel, judge duplicates."""
+        a second), and the kit's checkers, not the kernel, judge duplicates. `dad`: as a
+        plugin that leaves the kernel's default does (tentative until DAD is over)."""
         family = family_of(ip)
         body = _IFADDR.pack(family, prefixlen, 0, scope, index)
         body += _ip(IFA_LOCAL, ip) + _ip(IFA_ADDRESS, ip)
         flags = (IFA_F_NOPREFIXROUTE if noprefixroute else 0) | (
-            IFA_F_NODAD if family == socket.AF_INET6 else 0)
+            IFA_F_NODAD if family == socket.AF_INET6 and not dad else 0)
         if flags:
             body += _u32(IFA_FLAGS, flags)
         self.request(RTM_NEWADDR, NLM_F_CREATE | NLM_F_REPLACE, body, f"add address {ip}/{prefixlen}")
@@ -400,6 +402,19 @@ class Netlink:
         body = _IFADDR.pack(family_of(ip), prefixlen, 0, 0, index) + _ip(IFA_LOCAL, ip)
         return self.request(RTM_DELADDR, 0, body, f"delete address {ip}/{prefixlen}",
                             ok=(errno.EADDRNOTAVAIL, errno.ENODEV, errno.ENOENT)) is not None
+
+    def tentative(self) -> list[str]:
+        """The IPv6 addresses still in duplicate address detection: the kernel neither
+        answers nor sends from them yet. One that failed it stays unusable and is left out
+        (nothing will change for it)."""
+        out = []
+        for (_fam, _plen, fl, _sc, _idx), a in self._dump(RTM_GETADDR, RTM_NEWADDR, _IFADDR,
+                                                          socket.AF_INET6):
+            flags = struct.unpack("=I", a[IFA_FLAGS])[0] if IFA_FLAGS in a else fl
+            raw = a.get(IFA_LOCAL) or a.get(IFA_ADDRESS)
+            if raw and flags & IFA_F_TENTATIVE and not flags & IFA_F_DADFAILED:
+                out.append(_ntop(raw))
+        return out
 
     def addrs(self, index: int | None = None, family: int = socket.AF_INET) -> list[Addr]:
         out = []
