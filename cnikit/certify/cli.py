@@ -17,7 +17,7 @@ from cnikit.containers.options import runtime_option, runtime_params, runtime_us
 from cnikit.errors import CnikitError, UsageError
 from cnikit.report.outdir import writable_dir
 from cnikit.report.words import time_scale_sentence
-from cnikit.scenarios.parallel import default_jobs
+from cnikit.scenarios.parallel import PER_CORE, default_jobs
 
 
 @click.command("certify")
@@ -33,7 +33,7 @@ from cnikit.scenarios.parallel import default_jobs
 @click.option("--scenario", "-s", "only", multiple=True, help="only these scenarios")
 @click.option("--jobs", "-j", default=default_jobs, type=click.IntRange(1, 64),
               help="at most this many runs at once, each in a worker process, as many as "
-                   "the CPU has room for [default: five per core]")
+                   f"the CPU has room for [default: {PER_CORE} per core]")
 @click.option("--shard", default=None, metavar="I/N",
               help="only the I-th of N deterministic shares of the runs "
                    "(join the shards with 'cnikit report merge')")

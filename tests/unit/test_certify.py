@@ -235,14 +235,22 @@ def test_bad_shard_is_one_line(bad):
         parse_shard(bad)
 
 
-def test_runs_at_once_default_to_at_most_five_per_usable_core(monkeypatch):
+def test_runs_at_once_default_to_at_most_ten_per_usable_core(monkeypatch):
     from cnikit.scenarios import parallel
 
+    monkeypatch.setattr(parallel, "available_mb", lambda: 64 * 1024)
     monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda pid: {0, 3, 5})
-    assert parallel.default_jobs() == 15
+    assert parallel.default_jobs() == 30
     monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda pid: set())
     assert parallel.default_jobs() == 1
     monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda pid: set(range(40)))
+    assert parallel.default_jobs() == 64
+    # No more than the available memory holds, and at least one whatever it says.
+    monkeypatch.setattr(parallel, "available_mb", lambda: 3000)
+    assert parallel.default_jobs() == 10
+    monkeypatch.setattr(parallel, "available_mb", lambda: 100)
+    assert parallel.default_jobs() == 1
+    monkeypatch.setattr(parallel, "available_mb", lambda: None)
     assert parallel.default_jobs() == 64
 
 

@@ -13,7 +13,7 @@ from cnikit.fabric.cleanup import cleanup_on_signals
 from cnikit.report.outdir import writable_dir
 from cnikit.scenarios.cli.common import _console, _progress, _quiet_logs, _target_option
 from cnikit.scenarios.matrix import matrix_cells, matrix_ok, run_matrix, write_matrix
-from cnikit.scenarios.parallel import default_jobs
+from cnikit.scenarios.parallel import PER_CORE, default_jobs
 from cnikit.targets import builtin_names
 
 
@@ -61,7 +61,7 @@ def matrix_cell(c: dict) -> str:
               type=click.Path(file_okay=False))
 @click.option("--jobs", "-j", default=default_jobs, type=click.IntRange(1, 64),
               help="at most this many runs at once, each in a worker process, as many as "
-                   "the CPU has room for [default: five per core]")
+                   f"the CPU has room for [default: {PER_CORE} per core]")
 @click.option("--shard", default=None, metavar="I/N",
               help="only the I-th of N deterministic shares of scenario x target x seed "
                    "(join the shards with 'cnikit report merge')")
