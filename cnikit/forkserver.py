@@ -7,7 +7,8 @@ hardened column). A fork server imports those modules once, then forks a child p
 the child enters the node's network namespace, takes the stdio it was handed and runs the
 module as `python -m` would (`runpy`, `__main__`, sys.argv), so the program cannot tell.
 
-    python -m cnikit.forkserver FD MODULE...   the server: preload MODULEs, serve FD
+    python -m cnikit.forkserver FD NETNS_FD MODULE...   the server: enter the kit's network
+                                                        namespace, preload MODULEs, serve FD
 
 The kit side is `ForkServer.get(preload)` (one server per process and preload set) and its
 `spawn()`, which returns a `Forked`: a Popen-like handle (pid, poll, wait, returncode,
@@ -96,10 +97,19 @@ class ForkServer:
 
     def __init__(self, preload: tuple[str, ...]):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "cnikit.forkserver", str(theirs.fileno()), *preload],
-            pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, start_new_session=True)
-        theirs.close()
+        # The kit's own network namespace (its main thread's), whatever namespace the thread
+        # that asks first has entered: a server born in a run's namespace would be killed
+        # with that run's leftovers, and every daemon it forked after would go unreported.
+        home = os.open("/proc/self/ns/net", os.O_RDONLY)
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "cnikit.forkserver", str(theirs.fileno()), str(home),
+                 *preload],
+                pass_fds=[theirs.fileno(), home], stdin=subprocess.DEVNULL,
+                start_new_session=True)
+        finally:
+            os.close(home)
+            theirs.close()
         self.sock = ours
         self.alive = True
         self._send_lock = threading.Lock()
@@ -168,7 +178,7 @@ class ForkServer:
     def collect(self, child: Forked) -> bool:
         with self._cond:
             got = self._exits.pop(child.pid, None)
-            if got is None and not self.alive and not os.path.exists(f"/proc/{child.pid}"):
+            if got is None and not self.alive and _gone(child.pid):
                 got = (-signal.SIGKILL, 0.0)  # the server is gone: the status went with it
         if got is None:
             return False
@@ -189,6 +199,23 @@ class ForkServer:
                 # A dead server cannot notify: look again now and then.
                 self._cond.wait(min(left, 0.5) if left is not None else 0.5)
         return True
+
+
+def _gone(pid: int) -> bool:
+    """Whether pid has exited: no longer there, or a zombie nobody reaps (an orphan whose
+    new parent does not wait for it)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return True
+
+
+def _setns(fd: int, what: str) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.setns(fd, CLONE_NEWNET) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"setns {what}: {os.strerror(err)}")
 
 
 # ---- the server ----------------------------------------------------------------------------
@@ -220,10 +247,7 @@ def _child(request: dict, fds: list[int]) -> None:
         os.environ.update(request["env"])
         if request.get("netns"):
             fd = os.open(request["netns"], os.O_RDONLY | os.O_CLOEXEC)
-            libc = ctypes.CDLL(None, use_errno=True)
-            if libc.setns(fd, CLONE_NEWNET) != 0:
-                err = ctypes.get_errno()
-                raise OSError(err, f"setns {request['netns']}: {os.strerror(err)}")
+            _setns(fd, request["netns"])
             os.close(fd)
         import runpy
 
@@ -254,8 +278,11 @@ def _child(request: dict, fds: list[int]) -> None:
             os._exit(code)
 
 
-def serve(control: int, preload: list[str]) -> int:
+def serve(control: int, home: int, preload: list[str]) -> int:
     import importlib
+
+    _setns(home, "of the kit")
+    os.close(home)
 
     for name in preload:
         try:
@@ -315,4 +342,4 @@ def _reap(sock: socket.socket) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(serve(int(sys.argv[1]), sys.argv[2:]))
+    sys.exit(serve(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]))
