@@ -164,13 +164,23 @@ def test_sigkill_mid_add_then_restart_loses_and_duplicates_nothing(cluster, prob
         ok: list = []
         lock = threading.Lock()
 
-        def one(name, ok=ok, failed=failed, lock=lock):
-            try:
-                pod = cluster.add_pod(node, name)
-            except CniError:
-                with lock:
-                    failed.append(name)
-                return
+        killed = threading.Event()
+
+        def one(name, ok=ok, failed=failed, lock=lock, killed=killed):
+            # Like kubelet, "try again later" (11) is retried until the kill: the last round's
+            # released IPs may all still be cooling down when this storm starts.
+            end = time.monotonic() + 20
+            while True:
+                try:
+                    pod = cluster.add_pod(node, name)
+                    break
+                except CniError as e:
+                    if e.code == 11 and not killed.is_set() and time.monotonic() < end:
+                        time.sleep(0.1)
+                        continue
+                    with lock:
+                        failed.append(f"{name}: {e}")
+                    return
             pod.k8s_name = name
             with lock:
                 ok.append(pod)
@@ -188,7 +198,14 @@ def test_sigkill_mid_add_then_restart_loses_and_duplicates_nothing(cluster, prob
             rows = cluster.daemons[node].checkpoint()["allocations"]
             return len([a for a in rows if a["metadata"].get("k8sPodName", "").startswith(prefix)]) >= k
 
-        wait_for(committed, 30, f"{k} allocations of round {round_}")
+        try:
+            wait_for(committed, 30, f"{k} allocations of round {round_}")
+        except AssertionError:
+            for t in threads:
+                t.join(60)
+            raise AssertionError(f"round {round_}: no {k} allocations; ADDs failed: {failed}; "
+                                 f"daemon alive={cluster.daemons[node].alive()} log: {cluster.daemons[node].tail(20)}") from None
+        killed.set()
         cluster.kill_daemon(node, signal.SIGKILL)
         for t in threads:
             t.join(60)
@@ -205,7 +222,7 @@ def test_sigkill_mid_add_then_restart_loses_and_duplicates_nothing(cluster, prob
                                 container_id=a["containerID"], netns_path="/run/netns/gone",
                                 runner_ns=cluster.fabric.nodes[node].ns.path)
                 sb.delete()
-        print(f"round {round_}: {len(ok)} ADDs succeeded, {len(failed)} failed")
+        print(f"round {round_}: {len(ok)} ADDs succeeded, {len(failed)} failed: {failed}; {cluster.status(node)['stats']}")
         pods.check_unique()
         pods.check_held()
         pods.check_owned_by_ec2()
