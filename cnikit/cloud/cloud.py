@@ -54,6 +54,16 @@ class Topology:
     instances: list[Instance] = field(default_factory=list)
     vpc_ipv6_cidr: str | None = None  # the VPC's /56 (dual stack)
     subnet_ipv6_cidr: str | None = None  # the subnet's /64 of it
+    # Other subnets of the VPC in the nodes' AZ (Cloud.add_subnet): id -> CIDR.
+    other_subnets: dict[str, str] = field(default_factory=dict)
+
+
+def _subnet_tags(tags: dict[str, str] | None) -> dict:
+    """CreateSubnet's TagSpecifications for `tags` (none: no argument)."""
+    if not tags:
+        return {}
+    return {"TagSpecifications": [{"ResourceType": "subnet", "Tags": [
+        {"Key": k, "Value": v} for k, v in tags.items()]}]}
 
 
 def _reach(upstream: str, probe: str, deadline_s: float) -> None:
@@ -173,9 +183,7 @@ class Cloud:
                 vpc["Ipv6CidrBlockAssociationSet"][0]["Ipv6CidrBlock"]))
             subnet_v6 = str(next(ipaddress.IPv6Network(vpc_v6).subnets(new_prefix=64)))
             extra["Ipv6CidrBlock"] = subnet_v6
-        if subnet_tags:
-            extra["TagSpecifications"] = [{"ResourceType": "subnet", "Tags": [
-                {"Key": k, "Value": v} for k, v in subnet_tags.items()]}]
+        extra.update(_subnet_tags(subnet_tags))
         subnet_id = ec2.create_subnet(VpcId=vpc_id, CidrBlock=subnet_cidr,
                                       AvailabilityZone=az, **extra)["Subnet"]["SubnetId"]
         if ipv6:
@@ -197,6 +205,15 @@ class Cloud:
                                           subnet_id, v6[0] if v6 else None))
         return Topology(vpc_id, vpc_cidr, subnet_id, subnet_cidr, az, instances, vpc_v6,
                         subnet_v6)
+
+    def add_subnet(self, topo: Topology, cidr: str, tags: dict[str, str] | None = None) -> str:
+        """Another subnet of the topology's VPC in its nodes' AZ, with `tags` (as bootstrap's
+        `subnet_tags`): where subnet discovery may put a node's new ENIs."""
+        subnet_id = self.client().create_subnet(
+            VpcId=topo.vpc_id, CidrBlock=cidr, AvailabilityZone=topo.az,
+            **_subnet_tags(tags))["Subnet"]["SubnetId"]
+        topo.other_subnets[subnet_id] = cidr
+        return subnet_id
 
     def stop(self) -> None:
         self.gate.stop()

@@ -152,6 +152,9 @@ class Ec2Fault(Fault):
 
     family = KINDS
     target_fields = ("target",)
+    # The actions a kind can answer at all (None: any): a target naming another is refused,
+    # since the fault would never fire while the run looked faulted.
+    only_actions: tuple[str, ...] | None = None
 
     @classmethod
     def from_spec(cls, spec: Any, *args: Any, **kw: Any) -> Ec2Fault:
@@ -175,6 +178,9 @@ class Ec2Fault(Fault):
         action = raw.get("action")
         if action is not None:
             _check_action(action)
+            if cls.only_actions is not None and action not in cls.only_actions:
+                raise SpecError(f"kind {cls.kind!r} answers only {', '.join(cls.only_actions)}, "
+                                f"not {action}")
         region = raw.get("region")
         if region is not None:
             from cnikit.cloud.regions import known_regions
@@ -198,6 +204,7 @@ class Ec2Fault(Fault):
 
     def target_matches(self, call: Call) -> bool:
         return ((self.action is None or self.action == call.action)
+                and (self.only_actions is None or call.action in self.only_actions)
                 and (self.region is None or call.region is None or self.region == call.region))
 
     # Request and response kinds implement:  apply(self, call) -> Ec2Error | None
