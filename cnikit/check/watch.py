@@ -63,6 +63,7 @@ class Watch:
         self.errors: dict[str, str] = {}
 
     def start(self) -> Watch:
+        self._record_nodes()
         self.monitor.start()
         self.prober.start()
         try:
@@ -99,6 +100,20 @@ class Watch:
 
     def _on_probe(self, ev: dict) -> None:
         self.history.info(PROBER, ev["ev"], ev, at=ev.get("t"), mono=ev.get("m"))
+
+    def _record_nodes(self) -> None:
+        """Each node's instance and how many addresses one of its ENIs holds (the instance
+        type's EC2 limit; None for a type outside the kit's table), for checkers that judge
+        whether the node had room (cooldown-wait)."""
+        from cnikit.check.checkers.cooldown_wait import NODES
+        from cnikit.cloud.limits import FALLBACK
+
+        nodes = {}
+        for node, inst in zip(self.fabric.nodes, self.fabric.topo.instances, strict=False):
+            limits = FALLBACK.get(inst.instance_type)
+            nodes[node.instance_id] = {"node": node.index, "instance_type": inst.instance_type,
+                                       "ipv4_per_eni": limits.ipv4_per_eni if limits else None}
+        self.history.info(MONITOR, NODES, {"nodes": nodes})
 
     def _add_anchor(self) -> None:
         """The VPC router's subnet address as a fixed point every pod probes each round; in
