@@ -109,6 +109,11 @@ class Mirror:
         self._v6_used: dict[str, set[int]] = {}
         self._v6_blocks_used: dict[str, dict[int, int]] = {}
         self._v6_delegated: dict[str, set[int]] = {}
+        # Every /80 ever delegated, per subnet: EC2 picks a new /80 at random among a /64's
+        # 2**16, so one just given back practically never comes back to the next Assign. The
+        # lowest free one would: a build that drops the /80 under its pods and takes a new one
+        # would get the same back, its pods dark for a millisecond only, and go unseen.
+        self._v6_ever_delegated: dict[str, set[int]] = {}
         self._snapshot: OwnershipSnapshot | None = None
         # ENIs in an attach or detach that takes time (the `slow-attachment` fault): eni ->
         # its attachment as EC2 shows it meanwhile ("attaching", "detaching"). The upstream
@@ -189,6 +194,8 @@ class Mirror:
             blocks[value >> IPV6_HOST_BITS] = blocks.get(value >> IPV6_HOST_BITS, 0) + 1
         delegated = self._v6_delegated.setdefault(eni.subnet_id, set())
         delegated.update(ipv6_block(p) for p in eni.ipv6_prefixes)
+        self._v6_ever_delegated.setdefault(eni.subnet_id, set()).update(
+            ipv6_block(p) for p in eni.ipv6_prefixes)
 
     def _unindex(self, eni: Eni) -> None:
         del self.enis[eni.eni_id]
@@ -366,7 +373,11 @@ class Mirror:
         # the /80s a prefix reservation keeps first, as EC2 serves them, then the rest
         ranges = [(max(lo >> IPV6_HOST_BITS, first), min(hi >> IPV6_HOST_BITS, last))
                   for lo, hi in self.reservations.prefix_spans(subnet.subnet_id, 6)]
-        for lo, hi in ranges + [(first, last)]:
+        ever = self._v6_ever_delegated.get(subnet.subnet_id, set())
+        # Never-delegated /80s first; one given back before only when no other is left.
+        passes = [(lo, hi, ever) for lo, hi in ranges + [(first, last)]]
+        passes += [(lo, hi, set()) for lo, hi in ranges + [(first, last)]]
+        for lo, hi, skip in passes:
             block = lo
             while len(picked) < count and block <= hi:
                 start = block << IPV6_HOST_BITS
@@ -374,6 +385,9 @@ class Mirror:
                              if a <= start + (1 << IPV6_HOST_BITS) - 1 and start <= h), None)
                 if span is not None:  # an explicit reservation: jump past it
                     block = (span >> IPV6_HOST_BITS) + 1
+                    continue
+                if block in skip:
+                    block += 1
                     continue
                 if ipv6_prefix_of(block) not in picked and \
                         self._v6_block_free(subnet, block, taken_blocks):

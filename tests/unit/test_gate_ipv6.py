@@ -205,6 +205,25 @@ def test_unassign_frees_what_was_held_and_refuses_what_was_not(v6):
     assert addr in v6s(ec2, b) and v6_prefixes(ec2, b) == [prefix]
 
 
+def test_a_given_back_80_is_not_the_next_one_picked(v6):
+    # EC2 picks a /80 at random among a /64's 65,536: one given back does not come straight
+    # back. A build that drops the /80 under its pods and takes a new one must see its
+    # pods' addresses leave the node, not the same /80 return a millisecond later.
+    cloud, topo, ec2 = v6
+    a, b = (i.primary_eni_id for i in topo.instances)
+    (first,) = ec2.assign_ipv6_addresses(NetworkInterfaceId=a,
+                                         Ipv6PrefixCount=1)["AssignedIpv6Prefixes"]
+    ec2.unassign_ipv6_addresses(NetworkInterfaceId=a, Ipv6Prefixes=[first])
+    (second,) = ec2.assign_ipv6_addresses(NetworkInterfaceId=a,
+                                          Ipv6PrefixCount=1)["AssignedIpv6Prefixes"]
+    (third,) = ec2.assign_ipv6_addresses(NetworkInterfaceId=b,
+                                         Ipv6PrefixCount=1)["AssignedIpv6Prefixes"]
+    assert len({first, second, third}) == 3
+    # Still anyone's when asked for by name.
+    ec2.assign_ipv6_addresses(NetworkInterfaceId=b, Ipv6Prefixes=[first])
+    assert first in v6_prefixes(ec2, b)
+
+
 def test_bad_combinations_and_an_ipv4_only_subnet_are_refused(v6, gate_cloud):
     cloud, topo, ec2 = v6
     eni = topo.instances[0].primary_eni_id
