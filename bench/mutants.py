@@ -169,6 +169,14 @@ MUTANTS: list[Mutant] = [
         "an address whose release EC2 refused goes back into the pool as free: EC2 may have "
         "given it to another node, and a new pod gets it",
         "release"),
+    Mutant(
+        "pool-counts-cooling", DS,
+        "        return self.total - self.assigned - self.cooldown\n",
+        "        return self.total - self.assigned\n",
+        "the pool counts addresses in their IP cooldown as available (upstream's "
+        "AvailableAddresses, #1700, #2896): after a burst of deletes it does not grow while "
+        "they cool, though the ENI has room, and new pods wait out the cooldown",
+        "cooldown"),
     # ---- allocation ---------------------------------------------------------------------
     Mutant(
         "prefix-pick-ignores-holder", DS,

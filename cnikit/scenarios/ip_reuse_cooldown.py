@@ -7,6 +7,10 @@ free the IP a new pod may now hold. Peers on both nodes probe every pod througho
 keep their flows to a deleted pod going for the required cooldown (upstream's
 IP_COOLDOWN_PERIOD, 30 s, scaled): a new pod given the address sooner answers them, which is
 the `early-reuse` violation (cnikit.check.checkers.early_reuse), evidence included.
+Before the cycles, every pod goes at once and as many come: while their addresses cool down
+the ENI still has room, and a pod that waits the cooldown out for an address is
+`cooldown-wait` (upstream #1700, #2896: a pool that counts cooling addresses as available
+does not grow).
 """
 
 from __future__ import annotations
@@ -27,13 +31,23 @@ CYCLES = 12
         "profile: no address goes to a new pod while the old pod's peers still send to it. "
         "A build without it (IP_COOLDOWN_PERIOD=0, or a DEL that skips it) hands a freed "
         "address on within the cycle, the old pod's flows reach the new pod: early-reuse. "
-        "DEL is keyed by container ID, so a repeated DEL frees nothing a new pod holds.",
+        "DEL is keyed by container ID, so a repeated DEL frees nothing a new pod holds. "
+        "Every profile's pool counts cooling addresses as taken and assigns new ones when "
+        "a burst leaves only cooling ones: no pod waits the cooldown out (cooldown-wait).",
     nodes=2,
     env={"WARM_IP_TARGET": "1", "MAX_ENI": "1"},
 )
 def run(ctx: Ctx) -> None:
     pods, _, focus = settled(ctx, NODE, 3)
     ctx.step("a tight pool", **focus)
+    # First, while the ENI has room (the cycles below fill it): every pod deleted at once
+    # and as many added. The free addresses all cool down, and a build must assign new ones
+    # rather than make the pods wait the cooldown out (cnikit.check.checkers.cooldown_wait).
+    for old in pods:
+        ctx.delete_pod(old)
+    pods = [p for _ in range(len(pods))
+            if (p := ctx.add_pod(NODE, retry_for=ctx.run_seconds(30) + 5))]
+    ctx.step(f"a burst: every pod deleted at once, {len(pods)} new ones", **focus)
     reused = in_window = 0
     for _ in range(CYCLES):
         old = ctx.rng.choice(pods)
