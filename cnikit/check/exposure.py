@@ -76,6 +76,9 @@ def judge(history: list[dict], imds_requests: list[dict], ec2_reached: dict[str,
             line = ACTS[op].format(node=node, eni=t.get("eni", "an interface"),
                                    component=t.get("component", "?"),
                                    ips=", ".join(t.get("ips") or []) or "addresses")
+            if v.get("after_call"):  # a crash point's kill: of the caller, for a node
+                line += f" right after EC2 served its {v['after_call']}" + (
+                    f" for node {v['for_node']}" if v.get("for_node") is not None else "")
             faults.append(_entry(v, 1, line))
     # Exposed: a fault reached the build; or the run had none to reach it (pod churn is its
     # subject) and did not end because the build had nothing for its fault to act on.

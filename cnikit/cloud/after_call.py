@@ -8,9 +8,12 @@ written, the caller cannot have recorded the answer, whatever its speed: the win
 made certain, not raced.
 
 Each hook gets an AnsweredCall: the action, the region, the call's parameters, the status
-answered, and the calling instance when the gate can tell it: the `X-Cnikit-Instance-Id`
+answered, the calling instance when the gate can tell it (the `X-Cnikit-Instance-Id`
 header when the caller sends it, else the instance whose ENI holds the caller's source
-address (a node's daemon calls from inside its namespace, from its ENI's address).
+address: a node's daemon calls from inside its namespace, from its ENI's address), the
+caller's address and port, and the instance the call acted on (`node_instance`,
+cnikit.cloud.acted_on; the caller's when the parameters name none). The two differ for a
+cluster component (an operator) calling about a node.
 Hooks run in a worker thread (a kill may take a moment); a hook that raises is logged and
 never changes the answer. With no hook added the gate skips all of it.
 """
@@ -37,6 +40,8 @@ class AnsweredCall:
     instance_id: str | None  # the caller's instance, None when the gate cannot tell
     source: str | None  # the caller's address
     params: dict[str, str] = field(default_factory=dict)
+    node_instance: str | None = None  # the instance acted on (else the caller's)
+    source_port: int | None = None  # the caller's port: which process holds the connection
 
     @property
     def ok(self) -> bool:

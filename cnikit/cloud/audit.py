@@ -41,14 +41,16 @@ class AuditRecord:
 
 @dataclass(frozen=True)
 class ThrottledCall:
-    """A call, read or mutating, that a throttle fault refused: when, which action, and who
-    asked (the source address, and the instance the caller named in its header if any),
-    so that a caller's retries can be told apart from another's."""
+    """A call, read or mutating, that a throttle fault refused: when, which action, who
+    asked (the source address, and the instance the caller named in its header if any) and
+    the instance it acted on (cnikit.cloud.acted_on), so that retries for one node can be
+    told apart from another's, whichever process made them."""
 
     time: float
     action: str
     source: str | None
     named: str | None = None
+    acted_on: str | None = None
 
 
 class AuditLog:
@@ -57,8 +59,9 @@ class AuditLog:
         self._throttled: deque[ThrottledCall] = deque(maxlen=maxlen)
         self._lock = threading.Lock()
 
-    def throttle(self, action: str, source: str | None, named: str | None = None) -> None:
-        rec = ThrottledCall(time.time(), action, source, named)
+    def throttle(self, action: str, source: str | None, named: str | None = None,
+                 acted_on: str | None = None) -> None:
+        rec = ThrottledCall(time.time(), action, source, named, acted_on)
         with self._lock:
             self._throttled.append(rec)
 

@@ -277,6 +277,9 @@ class CniCluster:
     def instance_id(self, node: int) -> str:
         return self.fabric.nodes[node].instance_id
 
+    def node_of(self, instance_id: str) -> int | None:
+        return next((n.index for n in self.fabric.nodes if n.instance_id == instance_id), None)
+
     def kill_daemon(self, node: int, sig: int = signal.SIGKILL) -> None:
         """Send sig to the node's daemon (SIGKILL by default): a nemesis operation."""
         self.nemesis.kill_daemon(node, sig)
@@ -349,6 +352,14 @@ class CniCluster:
 
     def signal_component(self, name: str, sig: int) -> None:
         self.component(name).kill(sig)
+
+    def component_calling(self, source: str, port: int) -> str | None:
+        """The component holding the connection from source:port (each runs in its own
+        process group, in the VPC namespace); None: none of them."""
+        from cnikit.targets.connection_owner import holds_connection
+
+        return next((name for name, proc in self.components.items()
+                     if proc.pid and holds_connection(proc.pid, source, port)), None)
 
     def stop_and_start_component(self, name: str, wait: float) -> None:
         proc = self.component(name)

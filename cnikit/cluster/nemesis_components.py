@@ -15,6 +15,9 @@ class ClusterComponents(Protocol):
 
     def stop_and_start_component(self, name: str, wait: float) -> None: ...
 
+    def component_calling(self, source: str, port: int) -> str | None:
+        """The component whose process holds the connection from source:port, if any."""
+
 
 class ComponentActs:
     """A mixin of Nemesis (with DaemonActs: its down times): a component is down from its
@@ -26,12 +29,13 @@ class ComponentActs:
             raise ValueError("this nemesis has no cluster")
         return self.daemons
 
-    def kill_component(self, name: str, sig: int = signal.SIGKILL) -> None:
-        """Send sig to the component (its process group): down until restart_component."""
+    def kill_component(self, name: str, sig: int = signal.SIGKILL, **params) -> None:
+        """Send sig to the component (its process group): down until restart_component.
+        params are recorded with the kill (a crash point's `after_call`)."""
         comps = self._components()
         self.down_kill(("component", name), f"kill-{name}", "component-kill",
                        {"component": name}, lambda: comps.signal_component(name, sig),
-                       signal=int(sig))
+                       signal=int(sig), **params)
 
     def restart_component(self, name: str, wait: float = 60.0) -> None:
         """Restart the component (its state kept) and wait until it is ready."""

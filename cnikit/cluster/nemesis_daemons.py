@@ -19,6 +19,9 @@ class NodeDaemons(Protocol):
 
     def instance_id(self, node: int) -> str: ...
 
+    def node_of(self, instance_id: str) -> int | None:
+        """The node whose instance it is; None for an instance of no node."""
+
     def signal_daemon(self, node: int, sig: int) -> None: ...
 
     def stop_and_start_daemon(self, node: int, wait: float) -> None:
@@ -75,10 +78,11 @@ class DaemonActs:
                          fire, before_kill=lambda: self.on_down(node))
 
     def crash_at(self, node: int, action: str):
-        """Arm a crash point (cnikit.cluster.crash_point): the node's daemon is SIGKILLed
-        when the gate serves `action` (one of CRASH_ACTIONS) from it, successfully, after the
-        call took effect and before its answer leaves. Returns the armed CrashPoint
-        (`wait(timeout)` -> what it fired on); the kill is a daemon-kill with `after_call`.
+        """Arm a crash point (cnikit.cluster.crash_point): when the gate serves `action` (one
+        of CRASH_ACTIONS) for the node, successfully, the process that made the call (the
+        node's daemon, or a cluster component) is SIGKILLed after the call took effect and
+        before its answer leaves. Returns the armed CrashPoint (`wait(timeout)` -> what it
+        fired on); the kill is a daemon-kill or component-kill with `after_call`.
         ValueError (one line) for another action."""
         from cnikit.cluster.crash_point import CrashPoint
 

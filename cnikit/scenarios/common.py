@@ -143,10 +143,10 @@ def release(ctx: Ctx, eni, pods: list, count: int, before: set[str] | None = Non
 
 def crash_while_adding(ctx: Ctx, node: int, action: str, most: int) -> dict:
     """Arm a crash point after `action` on `node` (ctx.crash_at) and add up to `most` pods
-    there, one at a time as a runtime would, until the build makes that call and its daemon
-    is killed before the answer; restart it, and let the ADD in flight be retried. Returns
-    what the point fired on. A build that never made the call for those pods is not
-    exposed."""
+    there, one at a time as a runtime would, until the build makes that call for the node
+    and its caller (the node's daemon, or a cluster component) is killed before the answer;
+    restart it, and let the ADD in flight be retried. Returns what the point fired on. A
+    build that never made the call for those pods is not exposed."""
     import threading
 
     point = ctx.crash_at(node, action)
@@ -171,9 +171,13 @@ def crash_while_adding(ctx: Ctx, node: int, action: str, most: int) -> dict:
         adder.join(60)
         ctx.not_exposed(f"the build made no {action} call for {most} pods on node {node}: "
                         "no window to crash in")
-    ctx.step(f"killed after {action}" + (f" of {fired['eni']}" if fired.get("eni") else ""),
+    caller = fired.get("caller") or {"node": node}
+    who = (f"component {caller['component']}" if "component" in caller
+           else f"node {caller['node']}'s daemon")
+    ctx.step(f"{who} killed after {action}" + (f" of {fired['eni']}" if fired.get("eni")
+                                               else ""),
              node=node, **({"eni": fired["eni"]} if fired.get("eni") else {}))
-    ctx.restart_daemon(node)
+    ctx.restart_caller(caller)
     adder.join(90)
     ctx.step("restarted; the ADD in flight retried", node=node)
     return fired

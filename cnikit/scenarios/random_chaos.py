@@ -246,13 +246,18 @@ def _act(ctx: Ctx, op: dict) -> str:
 
 
 def _act_end(ctx: Ctx, aid: str) -> str:
-    """A crash point disarmed (if it did not fire), and every daemon down restarted."""
+    """A crash point disarmed (if it did not fire), and every daemon down restarted, and
+    the component a crash point killed (an operator calling for the node)."""
     point = ctx.nemesis.crash_points.pop(ctx.armed.pop(aid, None), None)
     said = []
     if point is not None:
         fired = point.close()  # a kill under way is done first: restarted below
         said.append(f"crash point fired on {fired['action']}" if fired
                     else "crash point disarmed unfired")
+        caller = (fired or {}).get("caller") or {}
+        if "component" in caller:
+            ctx.restart_caller(caller)
+            said.append(f"component {caller['component']} restarted")
     for n in range(NODES):
         if not ctx.cluster.daemons[n].alive():
             restart(ctx, n)

@@ -3,22 +3,28 @@ daemon is SIGKILLed when the gate serves a given call from it, after the call to
 and before its answer left. Real parts: moto behind the gate, a real process as each
 node's daemon (the kill is a real SIGKILL); the callers name their instance with the
 X-Cnikit-Instance-Id header (a node's daemon is told by its source address, which needs
-namespaces: the crash-after-* scenarios)."""
+namespaces: the crash-after-* scenarios). A cluster component (an operator) is a real
+process calling EC2 itself, told by the connection it holds."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import threading
 
+import boto3
 import pytest
 
+from cnikit.check.exposure import judge
 from cnikit.check.history import History
 from cnikit.cloud.after_call import INSTANCE_HEADER, caller_instance
 from cnikit.cluster.actions import Served
 from cnikit.cluster.crash_point import CRASH_ACTIONS
 from cnikit.cluster.nemesis import Nemesis
+from cnikit.targets.connection_owner import holds_connection
 from tests.unit.test_layering import http
 from tests.waiting import wait_for
 
@@ -29,6 +35,7 @@ class Daemons:
     def __init__(self, instance_ids):
         self.ids = instance_ids
         self.procs = [self._spawn() for _ in instance_ids]
+        self.components: dict[str, subprocess.Popen] = {}  # each its own process group
 
     @staticmethod
     def _spawn():
@@ -36,6 +43,17 @@ class Daemons:
 
     def instance_id(self, node):
         return self.ids[node]
+
+    def node_of(self, instance_id):
+        return self.ids.index(instance_id) if instance_id in self.ids else None
+
+    def component_calling(self, source, port):
+        return next((name for name, p in self.components.items()
+                     if holds_connection(p.pid, source, port)), None)
+
+    def signal_component(self, name, sig):
+        os.killpg(self.components[name].pid, sig)
+        self.components[name].wait(10)
 
     def signal_daemon(self, node, sig):
         self.procs[node].send_signal(sig)
@@ -45,7 +63,7 @@ class Daemons:
         self.procs[node] = self._spawn()
 
     def close(self):
-        for p in self.procs:
+        for p in [*self.procs, *self.components.values()]:
             p.kill()
             p.wait(10)
 
@@ -61,8 +79,13 @@ def crash(gate_cloud, gate_new_vpc):
 
 
 def client_of(cloud, instance_id: str | None):
-    """An EC2 client whose calls say which instance makes them."""
-    c = cloud.client()
+    """An EC2 client of its own whose calls say which instance makes them (the kit's shared
+    client would keep every header hook registered on it)."""
+    env = cloud.client_env()
+    c = boto3.session.Session().client(
+        "ec2", endpoint_url=env["AWS_ENDPOINT_URL_EC2"], region_name=env["AWS_REGION"],
+        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"])
     if instance_id:
         c.meta.events.register("before-sign.ec2.*", lambda request, **_: request.headers
                                .__setitem__(INSTANCE_HEADER, instance_id))
@@ -88,7 +111,7 @@ def test_crash_after_attach_kills_the_callers_daemon_once_the_attach_took_effect
         NetworkInterfaceId=eni, InstanceId=inst.instance_id, DeviceIndex=1)
     fired = point.wait(10)
     assert fired == {"node": 0, "instance_id": inst.instance_id,
-                     "action": "AttachNetworkInterface", "eni": eni}
+                     "action": "AttachNetworkInterface", "eni": eni, "caller": {"node": 0}}
     assert daemons.procs[0].poll() is not None  # killed, before the answer left
     assert daemons.procs[1].poll() is None
     assert n.cloud.gate.owners().enis[eni].instance_id == inst.instance_id  # it took effect
@@ -104,12 +127,13 @@ def test_crash_after_attach_kills_the_callers_daemon_once_the_attach_took_effect
     assert not n.cloud.gate.after  # no hook left: the gate skips the hook point
 
 
-def test_other_callers_actions_and_failed_calls_do_not_fire(crash):
+def test_other_nodes_calls_unknown_callers_actions_and_failed_calls_do_not_fire(crash):
     n, h, topo, daemons = crash
     mine, theirs = topo.instances
     point = n.crash_at(0, "AssignPrivateIpAddresses")
     try:
-        # Another node's call, a call the gate cannot attribute, another action, a refusal.
+        # A call for another node, one about node 0 that no process of the build made (the
+        # kit's own), another action, a refusal.
         client_of(n.cloud, theirs.instance_id).assign_private_ip_addresses(
             NetworkInterfaceId=theirs.primary_eni_id, SecondaryPrivateIpAddressCount=1)
         client_of(n.cloud, None).assign_private_ip_addresses(
@@ -127,6 +151,46 @@ def test_other_callers_actions_and_failed_calls_do_not_fire(crash):
         assert daemons.procs[0].poll() is not None
     finally:
         point.close()
+
+
+OPERATOR = """
+import boto3, sys
+boto3.client("ec2").attach_network_interface(NetworkInterfaceId=sys.argv[1],
+                                             InstanceId=sys.argv[2], DeviceIndex=1)
+print("answered", flush=True)
+"""
+
+
+def test_an_operators_call_for_a_node_fires_that_nodes_point_and_kills_the_operator(crash):
+    """A cluster operator makes every EC2 call, from one place, for every node: a call it
+    makes about node 1 is node 1's (the instance acted on), and the process killed is the
+    operator that made it, before it heard the answer; the nodes' daemons run on."""
+    n, h, topo, daemons = crash
+    node1 = topo.instances[1]
+    other = n.crash_at(0, "AttachNetworkInterface")  # node 0's: never fires on node 1's call
+    point = n.crash_at(1, "AttachNetworkInterface")
+    eni = new_eni(n.cloud, topo)
+    op = daemons.components["operator"] = subprocess.Popen(
+        [sys.executable, "-c", OPERATOR, eni, node1.instance_id], stdout=subprocess.PIPE,
+        env={**os.environ, **n.cloud.client_env()}, start_new_session=True, text=True)
+    try:
+        fired = point.wait(60)
+    finally:
+        other.close()
+    assert fired == {"node": 1, "instance_id": node1.instance_id,
+                     "action": "AttachNetworkInterface", "eni": eni,
+                     "caller": {"component": "operator"}}
+    assert op.wait(10) == -signal.SIGKILL and op.stdout.read() == ""  # never heard it
+    assert all(p.poll() is None for p in daemons.procs) and kills(h) == []
+    assert other.fired is None
+    assert n.cloud.gate.owners().enis[eni].instance_id == node1.instance_id  # it took effect
+    [kill] = [e["value"] for e in h.entries() if e["f"] == "component-kill"
+              and e["type"] == "start"]
+    assert kill["target"] == {"component": "operator"}
+    assert kill["after_call"] == "AttachNetworkInterface" and kill["for_node"] == 1
+    assert [f["line"] for f in judge(h.entries(), [], {}, {})["faults"]] == [
+        "the build's component operator was killed right after EC2 served its "
+        "AttachNetworkInterface for node 1"]
 
 
 def test_a_point_says_it_fired_once_its_kill_is_done(crash):

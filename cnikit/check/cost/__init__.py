@@ -34,7 +34,8 @@ def judge(audit: list[dict], history: list[dict], nodes: dict[str, str] | None =
     what}]. `audit`: the gate's records as JSON; `nodes`: instance id -> node name; `scale`:
     the run's time scale (CNIKIT_TIME_SCALE), which compresses upstream's intervals;
     `throttled`: every call a throttle refused, reads included ({time, action,
-    instance_id}: the calling instance, None when unknown)."""
+    instance_id, caller}: the instance the call acted on, else the calling one; the calling
+    instance; None when unknown)."""
     calls = Calls.of(audit, history, nodes or {}, scale, throttled or [])
     out = []
     for kind in sorted(RULES):

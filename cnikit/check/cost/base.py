@@ -40,7 +40,8 @@ class Calls:
     pod_ips: set[str] = field(default_factory=set)
     nodes: dict[str, str] = field(default_factory=dict)  # instance id -> node name
     scale: float = 1.0  # the run's time scale: upstream's intervals times this
-    # Calls a throttle refused, reads included, in time order: {time, action, instance_id}.
+    # Calls a throttle refused, reads included, in time order: {time, action, instance_id,
+    # caller}; instance_id is the node the call acted on (else its caller's).
     throttled: list[dict] = field(default_factory=list)
 
     @classmethod

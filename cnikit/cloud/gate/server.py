@@ -18,6 +18,7 @@ from aiohttp import web
 
 from cnikit.cloud import query as Q
 from cnikit.cloud import responses as R
+from cnikit.cloud.acted_on import acted_on
 from cnikit.cloud.after_call import INSTANCE_HEADER, AfterCall, AnsweredCall, caller_instance
 from cnikit.cloud.audit import CALLER
 from cnikit.cloud.control import ControlApi
@@ -167,6 +168,7 @@ class Gate(LoopThread, Backend):
         action = "?"
         params: dict[str, str] = {}
         region = self.region
+        node = None  # the instance the call acts on, when a hook needs it
         try:
             body = await request.read()
             params = Q.parse_params(body, request.query_string)
@@ -181,9 +183,12 @@ class Gate(LoopThread, Backend):
                     e.injected = True  # the audit tells a fault's answer from EC2's
                     if e.code == THROTTLED:  # reads too: how a caller retries (check.cost)
                         self.audit.throttle(action, request.remote,
-                                            request.headers.get(INSTANCE_HEADER))
+                                            request.headers.get(INSTANCE_HEADER),
+                                            self._acted_on(region, params))
                     raise
             r = self._regions.get(region) or await self._region(region)
+            # Read before the call changes the mirror: a detach still names its instance.
+            node = acted_on(r.mirror, params) if self.after else None
             handler = self._handlers.get(action)
             if Q.bool_param(params, "DryRun"):
                 # The upstream answers DryRunOperation/UnauthorizedOperation, the gate for an
@@ -221,19 +226,27 @@ class Gate(LoopThread, Backend):
             err = internal_error()
             status, out = err.status, R.error_xml(err)
         if self.after and action and not _spared(request.headers):
-            await self._after(request, action, region, params, status)
+            await self._after(request, action, region, params, status, node)
         return web.Response(status=status, body=out, content_type="text/xml")
 
+    def _acted_on(self, region: str, params: dict[str, str]) -> str | None:
+        """The instance a call acts on (cnikit.cloud.acted_on), in a region loaded already."""
+        r = self._regions.get(region)
+        return acted_on(r.mirror if r is not None else None, params)
+
     async def _after(self, request: web.Request, action: str, region: str,
-                     params: dict[str, str], status: int) -> None:
-        """The after-call hooks (cnikit.cloud.after_call), knowing the calling instance."""
+                     params: dict[str, str], status: int, node: str | None) -> None:
+        """The after-call hooks (cnikit.cloud.after_call), knowing the calling instance
+        and the one the call acted on (`node`, read before the call; None: the caller's)."""
         r = self._regions.get(region)
         with self._cond:
             snap = (r or self._regions[self.region]).mirror.snapshot()
         source = request.remote
-        await self.after.fire(AnsweredCall(action, region, status,
-                                           caller_instance(request.headers, source, snap),
-                                           source, dict(params)))
+        caller = caller_instance(request.headers, source, snap)
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        await self.after.fire(AnsweredCall(action, region, status, caller, source,
+                                           dict(params), node or caller,
+                                           peer[1] if peer else None))
 
     def _validate(self, action: str, params: dict[str, str]) -> None:
         if not action:

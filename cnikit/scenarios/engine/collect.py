@@ -45,10 +45,14 @@ def collect(result: RunResult, ctx: Ctx, cluster) -> None:
     from cnikit.check import cost
     from cnikit.cloud.after_call import INSTANCE_HEADER, caller_instance
 
-    throttled = [{"time": t.time, "action": t.action,
-                  "instance_id": caller_instance({INSTANCE_HEADER: t.named} if t.named else None,
-                                                 t.source, owners)}
-                 for t in cluster.cloud.gate.audit.throttled()]
+    throttled = []
+    for t in cluster.cloud.gate.audit.throttled():
+        caller = caller_instance({INSTANCE_HEADER: t.named} if t.named else None, t.source,
+                                 owners)
+        # Per node by the node the call acted on: an operator's calls come from one place
+        # for every node (cnikit.cloud.acted_on); a Describe names none, so its caller.
+        throttled.append({"time": t.time, "action": t.action,
+                          "instance_id": t.acted_on or caller, "caller": caller})
     result.cost = cost.judge(result.audit, entries, names, cluster.scale,
                              throttled)
     sampler = ctx.sampler

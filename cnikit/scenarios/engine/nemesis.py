@@ -44,9 +44,25 @@ class CtxNemesis:
         return self.nemesis.kill_in_write(node)
 
     def crash_at(self, node: int, action: str):
-        """Arm a crash point: the node's daemon is SIGKILLed when the gate serves `action`
-        from it, before the answer leaves (cnikit.cluster.crash_point). Returns it."""
+        """Arm a crash point: the process that made the call (the node's daemon, or a
+        cluster component) is SIGKILLed when the gate serves `action` for the node, before
+        the answer leaves (cnikit.cluster.crash_point). Returns it."""
         return self.nemesis.crash_at(node, action)
+
+    def restart_caller(self, caller: dict) -> None:
+        """Restart what a crash point killed (its `caller`: {"node": n} or {"component":
+        name}) and wait until it is ready; not ready in time: a liveness violation."""
+        from cnikit.errors import DaemonNotReady
+
+        name = caller.get("component")
+        if name is None:
+            self.restart_daemon(caller["node"])
+            return
+        try:
+            self.nemesis.restart_component(name)
+        except DaemonNotReady as e:
+            raise Liveness(f"component {name}", "the component did not become ready after a "
+                           "restart", {"component": str(e)[:300]}) from None
 
     def restart_daemon(self, node: int) -> None:
         """Restart the node's daemon and wait until it is ready. Not ready in time: a
