@@ -7,6 +7,7 @@
     pool.py        warm-pool arithmetic (WARM_ENI/IP/PREFIX_TARGET, MINIMUM_IP_TARGET)
     ipamd.py       IpamD: start-up, ADD/DEL/CHECK, pool manager, ENI lifecycle, tick()
     reconcile.py   the reconcile strategies a profile picks (how much it trusts IMDS)
+    subnets.py     subnet discovery: the subnets of the node's AZ a new ENI may go to
     profiles/      one module per profile: name, summary, strategy, expected verdicts
     ec2_query.py / imds_http.py   the real views (EC2 Query API, IMDSv2)
     fakes.py       in-memory views for unit tests; clock.py: real and fake clocks

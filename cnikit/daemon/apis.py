@@ -56,6 +56,18 @@ class InstanceInfo:
     security_groups: list[str]
     primary_eni_id: str
     primary_ip: str
+    vpc_id: str = ""
+    az: str = ""
+
+
+@dataclass
+class SubnetView:
+    """One subnet as DescribeSubnets shows it: where subnet discovery may put a new ENI."""
+
+    subnet_id: str
+    cidr: str
+    available: int
+    tags: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -77,6 +89,9 @@ class Ec2Api(Protocol):
 
     def describe_tagged_enis(self, tag: str, value: str) -> list[EniView]:
         """ENIs carrying tag=value, attached or not (to find ENIs a failed attach left)."""
+
+    def describe_subnets(self, vpc_id: str, az: str) -> list[SubnetView]:
+        """The VPC's subnets in the AZ, with their tags and free address counts."""
 
     def create_eni(self, subnet_id: str, security_groups: list[str], tags: dict[str, str],
                    secondary_ips: int) -> EniView: ...

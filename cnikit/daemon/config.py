@@ -54,6 +54,9 @@ class Config:
     # an address of this range on the pod's v4if0, SNAT to the node's IPv4.
     v4_egress: bool = True
     v4_egress_range: str = "169.254.172.0/22"
+    # Upstream's ENABLE_SUBNET_DISCOVERY (v1.18.0 on, default true): new ENIs go to the
+    # tagged subnet of the node's AZ with the most free addresses (cnikit/daemon/subnets.py).
+    subnet_discovery: bool = True
 
     # Scaled intervals: the only place the daemon reads time constants from.
     @property
@@ -177,6 +180,7 @@ def from_env(env: dict | None = None) -> Config:
         ipv6=ipv6,
         v4_egress=_bool(env, "ENABLE_V4_EGRESS", True),
         v4_egress_range=_egress_range(env),
+        subnet_discovery=_bool(env, "ENABLE_SUBNET_DISCOVERY", True),
     )
 
 

@@ -23,7 +23,7 @@ import time
 import urllib.parse
 import xml.etree.ElementTree as ET
 
-from cnikit.daemon.apis import ApiError, EniView, InstanceInfo, Limits
+from cnikit.daemon.apis import ApiError, EniView, InstanceInfo, Limits, SubnetView
 
 API_VERSION = "2016-11-15"
 ATTEMPTS = 2  # botocore's max_attempts as the daemon had it: one retry
@@ -223,6 +223,8 @@ class QueryEc2:
             security_groups=[_text(g, "groupId") for g in _items(inst, "groupSet")],
             primary_eni_id=_text(primary, "networkInterfaceId"),
             primary_ip=_text(inst, "privateIpAddress"),
+            vpc_id=_text(inst, "vpcId"),
+            az=_text(inst, "placement/availabilityZone"),
         )
 
     def instance_limits(self, instance_type: str) -> Limits:
@@ -251,6 +253,15 @@ class QueryEc2:
 
     def describe_tagged_enis(self, tag: str, value: str) -> list[EniView]:
         return self._enis(Filter=[{"Name": f"tag:{tag}", "Value": [value]}])
+
+    def describe_subnets(self, vpc_id: str, az: str) -> list[SubnetView]:
+        # upstream's GetVpcSubnets: the VPC's subnets of the node's AZ, by filter
+        r = self._call("DescribeSubnets", Filter=[{"Name": "vpc-id", "Value": [vpc_id]},
+                                                  {"Name": "availability-zone", "Value": [az]}])
+        return [SubnetView(_text(s, "subnetId"), _text(s, "cidrBlock"),
+                           int(_text(s, "availableIpAddressCount", "0") or 0),
+                           {_text(t, "key"): _text(t, "value") for t in _items(s, "tagSet")})
+                for s in _items(r, "subnetSet")]
 
     def create_eni(self, subnet_id, security_groups, tags, secondary_ips) -> EniView:
         kw = {"SubnetId": subnet_id, "Description": "aws-K8S-cnikit",

@@ -11,9 +11,16 @@ import copy
 import ipaddress
 import itertools
 
-from cnikit.daemon.apis import ApiError, EniView, Identity, InstanceInfo, Limits
+from cnikit.daemon.apis import ApiError, EniView, Identity, InstanceInfo, Limits, SubnetView
 
 LIMITS = {"m5.large": Limits(3, 10), "t3.large": Limits(3, 12), "t3.small": Limits(3, 4)}
+
+
+def _ec2_view(eni: EniView) -> EniView:
+    """An ENI as EC2 describes it: the subnet's id, not its CIDR (IMDS's entry)."""
+    view = copy.deepcopy(eni)
+    view.subnet_cidr = ""
+    return view
 
 
 class FakeEc2:
@@ -69,16 +76,21 @@ class FakeEc2:
 
     def describe_enis(self, instance_id):
         self._call("describe_enis")
-        return [copy.deepcopy(e) for e in self.enis.values() if e.instance_id == instance_id]
+        return [_ec2_view(e) for e in self.enis.values() if e.instance_id == instance_id]
 
     def describe_eni(self, eni_id):
         self._call("describe_eni")
         e = self.enis.get(eni_id)
-        return copy.deepcopy(e) if e else None
+        return _ec2_view(e) if e else None
 
     def describe_tagged_enis(self, tag, value):
         self._call("describe_tagged_enis")
-        return [copy.deepcopy(e) for e in self.enis.values() if e.tags.get(tag) == value]
+        return [_ec2_view(e) for e in self.enis.values() if e.tags.get(tag) == value]
+
+    def describe_subnets(self, vpc_id, az):
+        self._call("describe_subnets")
+        free = sum(1 for ip in self._free if ip not in self.used)
+        return [SubnetView(self.subnet_id, str(self.subnet), free)]
 
     def create_eni(self, subnet_id, security_groups, tags, secondary_ips):
         self._call("create_eni")
@@ -87,7 +99,7 @@ class FakeEc2:
         if secondary_ips:
             self._check_room(eni, secondary_ips)
             eni.ips += [self._ip() for _ in range(secondary_ips)]
-        return copy.deepcopy(eni)
+        return _ec2_view(eni)
 
     def attach_eni(self, eni_id, instance_id, device_index):
         self._call("attach_eni")

@@ -12,7 +12,7 @@ import time
 from collections import Counter
 from datetime import UTC, datetime
 
-from cnikit.daemon import ipv6, reconcile
+from cnikit.daemon import ipv6, reconcile, subnets
 from cnikit.daemon.apis import ApiError, Ec2Api, EniView, ImdsApi, InstanceInfo, Limits
 from cnikit.daemon.clock import Clock, from_wall_ns, to_wall_ns
 from cnikit.daemon.config import Config
@@ -95,6 +95,11 @@ class IpamD:
         self.limits: Limits | None = None
         self.capacity: Capacity | None = None
         self.subnet_cidr = ""
+        # Each ENI's subnet CIDR, as IMDS or the subnet it was made in shows it: its route
+        # table's router (subnet discovery puts ENIs in other subnets than the node's).
+        self.eni_cidrs: dict[str, str] = {}
+        # EC2's code for the last Assign it refused (subnets.FULL: try elsewhere).
+        self.last_refusal: str | None = None
         self.last_reconcile = clock.now()
         self.last_decrease = float("-inf")
         self.reconcile_runs = 0
@@ -162,9 +167,11 @@ class IpamD:
     def _subnet_cidr(self) -> str:
         """For the plugin's per-ENI route tables (the subnet router is its first host)."""
         try:
-            return next((v.subnet_cidr for v in self.imds.enis() if v.subnet_cidr), "")
+            views = [v for v in self.imds.enis() if v.subnet_cidr]
         except ApiError:
             return ""
+        self.eni_cidrs.update({v.eni_id: v.subnet_cidr for v in views})
+        return views[0].subnet_cidr if views else ""
 
     def known_subnet_cidr(self) -> str:
         """The subnet CIDR, asking IMDS again if start-up could not read it (IMDS failing
@@ -172,6 +179,10 @@ class IpamD:
         if not self.subnet_cidr:
             self.subnet_cidr = self._subnet_cidr()
         return self.subnet_cidr
+
+    def eni_subnet_cidr(self, eni_id: str) -> str:
+        """The subnet CIDR of the ENI's route table: its own where known, else the node's."""
+        return self.eni_cidrs.get(eni_id) or self.known_subnet_cidr()
 
     def setup_eni(self, view: EniView) -> None:
         """Add an ENI and the addresses a view shows for it (upstream setupENI)."""
@@ -186,6 +197,8 @@ class IpamD:
             self.record_decision("skip-unmanaged-eni", eni=view.eni_id)
             return
         device = view.device_index if view.device_index is not None else 0
+        if view.subnet_cidr:
+            self.eni_cidrs[view.eni_id] = view.subnet_cidr
         self.ds.add_eni(view.eni_id, device, device == 0, view.primary_ip, view.mac)
         if self.cfg.prefix_delegation:
             for p in view.prefixes:
@@ -335,7 +348,7 @@ class IpamD:
             want = room if eni_mode else min(room, need)
             got = self._assign_on(eni.eni_id, want)
             need -= got
-            if got == 0:
+            if got == 0 and not (self.cfg.subnet_discovery and self.last_refusal in subnets.FULL):
                 return  # EC2 refused: try again next tick rather than hammer it
         if need > 0:
             if len(self.ds.enis) >= self.capacity.max_enis:
@@ -345,12 +358,14 @@ class IpamD:
             self._allocate_eni(count)
 
     def _assign_on(self, eni_id: str, count: int) -> int:
+        self.last_refusal = None
         try:
             if self.cfg.prefix_delegation:
                 got = self.ec2.assign_prefixes(eni_id, count)
             else:
                 got = self.ec2.assign_ips(eni_id, count)
         except ApiError as e:
+            self.last_refusal = e.code
             self.metrics.inc("awscni_ipamd_error_count", fn="increaseIPPool")
             log.warning("assign %d on %s failed: %s", count, eni_id, e)
             return 0
@@ -384,7 +399,7 @@ class IpamD:
             tags = {TAG_INSTANCE: inst.instance_id, TAG_CLUSTER: self.cfg.cluster_name,
                     TAG_CREATED: datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
             secondary = 0 if self.cfg.prefix_delegation else count
-            view = self.ec2.create_eni(inst.subnet_id, inst.security_groups, tags, secondary)
+            view = self._create_eni(tags, secondary)
         except ApiError as e:
             self.metrics.inc("awscni_ipamd_error_count", fn="increaseIPPoolAllocENI")
             log.warning("create ENI failed: %s", e)
@@ -403,6 +418,27 @@ class IpamD:
         if self.cfg.prefix_delegation and view.eni_id in self.ds.enis:
             self._assign_on(view.eni_id, count)
         return view.eni_id
+
+    def _create_eni(self, tags: dict[str, str], secondary: int) -> EniView:
+        """A new ENI in the first subnet EC2 makes it in (cnikit/daemon/subnets.py); the
+        last refusal is raised when none does."""
+        inst = self.instance
+        tried = subnets.candidates(self)
+        if not tried:
+            self.record_decision("no-usable-subnet")
+            raise ApiError("no valid subnets available for ENI creation: every subnet is "
+                           "untagged or tagged kubernetes.io/role/cni=0", "NoUsableSubnet")
+        refused: ApiError | None = None
+        for subnet_id, cidr in tried:
+            try:
+                view = self.ec2.create_eni(subnet_id, inst.security_groups, tags, secondary)
+            except ApiError as e:
+                refused = e
+                continue
+            if cidr:
+                self.eni_cidrs[view.eni_id] = cidr
+            return view
+        raise refused
 
     # ---- shrinking the pool -----------------------------------------------------------
 

@@ -48,6 +48,8 @@ class ReconcileStrategy(Protocol):
     trusts_imds: bool
     # A restart keeps the pods' IP cooldowns the checkpoint carries (upstream forgets them).
     keeps_ip_cooldowns: bool
+    # Subnet discovery reads the tag's value ("0" excludes), not only its key.
+    subnet_tag_values: bool
 
     def reconcile(self, d: IpamD, imds_enis: list[EniView]) -> None:
         """One periodic reconcile pass, given IMDS's view of the node's ENIs."""
@@ -77,6 +79,9 @@ class UpstreamReconcile:
     # An IPv6 pod's IPv4 return route meets a stale one (#3702): upstream before v1.22.4
     # took EEXIST as done.
     egress_replaces_stale_route = False
+    # Subnet discovery before v1.22.0 (validTag): the tag's key alone opts a subnet in, so
+    # `kubernetes.io/role/cni=0` does too, and the node's own subnet is always used.
+    subnet_tag_values = False
 
     def __init__(self, contents: bool, ipv6_subnet_required: bool = False):
         self.contents = contents
@@ -120,6 +125,7 @@ class HardenedReconcile:
     trusts_imds = False
     keeps_ip_cooldowns = True
     egress_replaces_stale_route = True  # the address is the new pod's: its route too
+    subnet_tag_values = True  # as EKS documents: "0" excludes a subnet, the node's too
 
     def reconcile(self, d: IpamD, imds_enis: list[EniView]) -> None:
         _hardened(d, imds_enis)

@@ -118,7 +118,7 @@ class Daemon:
             return {"ok": False, "code": CNI_IO, "error": f"{type(e).__name__}: {e}"}
 
     def _answer(self, a, **extra) -> dict:
-        sub = self.ipamd.subnet_cidr
+        sub = self.ipamd.eni_cidrs.get(a.eni_id) or self.ipamd.subnet_cidr
         return {"ok": True, "ip": a.ip, "eniId": a.eni_id, "deviceNumber": a.device_number,
                 "subnetCidr": sub, "router": router_of(sub), **extra}
 
@@ -145,7 +145,7 @@ class Daemon:
             wired = self._podnet().wired(netns_path, a.ip, veth, key.if_name)
             if wired is not None:
                 return self._answer(a, **wired)
-            router = router_of(self.ipamd.known_subnet_cidr())
+            router = router_of(self.ipamd.eni_subnet_cidr(a.eni_id))
             if a.device_number and not router:
                 # Without the subnet the ENI's route table cannot be made, and the pod would
                 # be wired dark: fail the ADD (the runtime retries), as upstream fails an ENI

@@ -132,7 +132,9 @@ def test_add_on_a_secondary_eni_waits_for_the_subnet_when_imds_failed_at_start(t
     ec2 = FakeEc2()
     imds = FakeImds(ec2)
     imds.fail = True
-    d = IpamD(Config(profile="hardened"), ec2, imds, FakeClock(), MemoryCheckpoint())
+    # Without subnet discovery: with it, DescribeSubnets names the new ENI's subnet.
+    d = IpamD(Config(profile="hardened", subnet_discovery=False), ec2, imds, FakeClock(),
+              MemoryCheckpoint())
     d.start()
     assert d.subnet_cidr == ""
     for n in range(9):  # the primary ENI's secondary IPs, so the next pod lands on eth1

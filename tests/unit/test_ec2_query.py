@@ -39,6 +39,9 @@ CALLS = [
          "SecondaryPrivateIpAddressCount": 3, "TagSpecifications": [
              {"ResourceType": "network-interface",
               "Tags": [{"Key": "a", "Value": "1"}, {"Key": "b", "Value": "2"}]}]})),
+    (("describe_subnets", "vpc-1", "us-east-1a"), ("DescribeSubnets", {"Filters": [
+        {"Name": "vpc-id", "Values": ["vpc-1"]},
+        {"Name": "availability-zone", "Values": ["us-east-1a"]}]})),
     (("attach_eni", "eni-1", "i-1", 2), ("AttachNetworkInterface", {
         "NetworkInterfaceId": "eni-1", "InstanceId": "i-1", "DeviceIndex": 2})),
     (("detach_eni", "eni-attach-1"),
@@ -105,8 +108,17 @@ def test_answers_are_boto3s(gate_cloud, gate_new_vpc):
     ec2 = QueryEc2(gate_cloud.endpoint, gate_cloud.region)
 
     info = ec2.describe_instance(inst.instance_id)
-    assert (info.instance_type, info.subnet_id, info.primary_eni_id) == \
-        ("m5.large", topo.subnet_id, inst.primary_eni_id)
+    assert (info.instance_type, info.subnet_id, info.primary_eni_id, info.vpc_id, info.az) == \
+        ("m5.large", topo.subnet_id, inst.primary_eni_id, topo.vpc_id, topo.az)
+    other = gate_cloud.add_subnet(topo, topo.vpc_cidr.replace(".0.0/16", ".7.0/28"),
+                                  {"kubernetes.io/role/cni": "1"})
+    listed = {s.subnet_id: s for s in ec2.describe_subnets(topo.vpc_id, topo.az)}
+    theirs = {s["SubnetId"]: s for s in boto.describe_subnets(SubnetIds=list(listed))["Subnets"]}
+    assert set(listed) == {topo.subnet_id, other}
+    assert {k: (s.cidr, s.available, s.tags) for k, s in listed.items()} == {
+        k: (s["CidrBlock"], s["AvailableIpAddressCount"],
+            {t["Key"]: t["Value"] for t in s.get("Tags", ())}) for k, s in theirs.items()}
+    assert listed[other].tags == {"kubernetes.io/role/cni": "1"}
     limits = ec2.instance_limits("m5.large")
     assert (limits.max_enis, limits.ipv4_per_eni) == (3, 10)
 
