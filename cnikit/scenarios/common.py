@@ -314,3 +314,23 @@ def kill_in_write_of_an_add(ctx: Ctx, node: int):
         adder.join(40)
         return adder, None
     return adder, trap.fired or {}
+
+
+def leaks_judged(ctx: Ctx, node: int, since: float) -> None:
+    """Let the run go on until the leak checker has judged `node`'s addresses after a
+    change at `since` (epoch seconds: a DEL, a restart): a view of the build's datastore
+    asked after it was seen, and every address EC2 gives the node that the build holds for
+    no pod has been held that long past the leak grace (a leak opened) or is held again. A
+    scenario that ended sooner would end before a forgotten address is judged. A build
+    without the [observe] view has no leak judged at all: nothing to wait for."""
+    if ctx.sampler is None or not ctx.sampler.introspection:
+        return
+    instance = ctx.fabric.nodes[node].instance_id
+    leak = ctx.watch.invariants.checker("leak")
+
+    def judged() -> bool:
+        return (leak.asked.get(instance, 0.0) > since and instance in leak.daemon
+                and all(ip in leak.open for ip in list(leak.unknown_since)))
+
+    ctx.design(judged, leak.grace + ctx.run_seconds(30) + 5,
+               f"the leak checker judged node {node}'s addresses")

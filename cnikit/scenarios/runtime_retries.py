@@ -8,6 +8,11 @@ The CNI spec wants a DEL to succeed when what it would remove is gone, and a DEL
 its sandbox holds, never an address by itself: cilium's agent freed a replayed DEL's stale
 prevResult address, which a new pod held by then (cilium #10065, fixed by #10066).
 
+The daemon's restart comes last, and pods that lived through it get the same retries: a
+repeated ADD must answer the address they had (the daemon knows them only from what it
+kept), and their DEL, replayed, frees it once. The run then goes on until the leak checker
+has judged what the DEL freed: a daemon that forgot such a pod leaks its address.
+
 Each retry is a client operation (`cni-retry`) judged by cnikit.check.checkers.
 runtime_retries; a live pod that loses its address is seen by reachability and shared-ip.
 """
@@ -16,7 +21,7 @@ from __future__ import annotations
 
 import time
 
-from cnikit.scenarios.common import pods_until_reuse, settled
+from cnikit.scenarios.common import leaks_judged, pods_until_reuse, settled
 from cnikit.scenarios.engine import Ctx, scenario
 
 NODE = 0
@@ -25,13 +30,15 @@ NODE = 0
 @scenario(
     "runtime-retries",
     "the runtime's retries: a repeated ADD, a DEL replayed after its IP was reused, a DEL "
-    "without netns, DELs while the daemon is down",
+    "without netns, DELs while the daemon is down, retries of pods from before its restart",
     why="cilium #10065 (fix #10066): a replayed DEL with a stale prevResult freed the "
         "address a new pod held; VPC CNI #1939 (DEL with an empty CNI_NETNS), #2048 and "
         "#2331 (DELs while aws-node is down fail, pods stuck terminating). Every profile "
         "keys DEL by sandbox and answers success when it holds nothing, so all hold; a "
         "build that fails a repeated DEL, frees by address or answers a repeated ADD with "
-        "a second IP is a violation (runtime-retry, unreachable, shared-ip).",
+        "a second IP is a violation (runtime-retry, unreachable, shared-ip), and so is one "
+        "that answers a pod from before its restart with a new IP (runtime-retry) or "
+        "leaks its address after the DEL (leak).",
     nodes=2,
     env={"WARM_IP_TARGET": "1", "MAX_ENI": "1"},
 )
@@ -85,6 +92,9 @@ def run(ctx: Ctx) -> None:
 
     # DELs while the daemon is down: one retried after it is back, one given up on.
     waiting, abandoned = pods.pop(0), pods.pop(0)
+    # Pods that live through the restart: the restarted daemon knows them only from what it
+    # kept (a checkpoint, EC2), and the runtime's retries reach them too (below).
+    survivors = [ctx.require_pod(NODE) for _ in range(max(0, 2 - len(pods)))] + pods[:2]
     ctx.kill_daemon(NODE)
     if ctx.try_delete(waiting, "del-daemon-down"):
         ctx.delete_pod(waiting)  # answered: the runtime removes the sandbox (no retry)
@@ -95,8 +105,22 @@ def run(ctx: Ctx) -> None:
         ctx.retry_delete(waiting, "del-after-restart", retry_for=ctx.run_seconds(30) + 5)
     ctx.step("DELs while the daemon was down, one retried after its restart", **focus)
 
+    # The retries of pods from before the restart: a repeated ADD must answer the address
+    # the pod had (a daemon that lost it answers a second one: runtime-retry), and a DEL,
+    # replayed as well, frees it once (a daemon that forgot the pod leaks its address).
+    for pod in survivors:
+        ctx.repeat_add(pod)
+    last = survivors[0]
+    ctx.delete_pod(last)
+    last_deleted = time.time()
+    ctx.replay_delete(last)
+    ctx.step(f"ADD repeated for {' and '.join(p.name for p in survivors)}, from before the "
+             f"restart; {last.name} deleted, its DEL replayed", **focus)
+
     # New pods: an address a retry freed under a live pod would reach one of them.
     for _ in range(min(2, ctx.room(NODE))):
         pods.append(ctx.require_pod(NODE, retry_for=ctx.run_seconds(30) + 10))
     ctx.run_for(ctx.run_seconds(10) + 0.5)
     ctx.step("new pods", **focus)
+    leaks_judged(ctx, NODE, last_deleted)
+    ctx.step(f"the leak checker judged {last.name}'s address", **focus)

@@ -232,6 +232,12 @@ def every_retry_of_the_runtime_was_made(r, seen) -> None:
                          "del-after-restart"):
             assert e["type"] == "ok", e
     assert any(e["value"]["op"] == "del-replayed" and e["value"]["held_by"] for e in ops), ops
+    # The retries reached pods that lived through the daemon's restart.
+    back = [e["index"] for e in r.history if e["process"] == "nemesis"
+            and e["f"] == "daemon-kill" and e["type"] == "end"]
+    assert back, "the daemon was never restarted"
+    after = {e["value"]["op"] for e in ops if e["index"] > back[-1]}
+    assert after >= {"add-repeat", "del-replayed"}, after
 
 
 # -- the IPv6 twins (issue 40): what each run went through -------------------------------------

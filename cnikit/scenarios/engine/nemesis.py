@@ -67,13 +67,22 @@ class CtxNemesis:
     def restart_daemon(self, node: int) -> None:
         """Restart the node's daemon and wait until it is ready. Not ready in time: a
         liveness violation (Liveness) of the build; the kit keeps it marked as down."""
+        refused = self.restart_refused(node)
+        if refused is not None:
+            raise Liveness(f"node {node}", "the daemon did not become ready after a restart",
+                           {"daemon": refused[:300]})
+
+    def restart_refused(self, node: int) -> str | None:
+        """Restart the node's daemon where a build may rightly refuse to start (its state
+        on disk is unreadable): None once it is ready, else why not (it exited, or was not
+        ready in time, and its log's tail); the kit then keeps it marked as down."""
         from cnikit.errors import DaemonNotReady
 
         try:
             self.nemesis.restart_daemon(node)
         except DaemonNotReady as e:
-            raise Liveness(f"node {node}", "the daemon did not become ready after a restart",
-                           {"daemon": str(e)[:300]}) from None
+            return str(e)
+        return None
 
     def restart_all(self, nodes: list[int] | None = None, wait: float = 60.0) -> None:
         """Every node's daemon (or `nodes'`) killed, then all started together and waited
