@@ -25,6 +25,7 @@ import contextlib
 import os
 import shutil
 import signal
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -42,7 +43,9 @@ class CniCluster:
     def __init__(self, nodes: int = 3, profile: str | None = None, instance_type: str = "m5.large",
                  scale: float = 0.1, env: dict[str, str] | None = None, imds_seed: int | None = None,
                  runtime: str | None = None, ec2: str = "moto", ec2_endpoint: str | None = None,
-                 seed: int | None = None, target=None, ip_family: str | None = None):
+                 seed: int | None = None, target=None, ip_family: str | None = None,
+                 subnet_tags: dict[str, str] | None = None,
+                 subnets: Sequence[tuple[str, dict[str, str]]] = ()):
         from cnikit.targets import default_name, resolve_target
         from cnikit.targets.node import check_runtime_for
 
@@ -57,6 +60,10 @@ class CniCluster:
         self.runtime = runtime or os.environ.get("CNIKIT_RUNTIME") or "process"
         check_runtime_for(self.target, self.runtime)  # before anything starts
         self.ec2, self.ec2_endpoint, self.seed = ec2, ec2_endpoint, seed
+        # The nodes' subnet's tags, and other subnets of their AZ as (CIDR, tags): what
+        # subnet discovery (`kubernetes.io/role/cni`) chooses from.
+        self.subnet_tags = dict(subnet_tags or {})
+        self.subnets = list(subnets)
         # "ipv4": an IPv4 VPC; "ipv6": a dual-stack VPC, the build in its IPv6 mode; "dual":
         # a dual-stack VPC, the build as it comes. Default: the target's own family.
         self.ip_family = ip_family or self.target.ip_family
@@ -94,7 +101,10 @@ class CniCluster:
 
         self.cloud = Cloud.start(ec2=self.ec2, endpoint=self.ec2_endpoint, seed=self.seed)
         self.topo = self.cloud.bootstrap(nodes=self.n_nodes, instance_type=self.instance_type,
-                                         ipv6=self.ip_family != "ipv4")
+                                         ipv6=self.ip_family != "ipv4",
+                                         subnet_tags=self.subnet_tags)
+        for cidr, tags in self.subnets:
+            self.cloud.add_subnet(self.topo, cidr, tags)
         self.imds = ImdsServer(ec2_endpoint=self.cloud.endpoint, seed=self.imds_seed).start()
 
     def _start_nodes(self) -> None:
