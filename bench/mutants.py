@@ -78,6 +78,13 @@ MUTANTS: list[Mutant] = [
         "ipam.json is rewritten in place (no temp file + rename): a kill mid-write leaves a "
         "torn checkpoint and the daemon cannot start",
         "checkpointing"),
+    Mutant(
+        "torn-checkpoint-starts-fresh", CKPT,
+        '            raise CheckpointError(f"{self.path}: not JSON ({e})") from None\n',
+        '            return {"version": FORMAT_VERSION, "allocations": []}\n',
+        "an ipam.json that does not decode is read as a fresh node's: the daemon starts "
+        "without its pods and hands their addresses to new ones",
+        "checkpointing"),
     # ---- what the daemon trusts of IMDS -------------------------------------------------
     Mutant(
         "startup-from-imds", R,

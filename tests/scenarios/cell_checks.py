@@ -240,6 +240,19 @@ def every_retry_of_the_runtime_was_made(r, seen) -> None:
     assert after >= {"add-repeat", "del-replayed"}, after
 
 
+# -- torn-checkpoint: each node's state file was torn, and the reference daemon refused it ----
+
+@check("torn-checkpoint")
+def each_state_file_was_torn_and_the_daemon_refused_to_start_on_it(r, seen) -> None:
+    """Both nodes' daemons died in a write of their state, their ipam.json was cut short on
+    one and emptied on the other, and each daemon, started twice, refused it (upstream's
+    ReadBackingStore error): the run judged a refusal, not a restart on intact state."""
+    titles = [s["title"] for s in r.steps]
+    torn = [t for t in titles if "ipam.json torn:" in t]
+    assert len(torn) == 2 and torn[1].endswith("-> 0 bytes"), titles
+    assert sum("refuses to start" in t and "cannot recover" in t for t in titles) == 2, titles
+
+
 # -- the IPv6 twins (issue 40): what each run went through -------------------------------------
 
 @check("ipv6-ip-reuse-cooldown")
