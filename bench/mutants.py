@@ -139,6 +139,15 @@ MUTANTS: list[Mutant] = [
         "an ENI a lagging Describe does not list yet is dropped with its pods; its IPs come "
         "back free (upstream 1967 with EC2 as the witness)",
         "eni-lifecycle"),
+    Mutant(
+        "throttled-describe-is-gone", "cnikit/daemon/ec2_query.py",
+        '            if e.code == "InvalidNetworkInterfaceID.NotFound":\n'
+        "                return None\n",
+        '            if e.code in ("InvalidNetworkInterfaceID.NotFound", "RequestLimitExceeded"):\n'
+        "                return None\n",
+        "a throttled DescribeNetworkInterfaces of one ENI reads as 'not found': an ENI being "
+        "freed is taken as deleted already and forgotten, detached and left available",
+        "eni-lifecycle"),
     # ---- cooldowns ----------------------------------------------------------------------
     Mutant(
         "ip-cooldown-not-started", DS,
