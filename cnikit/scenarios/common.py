@@ -304,24 +304,25 @@ def attach_unmanaged_eni(ctx: Ctx, node: int, ipv6_only: bool) -> str:
     return eni["NetworkInterfaceId"]
 
 
-def kill_in_write_of_an_add(ctx: Ctx, node: int):
-    """An ADD on `node` (retried by the runtime until the daemon is back, as kubelet does)
-    while the nemesis's write trap is armed: the daemon is killed the moment it opens a
-    file of its state directory for writing. Returns (the ADD's thread, what the trap
-    caught: None when the daemon wrote nothing for that ADD, a build with no state on disk;
-    the thread has then ended)."""
+def kill_in_write_of_an_add(ctx: Ctx, node: int, retry_for: float = 30.0):
+    """An ADD on `node` (retried by the runtime for `retry_for` seconds, until the daemon
+    is back, as kubelet does) while the nemesis's write trap is armed: the daemon is killed
+    the moment it opens a file of its state directory for writing. Returns (the ADD's
+    thread, what the trap caught: None when the daemon wrote nothing for that ADD, a build
+    with no state on disk; the thread has then ended)."""
     import threading
 
     trap = ctx.kill_in_write(node)
     try:
-        adder = threading.Thread(target=ctx.add_pod, args=(node,), kwargs={"retry_for": 30})
+        adder = threading.Thread(target=ctx.add_pod, args=(node,),
+                                 kwargs={"retry_for": retry_for})
         adder.start()
         wrote = ctx.design(lambda t=trap: t.wait(0.05), 15,
                            "the daemon wrote a file of its state directory for an ADD")
     finally:
         trap.close()
     if not wrote:
-        adder.join(40)
+        adder.join(retry_for + 10)
         return adder, None
     return adder, trap.fired or {}
 

@@ -36,6 +36,9 @@ from cnikit.scenarios.engine import Ctx, scenario
 
 # How each node's state file is torn: a write cut short, and an in-place writer's truncate.
 TEARS = {0: "cut", 1: "empty"}
+# How long the runtime retries the ADD the daemon died in: past two starts of a daemon that
+# refuses (0.1 s each for the reference daemon), or one that starts (then it is answered).
+RETRY_S = 10.0
 
 
 @scenario(
@@ -59,7 +62,9 @@ def run(ctx: Ctx) -> None:
     ctx.step("3 pods on each node")
     adders = []
     for node, how in TEARS.items():
-        adder, fired = kill_in_write_of_an_add(ctx, node)
+        # The ADD in flight waits out the restarts; a daemon that refuses to start never
+        # answers it, and the runtime gives up on it once they are over.
+        adder, fired = kill_in_write_of_an_add(ctx, node, retry_for=RETRY_S)
         adders.append(adder)
         if fired is None:
             ctx.not_exposed(f"node {node}'s daemon wrote nothing in its state directory for "
@@ -84,7 +89,7 @@ def run(ctx: Ctx) -> None:
         ctx.step(f"node {node}'s daemon started on its torn state", node=node)
         recovered(ctx, node)
     for adder in adders:
-        adder.join(40)  # an ADD a refusing daemon never answers: the runtime gives up
+        adder.join(RETRY_S + 10)
 
 
 def state_file(trapped: Path) -> Path | None:
