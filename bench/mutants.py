@@ -85,6 +85,14 @@ MUTANTS: list[Mutant] = [
         "an ipam.json that does not decode is read as a fresh node's: the daemon starts "
         "without its pods and hands their addresses to new ones",
         "checkpointing"),
+    Mutant(
+        "torn-checkpoint-removed-on-refusal", "cnikit/daemon/main.py",
+        '            raise CnikitError(f"cannot recover: {e}") from None\n',
+        "            ipamd.checkpoint.path.unlink(missing_ok=True)\n"
+        '            raise CnikitError(f"cannot recover: {e}") from None\n',
+        "the daemon refuses an ipam.json it cannot decode, but removes it on its way out: "
+        "restarted, it starts as a fresh node and hands its pods' addresses to new ones",
+        "checkpointing"),
     # ---- what the daemon trusts of IMDS -------------------------------------------------
     Mutant(
         "startup-from-imds", R,

@@ -76,7 +76,9 @@ def run(ctx: Ctx) -> None:
         ctx.step(f"node {node}'s daemon killed writing its state; {path.name} {tear(path, how)}",
                  node=node)
         refused = ctx.restart_refused(node)
+        on = "its torn state"
         if refused is not None:
+            on = "what its first start left"
             # kubelet starts a daemon that exited again: one that removed or rewrote the
             # file on its way out would start now, on whatever it left.
             ctx.step(f"node {node}'s daemon did not start on it ({_said(refused)}); "
@@ -86,7 +88,7 @@ def run(ctx: Ctx) -> None:
             ctx.step(f"node {node}'s daemon refuses to start: {_said(refused)}",
                      node=node)
             continue
-        ctx.step(f"node {node}'s daemon started on its torn state", node=node)
+        ctx.step(f"node {node}'s daemon started on {on}", node=node)
         recovered(ctx, node)
     for adder in adders:
         adder.join(RETRY_S + 10)
