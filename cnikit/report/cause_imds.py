@@ -53,6 +53,10 @@ def imds_read(tl: Timeline, c: Change, before: float) -> dict | None:
         return _read(tl, c, got["time"], before, listed, primary, node,
                      f"IMDS's answer to {node}'s last read of {c.eni}'s local-ipv4s",
                      got.get("faults") or [], status)
+    if _logged_since(tl) <= before:
+        # The log covers the decision and holds no read of this ENI's list by the node: the
+        # build never read it (it may never read IMDS at all), so no IMDS answer led to it.
+        return None
     served = None
     for t, full in tl.imds_served.get(c.eni, []):
         if t > before:
@@ -70,6 +74,16 @@ def _mac_of(path: str) -> str:
     """.../macs/<mac>/local-ipv4s -> <mac>."""
     parts = path.rstrip("/").split("/")
     return parts[-2] if len(parts) >= 2 else ""
+
+
+def _logged_since(tl: Timeline) -> float:
+    """When the run's per-request log begins (infinity: the run has none, or the report
+    predates it); a ring, so a long run's log may begin after the run did."""
+    if "logged_since" not in tl.cache:
+        tl.cache["logged_since"] = min((r["time"] for r in tl.imds_requests
+                                        if isinstance(r.get("time"), (int, float))),
+                                       default=float("inf"))
+    return tl.cache["logged_since"]
 
 
 def _reads(tl: Timeline) -> dict[str, list[dict]]:

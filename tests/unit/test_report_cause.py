@@ -72,6 +72,24 @@ def test_the_last_imds_read_before_the_daemon_acted_comes_from_the_request_log()
     assert _steps(_p1_lost(doc)["chain"])[:2] == ["fault", "imds"]
 
 
+def test_a_build_that_never_read_the_enis_list_is_not_blamed_on_imds():
+    """The per-request log covers the decision and holds no read of the ENI's list by the
+    node (a build that takes its addresses from EC2 or a cluster store): whatever IMDS was
+    serving, no IMDS answer led the build, and the root cause does not say one did."""
+    r = story()
+    r["imds_requests"] = [
+        {"seq": 1, "time": T0 + 0.5, "instance_id": I1, "method": "GET",
+         "path": "/latest/meta-data/instance-id", "status": 200, "body": I1, "faults": []},
+    ]
+    doc, _ = build(r)
+    chain = _p1_lost(doc)["chain"]
+    assert "imds" not in _steps(chain), chain
+    assert all("stale IMDS" not in c["text"] and "compared only lengths" not in c["text"]
+               for c in doc["root_cause"]), doc["root_cause"]
+    # Without a per-request log (an older report), what IMDS served still stands in.
+    assert "imds" in _steps(_p1_lost(build(story())[0])["chain"])
+
+
 def test_the_reference_daemons_decisions_are_in_the_chain():
     r = story()
     r["nodes"] = NODES
