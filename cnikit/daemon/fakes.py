@@ -13,7 +13,9 @@ import itertools
 
 from cnikit.daemon.apis import ApiError, EniView, Identity, InstanceInfo, Limits, SubnetView
 
-LIMITS = {"m5.large": Limits(3, 10), "t3.large": Limits(3, 12), "t3.small": Limits(3, 4)}
+# EC2's DescribeInstanceTypes figures; t3a.small is outside the daemon's own table.
+LIMITS = {"m5.large": Limits(3, 10), "t3.large": Limits(3, 12), "t3.small": Limits(3, 4),
+          "t3a.small": Limits(2, 4)}
 
 
 def _ec2_view(eni: EniView) -> EniView:
@@ -72,6 +74,9 @@ class FakeEc2:
                             self.primary.eni_id, self.primary.primary_ip)
 
     def instance_limits(self, instance_type):
+        self._call("instance_limits")
+        if instance_type not in LIMITS:
+            raise ApiError(f"{instance_type} is not an instance type", "InvalidInstanceType")
         return LIMITS[instance_type]
 
     def describe_enis(self, instance_id):

@@ -12,7 +12,7 @@ import time
 from collections import Counter
 from datetime import UTC, datetime
 
-from cnikit.daemon import ipv6, reconcile, subnets
+from cnikit.daemon import ipv6, reconcile, subnets, type_limits
 from cnikit.daemon.apis import ApiError, Ec2Api, EniView, ImdsApi, InstanceInfo, Limits
 from cnikit.daemon.clock import Clock, from_wall_ns, to_wall_ns
 from cnikit.daemon.config import Config
@@ -117,7 +117,11 @@ class IpamD:
     def start(self) -> None:
         ident = self.imds.identity()
         self.instance = self.ec2.describe_instance(ident.instance_id)
-        self.limits = self.ec2.instance_limits(self.instance.instance_type)
+        # The type as upstream reads it, from IMDS (EC2's when IMDS shows none).
+        itype = ident.instance_type or self.instance.instance_type
+        self.limits, source = type_limits.instance_limits(self.ec2, itype)
+        self.record_decision("instance-limits", instance_type=itype, source=source,
+                             max_enis=self.limits.max_enis, ipv4_per_eni=self.limits.ipv4_per_eni)
         max_enis = self.limits.max_enis
         if self.cfg.max_eni:
             max_enis = min(max_enis, self.cfg.max_eni)

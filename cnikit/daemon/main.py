@@ -32,6 +32,7 @@ def start_with_retry(ipamd, stop: threading.Event, log) -> bool:
     """Upstream exits and is restarted until EC2 and IMDS answer; we retry in place."""
     from cnikit.daemon.apis import ApiError
     from cnikit.daemon.checkpoint import CheckpointError
+    from cnikit.daemon.type_limits import UnknownInstanceType
 
     delay = 0.2
     while not stop.is_set():
@@ -41,6 +42,8 @@ def start_with_retry(ipamd, stop: threading.Event, log) -> bool:
         except CheckpointError as e:
             # Upstream refuses to start on an unreadable checkpoint rather than forget pods.
             raise CnikitError(f"cannot recover: {e}") from None
+        except UnknownInstanceType as e:
+            raise CnikitError(f"cannot start: {e}") from None
         except ApiError as e:
             log.warning("start-up: %s; retrying in %.1fs", e, delay)
             ipamd.ds.enis.clear()

@@ -214,6 +214,7 @@ class Daemon:
                     "stats": {"total": st.total, "assigned": st.assigned, "cooldown": st.cooldown,
                               "available": st.available, "prefixes": st.prefixes, "enis": st.enis},
                     "withinTargets": d.within_targets(),
+                    "limits": vars(d.limits) if d.limits else None,
                     "decision": vars(d.decision()),
                     "assignments": [{"containerID": a.key.container_id, "ifName": a.key.if_name,
                                      "ip": a.ip, "eniId": a.eni_id} for a in d.ds.assignments()],
