@@ -88,3 +88,21 @@ class SubnetActs:
         rid = made["SubnetCidrReservation"]["SubnetCidrReservationId"]
         self.record(INFO, "ec2-reserve-cidr", {**target, "reservation": rid}, principal="other")
         return rid
+
+    def tag_subnet(self, subnet_id: str, tags: dict[str, str] | None = None,
+                   untag: tuple[str, ...] = ()) -> None:
+        """An operator sets `tags` on a subnet and removes the keys `untag` (CreateTags,
+        DeleteTags), as when a subnet is taken out of subnet discovery while nodes run
+        (cilium #32346)."""
+        target = {"subnet": subnet_id, "tags": dict(tags or {}), "untag": list(untag)}
+
+        def act() -> None:
+            c = self.other_client()
+            if tags:
+                c.create_tags(Resources=[subnet_id],
+                              Tags=[{"Key": k, "Value": v} for k, v in tags.items()])
+            if untag:
+                c.delete_tags(Resources=[subnet_id], Tags=[{"Key": k} for k in untag])
+
+        self.attempt("ec2-tag-subnet", target, act, principal="other")
+        self.record(INFO, "ec2-tag-subnet", target, principal="other")

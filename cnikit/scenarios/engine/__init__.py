@@ -26,7 +26,7 @@ from cnikit.scenarios.engine.outcomes import (
     TooSlow,
     liveness_record,
 )
-from cnikit.scenarios.engine.registry import REGISTRY, Scenario, scenario
+from cnikit.scenarios.engine.registry import REGISTRY, Scenario, Subnets, scenario
 from cnikit.scenarios.engine.result import RunResult
 from cnikit.scenarios.engine.run import (
     BASE_ENV,
@@ -42,5 +42,5 @@ from cnikit.scenarios.engine.sampler import DaemonSampler
 
 __all__ = ["BASE_ENV", "DEFAULT_SCALE", "REGISTRY", "SCENARIO", "STRICT_LEAKS_ENV", "Ctx",
            "DaemonSampler", "Liveness", "NodeReads", "NotExposed", "Precondition",
-           "RunOptions", "RunResult", "Scenario", "ScenarioFailed", "TooSlow", "check_profile",
-           "liveness_record", "make_cluster", "run_scenario", "scenario", "write_report"]
+           "RunOptions", "RunResult", "Scenario", "ScenarioFailed", "Subnets", "TooSlow",
+           "check_profile", "liveness_record", "make_cluster", "run_scenario", "scenario", "write_report"]

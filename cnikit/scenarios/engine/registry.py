@@ -13,6 +13,19 @@ if TYPE_CHECKING:
     from cnikit.scenarios.engine.ctx import Ctx
 
 
+@dataclass(frozen=True)
+class Subnets:
+    """A scenario's subnets: `node_tags` on the nodes' subnet, and `others`, more subnets of
+    their AZ as (CIDR, tags) (CniCluster's subnet_tags and subnets)."""
+
+    node_tags: dict[str, str] = field(default_factory=dict)
+    others: tuple[tuple[str, dict[str, str]], ...] = ()
+
+    def to_json(self) -> dict:
+        return {"node_tags": dict(self.node_tags),
+                "others": [{"cidr": c, "tags": dict(t)} for c, t in self.others]}
+
+
 @dataclass
 class Scenario:
     name: str
@@ -29,6 +42,9 @@ class Scenario:
     # An ipv4 scenario in a dual-stack VPC: the nodes' ENIs hold IPv6 addresses too, and the
     # build stays in its IPv4 mode (upstream #3156's nodes).
     dual_stack: bool = False
+    # The subnets subnet discovery (`kubernetes.io/role/cni`) chooses from: the nodes'
+    # subnet's tags and other subnets of their AZ (None: one untagged subnet).
+    subnets: Subnets | None = None
 
     @property
     def vpc_family(self) -> str:
@@ -48,13 +64,15 @@ REGISTRY: Registry[Scenario] = Registry("scenario")
 
 def scenario(name: str, description: str, why: str = "", nodes: int = 2,
              env: dict[str, str] | None = None, duration: float | None = None,
-             instance_type: str = "m5.large", family: str = "ipv4", dual_stack: bool = False):
+             instance_type: str = "m5.large", family: str = "ipv4", dual_stack: bool = False,
+             subnets: Subnets | None = None):
     """Register fn(ctx) as a named scenario (one line of description; why each profile
     reaches the verdict its profile module (cnikit.daemon.profiles) expects)."""
 
     def deco(fn):
         REGISTRY.add(name, Scenario(name, description, fn, why, nodes, dict(env or {}),
-                                    duration, instance_type, family, dual_stack), fn)
+                                    duration, instance_type, family, dual_stack,
+                                    subnets=subnets), fn)
         return fn
 
     return deco

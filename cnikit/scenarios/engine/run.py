@@ -40,14 +40,17 @@ BASE_ENV: dict[str, str] = {"CNIKIT_PRIVATE_STATUS": "off"}
 
 def make_cluster(nodes: int, target, scale: float, env: dict, seed: int, ec2: str,
                  ec2_endpoint: str | None, instance_type: str = "m5.large",
-                 runtime: str | None = None, ip_family: str | None = None):
+                 runtime: str | None = None, ip_family: str | None = None, subnets=None):
     """A CniCluster (not started) running `target` (a Target, built-in name or file) with
-    pods of `ip_family`."""
+    pods of `ip_family`, in the scenario's `subnets` (a registry.Subnets; None: one
+    untagged subnet)."""
     from cnikit.cluster import CniCluster
 
     return CniCluster(nodes=nodes, target=target, instance_type=instance_type, scale=scale,
                       env={**BASE_ENV, **env}, imds_seed=seed, ec2=ec2, ec2_endpoint=ec2_endpoint,
-                      seed=seed, runtime=runtime, ip_family=ip_family)
+                      seed=seed, runtime=runtime, ip_family=ip_family,
+                      subnet_tags=subnets.node_tags if subnets else None,
+                      subnets=subnets.others if subnets else ())
 
 
 # ---- running one ---------------------------------------------------------------------------
@@ -169,7 +172,8 @@ class _Attempt:
         self.cluster = make_cluster(self.sc.nodes, self.tgt, self.scale, self.sc.env, self.seed,
                                     self.opts.ec2, self.opts.ec2_endpoint,
                                     instance_type=self.sc.instance_type,
-                                    runtime=self.opts.runtime, ip_family=self.sc.vpc_family)
+                                    runtime=self.opts.runtime, ip_family=self.sc.vpc_family,
+                                    subnets=self.sc.subnets)
         self.result.params.update(runtime_params(self.cluster.runtime))
         # The cluster's history: its nemesis records every fault there, the watch the rest.
         self.history = self.cluster.history
@@ -193,6 +197,7 @@ class _Attempt:
                          tgt.expected(sc.name), 0.0, time.time(), target=tgt.name,
                          params={"scale": self.scale, "env": sc.env, "nodes": sc.nodes,
                                  "instance_type": sc.instance_type,
+                                 **({"subnets": sc.subnets.to_json()} if sc.subnets else {}),
                                  "ip_family": sc.vpc_family, "duration": self.duration,
                                  "ec2": self.opts.ec2,
                                  "target": str(tgt.source) if tgt.source else tgt.name},
