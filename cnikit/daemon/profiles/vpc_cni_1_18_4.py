@@ -34,5 +34,7 @@ PROFILE = Profile(
         # sweeps it from under that pod inside the reconcile cooldown and gives it to a
         # later pod (released-address-comes-back's bug, not the retries'): on most seeds.
         "runtime-retries": None,
+        # validTag takes a subnet tagged kubernetes.io/role/cni=0 (fixed in v1.22.0).
+        "subnet-excluded-while-running": VIOLATION,
     },
 )
