@@ -256,8 +256,9 @@ def _cnikit_kit(request, _cnikit_cloud, _cnikit_imds, cnikit_options, tmp_path_f
 
 @pytest.fixture
 def cluster(request, cnikit_build):
-    """cluster(nodes=2, pods=0, profile=None, instance_type="m5.large", scale=None, env=None)
-    -> a started cnikit.testkit.Cluster (removed after the test)."""
+    """cluster(nodes=2, pods=0, profile=None, instance_type="m5.large", scale=None, env=None,
+    instance_types=None) -> a started cnikit.testkit.Cluster (removed after the test);
+    `instance_types` names one type per node."""
     if os.geteuid() != 0:  # before anything starts
         pytest.skip("cnikit cluster needs root: network namespaces")
     return request.getfixturevalue("_cnikit_kit").cluster

@@ -42,9 +42,11 @@ class Cluster(CniCluster):
 
     def __init__(self, cloud, imds, nodes: int = 2, profile: str | None = None,
                  instance_type: str = "m5.large", scale: float = 0.1,
-                 env: dict[str, str] | None = None, target=None, ip_family: str | None = None):
+                 env: dict[str, str] | None = None, target=None, ip_family: str | None = None,
+                 instance_types: list[str] | None = None):
         super().__init__(nodes=nodes, profile=profile, instance_type=instance_type, scale=scale,
-                         env=env, target=target, ip_family=ip_family)
+                         env=env, target=target, ip_family=ip_family,
+                         instance_types=instance_types)
         self._shared_cloud, self._shared_imds = cloud, imds
         self.k8s_names: dict[str, str] = {}  # fabric pod name -> the name the test gave
         self._seq = itertools.count()
@@ -53,7 +55,7 @@ class Cluster(CniCluster):
         """The shared cloud and IMDS; this cluster's own VPC range among theirs."""
         self.cloud, self.imds = self._shared_cloud, self._shared_imds
         vpc, subnet = next_cidrs()
-        self.topo = self.cloud.bootstrap(nodes=self.n_nodes, instance_type=self.instance_type,
+        self.topo = self.cloud.bootstrap(nodes=self.n_nodes, instance_types=self.instance_types,
                                          vpc_cidr=vpc, subnet_cidr=subnet,
                                          ipv6=self.ip_family != "ipv4")
 
@@ -312,7 +314,8 @@ class Kit:
     def cluster(self, nodes: int = 2, pods: int = 0, profile: str | None = None,
                 instance_type: str = "m5.large", scale: float | None = None,
                 env: dict[str, str] | None = None, target=None,
-                ip_family: str | None = None) -> Cluster:
+                ip_family: str | None = None,
+                instance_types: list[str] | None = None) -> Cluster:
         if os.geteuid() != 0:
             from cnikit.errors import EnvironmentProblem
 
@@ -320,7 +323,8 @@ class Kit:
         c = Cluster(self.cloud, self.imds_server, nodes=nodes,
                     target=target or profile or self.target, instance_type=instance_type,
                     scale=(self.scale if scale is None else scale) * self.slower, env=env,
-                    ip_family=ip_family or self.ip_family).start()
+                    ip_family=ip_family or self.ip_family,
+                    instance_types=instance_types).start()
         self.nemesis.attach(c.history)  # the shared faults already in effect
         self.clusters.append(c)
         try:

@@ -7,7 +7,9 @@ says LocalStack is (`AWS_ENDPOINT_URL`, else `LOCALSTACK_HOST`, default localhos
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import boto3
@@ -15,6 +17,7 @@ import botocore.config
 
 from cnikit.cloud import localstack
 from cnikit.cloud.gate import Gate, check_region
+from cnikit.cloud.limits import node_types
 from cnikit.cloud.localstack import LocalStackProcess, localstack_python
 from cnikit.cloud.moto_server import MotoServer, wait_http
 from cnikit.errors import UsageError
@@ -162,8 +165,12 @@ class Cloud:
     def bootstrap(self, nodes: int = 3, instance_type: str = "m5.large",
                   vpc_cidr: str = "10.0.0.0/16", subnet_cidr: str = "10.0.1.0/24",
                   az: str | None = None, ipv6: bool = False,
-                  subnet_tags: dict[str, str] | None = None) -> Topology:
+                  subnet_tags: dict[str, str] | None = None,
+                  instance_types: Sequence[str] | None = None) -> Topology:
         """A VPC, one subnet and `nodes` running instances, all through the gate.
+
+        `instance_types`: one type per node, in node order (a run mixing types); without
+        it every node is an `instance_type`.
 
         `subnet_tags`: the subnet's tags, as EKS's subnet discovery reads them
         (`kubernetes.io/role/cni` "1" or "0": SUBNET_DISCOVERY_TAG).
@@ -190,9 +197,13 @@ class Cloud:
             ec2.modify_subnet_attribute(SubnetId=subnet_id,
                                         AssignIpv6AddressOnCreation={"Value": True})
         instances = []
-        if nodes:
-            res = ec2.run_instances(ImageId=DEFAULT_AMI, MinCount=nodes, MaxCount=nodes,
-                                    InstanceType=instance_type, SubnetId=subnet_id)
+        types = node_types(instance_type, instance_types, nodes)
+        # One RunInstances per run of nodes of one type, in node order, so node i is the
+        # i-th instance launched (a single-type cluster is one call, as before).
+        for itype, group in itertools.groupby(types):
+            count = len(list(group))
+            res = ec2.run_instances(ImageId=DEFAULT_AMI, MinCount=count, MaxCount=count,
+                                    InstanceType=itype, SubnetId=subnet_id)
             for inst in res["Instances"]:
                 iid = inst["InstanceId"]
                 eni = ec2.describe_network_interfaces(Filters=[
@@ -200,7 +211,7 @@ class Cloud:
                     {"Name": "attachment.device-index", "Values": ["0"]},
                 ])["NetworkInterfaces"][0]
                 v6 = [a["Ipv6Address"] for a in eni.get("Ipv6Addresses", ())]
-                instances.append(Instance(iid, instance_type, eni["NetworkInterfaceId"],
+                instances.append(Instance(iid, itype, eni["NetworkInterfaceId"],
                                           eni["PrivateIpAddress"], eni["MacAddress"], az,
                                           subnet_id, v6[0] if v6 else None))
         return Topology(vpc_id, vpc_cidr, subnet_id, subnet_cidr, az, instances, vpc_v6,

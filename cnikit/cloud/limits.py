@@ -18,6 +18,7 @@ The gate enforces these limits and serves DescribeInstanceTypes from the same re
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,3 +75,16 @@ BRANCH_INTERFACES: dict[str, int] = {
 
 def can_trunk(instance_type: str) -> bool:
     return bool(BRANCH_INTERFACES.get(instance_type))
+
+
+def node_types(instance_type: str, instance_types: Sequence[str] | None, nodes: int) -> list[str]:
+    """Each node's instance type: `instance_types` one per node (a run mixing types), else
+    `instance_type` for every node. A list of another length is refused (ValueError), as
+    a node without a type would silently become the default's."""
+    if not instance_types:
+        return [instance_type] * nodes
+    types = list(instance_types)
+    if len(types) != nodes:
+        raise ValueError(f"instance_types names {len(types)} type(s) for {nodes} node(s): "
+                         "give one per node")
+    return types

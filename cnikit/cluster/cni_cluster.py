@@ -30,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from cnikit.check.history import History
+from cnikit.cloud.limits import node_types
 from cnikit.cluster import retries
 from cnikit.cluster.nemesis import Nemesis
 from cnikit.daemon.server import request
@@ -45,14 +46,21 @@ class CniCluster:
                  runtime: str | None = None, ec2: str = "moto", ec2_endpoint: str | None = None,
                  seed: int | None = None, target=None, ip_family: str | None = None,
                  subnet_tags: dict[str, str] | None = None,
-                 subnets: Sequence[tuple[str, dict[str, str]]] = ()):
+                 subnets: Sequence[tuple[str, dict[str, str]]] = (),
+                 instance_types: Sequence[str] | None = None):
         from cnikit.targets import default_name, resolve_target
         from cnikit.targets.node import check_runtime_for
 
         self.target = resolve_target(target or profile or default_name())
         self.profile = self.target.name  # old readers
         self.n_nodes = nodes
-        self.instance_type = instance_type
+        # Each node's instance type (`instance_types`, one per node, mixes them); the
+        # first node's is `instance_type`, for readers of one type.
+        try:
+            self.instance_types = node_types(instance_type, instance_types, nodes)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        self.instance_type = self.instance_types[0] if nodes else instance_type
         self.scale = scale
         self.env = dict(env or {})
         self.imds_seed = imds_seed
@@ -100,7 +108,7 @@ class CniCluster:
         from fault_imds.server import ImdsServer
 
         self.cloud = Cloud.start(ec2=self.ec2, endpoint=self.ec2_endpoint, seed=self.seed)
-        self.topo = self.cloud.bootstrap(nodes=self.n_nodes, instance_type=self.instance_type,
+        self.topo = self.cloud.bootstrap(nodes=self.n_nodes, instance_types=self.instance_types,
                                          ipv6=self.ip_family != "ipv4",
                                          subnet_tags=self.subnet_tags)
         for cidr, tags in self.subnets:

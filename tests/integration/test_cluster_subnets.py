@@ -37,13 +37,13 @@ def test_a_new_eni_goes_to_the_tagged_subnet_and_its_pods_route():
                         what="a pod of each subnet reaching the other")
 
 
-def added(c, name: str):
-    """The pod, its ADD retried on "try again later" (11) as kubelet does."""
+def added(c, name: str, node: int = 0):
+    """The pod on `node`, its ADD retried on "try again later" (11) as kubelet does."""
     from cnikit.fabric.cni import CniError
 
     def attempt():
         try:
-            return c.add_pod(0, name)
+            return c.add_pod(node, name)
         except CniError as e:
             if e.code != 11:
                 raise

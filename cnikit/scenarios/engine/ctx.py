@@ -49,10 +49,15 @@ class Ctx(Waits, Pods, CtxNemesis, Observe):
         # Upstream's variables the build was given: the warm targets EC2's view is held to.
         self.env = dict(env if env is not None else getattr(cluster, "env", None) or {})
         self.instance_type = getattr(cluster, "instance_type", "m5.large")
+        # Each node's instance type (a run may mix them); instance_type is node 0's.
+        self.instance_types = list(getattr(cluster, "instance_types", None)
+                                   or [self.instance_type])
         target = getattr(cluster, "target", None)
-        # Pods a node takes (kubelet's --max-pods): no scenario asks a node for more.
-        self.max_pods = (target.max_pods_for(self.instance_type) if target is not None
-                         else 10**6)
+        # Pods each node takes (kubelet's --max-pods, by its type): no scenario asks a node
+        # for more; max_pods, the fewest any node takes, for scenarios sizing every node alike.
+        self.node_max_pods = [target.max_pods_for(t) if target is not None else 10**6
+                              for t in self.instance_types]
+        self.max_pods = min(self.node_max_pods)
         self.pods: dict[str, object] = {}  # netns name -> fabric Pod, in creation order
         self.steps: list[dict] = []
         self.schedule: list[dict] = []
@@ -62,4 +67,8 @@ class Ctx(Waits, Pods, CtxNemesis, Observe):
         self.last_add_error: dict[int, str] = {}  # node -> the last failed ADD's answer
         self._spare: str | None = None
         self._reconciling: set[tuple[int, bool]] = set()  # nodes seen reading their ENI list
+
+    def type_of(self, node: int) -> str:
+        """The node's instance type."""
+        return self.instance_types[node] if node < len(self.instance_types) else self.instance_type
 

@@ -122,24 +122,27 @@ class Observe:
 
     def pool(self, node: int):
         """EC2's view of the node's pool (cnikit.scenarios.blackbox.PoolView)."""
-        from cnikit.cloud.limits import FALLBACK, InstanceLimits
         from cnikit.scenarios.blackbox import pool_view
 
-        limits = FALLBACK.get(self.instance_type, InstanceLimits(3, 10))
-        return pool_view(self.node_enis(node), self.pod_ips(node), limits)
+        return pool_view(self.node_enis(node), self.pod_ips(node), self.node_limits(node))
 
-    def _over_target(self, v) -> bool:
-        """EC2 shows more free addresses than upstream's variables ask for (the build may
-        release some after its decrease interval)."""
+    def node_limits(self, node: int):
+        """The node's instance type's limits (the kit's table; m5.large's figures for a type
+        outside it)."""
         from cnikit.cloud.limits import FALLBACK, InstanceLimits
 
+        return FALLBACK.get(self.type_of(node), InstanceLimits(3, 10))
+
+    def _over_target(self, v, node: int) -> bool:
+        """EC2 shows more free addresses than upstream's variables ask for (the build may
+        release some after its decrease interval)."""
         env = self.env
         warm_ip = int(env.get("WARM_IP_TARGET", 0) or 0)
         if warm_ip or int(env.get("MINIMUM_IP_TARGET", 0) or 0):
             return v.free > warm_ip
         if str(env.get("ENABLE_PREFIX_DELEGATION", "")).lower() in ("1", "true", "yes"):
             return v.free_prefixes > int(env.get("WARM_PREFIX_TARGET", 1) or 0)
-        per_eni = FALLBACK.get(self.instance_type, InstanceLimits(3, 10)).ipv4_per_eni - 1
+        per_eni = self.node_limits(node).ipv4_per_eni - 1
         return v.free >= (int(env.get("WARM_ENI_TARGET", 1) or 0) + 1) * per_eni
 
     def _ec2_key(self, node: int) -> tuple:
@@ -183,12 +186,12 @@ class Observe:
                 seen.update(key=key, since=now)
             v = seen["view"] = self.pool(node)
             still = now - seen["since"]
-            if not warm_target_met(v, self.env, self.instance_type):
+            if not warm_target_met(v, self.env, self.type_of(node)):
                 # A pool manager acts within a pass (5 s upstream); unchanged for much longer
                 # below its targets, the build keeps none (or a smaller one): its design.
                 seen["short"] = still >= (settle if v.free == 0 else 3 * settle)
                 return seen["short"]
-            return still >= (settle if self._over_target(v) else quiet)
+            return still >= (settle if self._over_target(v, node) else quiet)
 
         try:
             self.precondition(steady, timeout, f"node {node}'s addresses in EC2 to settle")

@@ -25,7 +25,8 @@ class Pods:
         from cnikit.errors import CnikitError
 
         if self.room(node) <= 0:
-            self.history.info(SCENARIO, "node-full", {"node": node, "max_pods": self.max_pods})
+            self.history.info(SCENARIO, "node-full", {"node": node,
+                                                      "max_pods": self.max_pods_of(node)})
             return None
         name = f"pod-{next(self._pod_numbers)}"
         end = time.monotonic() + retry_for
@@ -51,7 +52,8 @@ class Pods:
         """A pod any correct build must give an IP (no fault active, room in EC2): none
         within `retry_for` is a liveness violation of the build."""
         if self.room(node) <= 0:
-            raise Precondition(f"room for one more pod on node {node} (max_pods {self.max_pods})")
+            raise Precondition(f"room for one more pod on node {node} "
+                               f"(max_pods {self.max_pods_of(node)})")
         pod = self.add_pod(node, retry_for=retry_for)
         if pod is None:
             raise Liveness(f"node {node}", f"a pod got no IP within {retry_for:g}s",
@@ -128,7 +130,11 @@ class Pods:
 
         return FALLBACK[self.instance_type].ipv4_per_eni - 1
 
+    def max_pods_of(self, node: int) -> int:
+        """Pods the node takes, by its instance type."""
+        return self.node_max_pods[node] if node < len(self.node_max_pods) else self.max_pods
+
     def room(self, node: int) -> int:
         """How many more pods the node takes (its max_pods less its live pods)."""
-        return self.max_pods - len(self.pods_on(node))
+        return self.max_pods_of(node) - len(self.pods_on(node))
 

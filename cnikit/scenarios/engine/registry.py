@@ -42,6 +42,9 @@ class Scenario:
     # An ipv4 scenario in a dual-stack VPC: the nodes' ENIs hold IPv6 addresses too, and the
     # build stays in its IPv4 mode (upstream #3156's nodes).
     dual_stack: bool = False
+    # One instance type per node, in node order (a run mixing types); empty: every node
+    # is an `instance_type`.
+    instance_types: tuple[str, ...] = ()
     # The subnets subnet discovery (`kubernetes.io/role/cni`) chooses from: the nodes'
     # subnet's tags and other subnets of their AZ (None: one untagged subnet).
     subnets: Subnets | None = None
@@ -65,14 +68,14 @@ REGISTRY: Registry[Scenario] = Registry("scenario")
 def scenario(name: str, description: str, why: str = "", nodes: int = 2,
              env: dict[str, str] | None = None, duration: float | None = None,
              instance_type: str = "m5.large", family: str = "ipv4", dual_stack: bool = False,
-             subnets: Subnets | None = None):
+             instance_types: tuple[str, ...] = (), subnets: Subnets | None = None):
     """Register fn(ctx) as a named scenario (one line of description; why each profile
     reaches the verdict its profile module (cnikit.daemon.profiles) expects)."""
 
     def deco(fn):
         REGISTRY.add(name, Scenario(name, description, fn, why, nodes, dict(env or {}),
                                     duration, instance_type, family, dual_stack,
-                                    subnets=subnets), fn)
+                                    tuple(instance_types), subnets=subnets), fn)
         return fn
 
     return deco

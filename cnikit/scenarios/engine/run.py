@@ -40,7 +40,8 @@ BASE_ENV: dict[str, str] = {"CNIKIT_PRIVATE_STATUS": "off"}
 
 def make_cluster(nodes: int, target, scale: float, env: dict, seed: int, ec2: str,
                  ec2_endpoint: str | None, instance_type: str = "m5.large",
-                 runtime: str | None = None, ip_family: str | None = None, subnets=None):
+                 runtime: str | None = None, ip_family: str | None = None,
+                 instance_types: tuple[str, ...] = (), subnets=None):
     """A CniCluster (not started) running `target` (a Target, built-in name or file) with
     pods of `ip_family`, in the scenario's `subnets` (a registry.Subnets; None: one
     untagged subnet)."""
@@ -49,6 +50,7 @@ def make_cluster(nodes: int, target, scale: float, env: dict, seed: int, ec2: st
     return CniCluster(nodes=nodes, target=target, instance_type=instance_type, scale=scale,
                       env={**BASE_ENV, **env}, imds_seed=seed, ec2=ec2, ec2_endpoint=ec2_endpoint,
                       seed=seed, runtime=runtime, ip_family=ip_family,
+                      instance_types=instance_types or None,
                       subnet_tags=subnets.node_tags if subnets else None,
                       subnets=subnets.others if subnets else ())
 
@@ -173,6 +175,7 @@ class _Attempt:
                                     self.opts.ec2, self.opts.ec2_endpoint,
                                     instance_type=self.sc.instance_type,
                                     runtime=self.opts.runtime, ip_family=self.sc.vpc_family,
+                                    instance_types=self.sc.instance_types,
                                     subnets=self.sc.subnets)
         self.result.params.update(runtime_params(self.cluster.runtime))
         # The cluster's history: its nemesis records every fault there, the watch the rest.
@@ -197,6 +200,8 @@ class _Attempt:
                          tgt.expected(sc.name), 0.0, time.time(), target=tgt.name,
                          params={"scale": self.scale, "env": sc.env, "nodes": sc.nodes,
                                  "instance_type": sc.instance_type,
+                                 **({"instance_types": list(sc.instance_types)}
+                                    if sc.instance_types else {}),
                                  **({"subnets": sc.subnets.to_json()} if sc.subnets else {}),
                                  "ip_family": sc.vpc_family, "duration": self.duration,
                                  "ec2": self.opts.ec2,
