@@ -214,15 +214,21 @@ class QueryEc2:
         inst = r.find("reservationSet/item/instancesSet/item")
         if inst is None:
             raise ApiError(f"instance {instance_id} not found", "InvalidInstanceID.NotFound")
-        primary = next((n for n in _items(inst, "networkInterfaceSet")
-                        if _text(n, "attachment/deviceIndex") == "0"), None)
+        # The primary ENI is the one holding the instance's primary IP, wherever it is
+        # attached: HyperPod nodes have it at device index 1 (upstream #3753, fixed in PR
+        # #3754); device index 0 only when no ENI shows that IP.
+        nics = _items(inst, "networkInterfaceSet")
+        primary_ip = _text(inst, "privateIpAddress")
+        primary = next((n for n in nics if primary_ip and _text(n, "privateIpAddress") == primary_ip),
+                       None) or next((n for n in nics if _text(n, "attachment/deviceIndex") == "0"),
+                                     None)
         return InstanceInfo(
             instance_id=instance_id,
             instance_type=_text(inst, "instanceType"),
             subnet_id=_text(inst, "subnetId") or _text(primary, "subnetId"),
             security_groups=[_text(g, "groupId") for g in _items(inst, "groupSet")],
             primary_eni_id=_text(primary, "networkInterfaceId"),
-            primary_ip=_text(inst, "privateIpAddress"),
+            primary_ip=primary_ip,
             vpc_id=_text(inst, "vpcId"),
             az=_text(inst, "placement/availabilityZone"),
         )

@@ -188,6 +188,13 @@ class IpamD:
         """The subnet CIDR of the ENI's route table: its own where known, else the node's."""
         return self.eni_cidrs.get(eni_id) or self.known_subnet_cidr()
 
+    def _is_primary(self, eni_id: str, device: int) -> bool:
+        """The instance's primary ENI, never freed: the one EC2 shows holding the instance's
+        primary IP, at whatever device index (HyperPod's is at 1: upstream #3753/#3754)."""
+        if self.instance is not None and self.instance.primary_eni_id:
+            return eni_id == self.instance.primary_eni_id
+        return device == 0
+
     def setup_eni(self, view: EniView) -> None:
         """Add an ENI and the addresses a view shows for it (upstream setupENI)."""
         if view.eni_id in self.ds.enis:
@@ -203,7 +210,8 @@ class IpamD:
         device = view.device_index if view.device_index is not None else 0
         if view.subnet_cidr:
             self.eni_cidrs[view.eni_id] = view.subnet_cidr
-        self.ds.add_eni(view.eni_id, device, device == 0, view.primary_ip, view.mac)
+        self.ds.add_eni(view.eni_id, device, self._is_primary(view.eni_id, device),
+                        view.primary_ip, view.mac)
         if self.cfg.prefix_delegation:
             for p in view.prefixes:
                 self.ds.add_cidr(view.eni_id, p, True)

@@ -77,3 +77,15 @@ def test_the_gate_describes_a_type_outside_the_table_with_ec2s_figures(gate_clou
     assert type_limits.instance_limits(ec2, "m5.large") == (Limits(3, 10), "table")
     with pytest.raises(type_limits.UnknownInstanceType):
         type_limits.instance_limits(ec2, "x9.preview")
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_the_primary_eni_is_ec2s_whatever_its_device_index(profile):
+    """HyperPod's layout (upstream #3753): the primary ENI at device index 1 is still the
+    one never freed, and an ENI at device index 0 that is not it may be."""
+    ec2 = FakeEc2()
+    ec2.primary.device_index = 1
+    d = IpamD(Config(profile=profile), ec2, FakeImds(ec2), FakeClock(), MemoryCheckpoint())
+    d.start()
+    assert d.ds.enis[ec2.primary.eni_id].is_primary
+    assert not any(e.is_primary for e in d.ds.enis.values() if e.eni_id != ec2.primary.eni_id)

@@ -212,3 +212,26 @@ def test_unanswered_is_an_api_error():
     with pytest.raises(ApiError) as e:
         QueryEc2("http://127.0.0.1:1", "us-east-1").detach_eni("eni-attach-1")
     assert e.value.code == "ConnectionRefusedError"
+
+
+def _instance_xml(nics: list[tuple[str, int, str]], primary_ip: str) -> bytes:
+    items = "".join(f"<item><networkInterfaceId>{eni}</networkInterfaceId><subnetId>subnet-1"
+                    f"</subnetId><privateIpAddress>{ip}</privateIpAddress><attachment>"
+                    f"<deviceIndex>{dev}</deviceIndex></attachment></item>"
+                    for eni, dev, ip in nics)
+    return (f'<R xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><reservationSet><item>'
+            f"<instancesSet><item><instanceId>i-1</instanceId><instanceType>m5.large"
+            f"</instanceType><privateIpAddress>{primary_ip}</privateIpAddress>"
+            f"<networkInterfaceSet>{items}</networkInterfaceSet></item></instancesSet>"
+            f"</item></reservationSet></R>").encode()
+
+
+@pytest.mark.parametrize(("nics", "primary"), [
+    ([("eni-a", 0, "10.0.1.50"), ("eni-b", 1, "10.0.1.10")], "eni-b"),  # HyperPod's layout
+    ([("eni-a", 0, "10.0.1.10"), ("eni-b", 1, "10.0.1.50")], "eni-a"),
+], ids=["at-device-1", "at-device-0"])
+def test_the_primary_eni_is_the_one_holding_the_instances_primary_ip(nics, primary, monkeypatch):
+    monkeypatch.setattr(QueryEc2, "_once",
+                        lambda self, action, body: (200, _instance_xml(nics, "10.0.1.10")))
+    info = QueryEc2("http://127.0.0.1:1", "us-east-1").describe_instance("i-1")
+    assert (info.primary_eni_id, info.primary_ip) == (primary, "10.0.1.10")
