@@ -192,6 +192,20 @@ class Checker:
         return []
 
 
+class EniChecker(Checker):
+    """A checker whose violations are about an ENI (its subject), not a pod: no pod or IP
+    on the evidence line, only what happened to the ENI."""
+
+    @classmethod
+    def describe(cls, v: dict, pods: dict[str, dict]) -> dict:
+        d = v.get("detail") or {}
+        return {"pod": None, "ip": None, "eni": v["subject"], "what": d.get("what") or ""}
+
+    @classmethod
+    def evidence_line(cls, v: dict, started: float) -> str:
+        return f"+{v['since'] - started:.2f}s {v['kind']}: {v['what']}"
+
+
 class PodState:
     """Live pods as the history tells them (shared by all checkers). A pod whose DEL the
     runtime has sent while keeping its sandbox (`pod-deleting`) is set aside, unjudged, as a

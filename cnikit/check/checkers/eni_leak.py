@@ -1,13 +1,13 @@
 from __future__ import annotations
 
-from cnikit.check.checkers.base import VIOLATION, Checker
+from cnikit.check.checkers.base import VIOLATION, EniChecker
 
 # The history's process of the scenario's own markers (cnikit.scenarios.engine.outcomes,
 # a layer above the checkers): its `end` is when a leak is judged.
 SCENARIO = "scenario"
 
 
-class EniLeak(Checker):
+class EniLeak(EniChecker):
     """An ENI that was attached to one of the run's nodes and is left available (attached
     nowhere, not deleted) at the end of the run, for longer than a grace: an ENI leaked
     (upstream #732, #401, #608, #1223: a restart while it was detaching, a delete tried once
@@ -50,15 +50,6 @@ class EniLeak(Checker):
                         f"(grace {self.grace:.1f}s): never deleted")
                 self._open(eni_id, first + self.grace, eni=eni_id, node=info.get("was_on"),
                            ips=ips, what=what)
-
-    @classmethod
-    def describe(cls, v: dict, pods: dict[str, dict]) -> dict:
-        d = v.get("detail") or {}
-        return {"pod": None, "ip": None, "eni": v["subject"], "what": d.get("what") or ""}
-
-    @classmethod
-    def evidence_line(cls, v: dict, started: float) -> str:
-        return f"+{v['since'] - started:.2f}s {v['kind']}: {v['what']}"
 
     @classmethod
     def symptom(cls, v: dict, ip: str | None) -> str | None:

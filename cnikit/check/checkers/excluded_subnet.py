@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from cnikit.check.checkers.base import VIOLATION, Checker
+from cnikit.check.checkers.base import VIOLATION, EniChecker
 
 # The history's process of the scenario's own markers (cnikit.scenarios.engine.outcomes, a
 # layer above the checkers): a scenario that takes a subnet out of subnet discovery says
@@ -11,7 +11,7 @@ SCENARIO = "scenario"
 EXCLUDED = "subnet-excluded"
 
 
-class ExcludedSubnet(Checker):
+class ExcludedSubnet(EniChecker):
     """No new ENI of a node in a subnet the operator took out of subnet discovery
     (`kubernetes.io/role/cni` removed, or set to 0 as EKS documents it) while the nodes
     ran: cilium/cilium #32346, where pods kept getting addresses from untagged subnets
@@ -50,15 +50,6 @@ class ExcludedSubnet(Checker):
         addr = ipaddress.ip_address(ip)
         return next((s for s, net in self.excluded.items()
                      if addr.version == net.version and addr in net), None)
-
-    @classmethod
-    def describe(cls, v: dict, pods: dict[str, dict]) -> dict:
-        d = v.get("detail") or {}
-        return {"pod": None, "ip": None, "eni": v["subject"], "what": d.get("what") or ""}
-
-    @classmethod
-    def evidence_line(cls, v: dict, started: float) -> str:
-        return f"+{v['since'] - started:.2f}s {v['kind']}: {v['what']}"
 
     @classmethod
     def symptom(cls, v: dict, ip: str | None) -> str | None:
