@@ -2,7 +2,9 @@
 
     GET    /_cnikit/owners[?since=V&wait=S]   OwnershipSnapshot as JSON; with `since`, waits
                                               up to S seconds (default 30, at most 300)
-                                              until the version exceeds V
+                                              until the version exceeds V; "world"
+                                              counts the writes that may change
+                                              instances, subnets or VPCs
     GET    /_cnikit/audit                     the audit log
     GET    /_cnikit/faults                    {"faults": [...]}: live EC2 faults
     POST   /_cnikit/faults                    {"kind": K, "target": {"action": A,
@@ -51,7 +53,7 @@ class ControlApi:
         self.gate = gate
         self.prefix = prefix
         self.nemesis = None  # the run's nemesis this gate serves (Served), if any
-        self._owners_json: tuple[int, bytes] = (-1, b"")
+        self._owners_json: tuple[tuple[int, int], bytes] = ((-1, -1), b"")
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         path = request.path[len(self.prefix):].strip("/")
@@ -128,9 +130,10 @@ class ControlApi:
         return web.Response(body=self._owners_bytes(), content_type="application/json")
 
     def _owners_bytes(self) -> bytes:
-        version, body = self._owners_json
-        if version != self.gate.mirror.version:
+        key, body = self._owners_json
+        world = self.gate.world_writes
+        if key != (self.gate.mirror.version, world):
             snap = self.gate.owners()
-            body = json.dumps(snap.to_json()).encode()
-            self._owners_json = (snap.version, body)
+            body = json.dumps({**snap.to_json(), "world": world}).encode()
+            self._owners_json = ((snap.version, world), body)
         return body

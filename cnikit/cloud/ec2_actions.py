@@ -15,6 +15,22 @@ def is_read(action: str) -> bool:
     return action.startswith(READ_PREFIXES)
 
 
+# Writes that change only ENIs and their addresses: what the owners feed's version follows.
+# Every other write may change instances, subnets or VPCs (a launch, a termination, a tag, a
+# CIDR block): readers that keep those (the fault IMDS) refresh them on `world` writes alone.
+ENI_WRITES = frozenset({
+    "AssignPrivateIpAddresses", "UnassignPrivateIpAddresses", "AssignIpv6Addresses",
+    "UnassignIpv6Addresses", "CreateNetworkInterface", "DeleteNetworkInterface",
+    "AttachNetworkInterface", "DetachNetworkInterface", "ModifyNetworkInterfaceAttribute",
+    "AssociateTrunkInterface", "DisassociateTrunkInterface",
+})
+
+
+def is_world_write(action: str) -> bool:
+    """Whether the action may change what an instance, subnet or VPC looks like."""
+    return not is_read(action) and action not in ENI_WRITES
+
+
 @functools.cache
 def service_model():
     """botocore's EC2 service model (its operations and their shapes)."""

@@ -95,3 +95,27 @@ def test_resync_picks_up_changes_made_behind_the_gate(gate_cloud, gate_new_vpc):
     assert ip not in gate_cloud.gate.owners().ips
     gate_cloud.gate.resync()
     assert gate_cloud.gate.owners().ips[ip].eni_id == eni
+
+
+def test_the_feed_counts_writes_that_may_change_instances_subnets_or_vpcs(gate_cloud,
+                                                                          gate_new_vpc):
+    # The fault IMDS refreshes instances, subnets and VPCs when this count moves, not every
+    # few seconds: a write to an ENI or its addresses must not move it, any other write must.
+    topo = gate_new_vpc(gate_cloud, nodes=1)
+    ec2 = gate_cloud.client()
+    http = urllib3.PoolManager()
+    url = gate_cloud.endpoint + "/_cnikit/owners"
+
+    def world() -> int:
+        return json.loads(http.request("GET", url).data)["world"]
+
+    before = world()
+    ec2.assign_private_ip_addresses(NetworkInterfaceId=topo.instances[0].primary_eni_id,
+                                    SecondaryPrivateIpAddressCount=1)
+    ec2.describe_instances()
+    assert world() == before
+    ec2.create_tags(Resources=[topo.subnet_id], Tags=[{"Key": "kubernetes.io/role/cni",
+                                                       "Value": "1"}])
+    assert world() == before + 1
+    ec2.terminate_instances(InstanceIds=[topo.instances[0].instance_id])
+    assert world() == before + 2

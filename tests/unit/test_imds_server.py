@@ -231,6 +231,8 @@ def test_launched_instance_appears_and_terminated_goes(server, topo, ec2):
     # soon as its ENI shows up. 1.5 s timed out once with both cores busy (make test).
     wait_for(lambda: imds.text("/latest/meta-data/instance-id") == iid, 4.0, "a new instance")
     assert imds.text("/latest/meta-data/instance-type") == "t3.large"
+    # Through the gate, the termination moves the feed's `world` count and the instances
+    # are read again at once; the periodic refresh is then a minute away, far past this.
     ec2.terminate_instances(InstanceIds=[iid])
     wait_for(lambda: imds.get("/latest/meta-data/instance-id")[0] == 404, 7.0,
              "a terminated instance gone")

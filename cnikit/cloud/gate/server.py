@@ -22,7 +22,7 @@ from cnikit.cloud.acted_on import acted_on
 from cnikit.cloud.after_call import INSTANCE_HEADER, AfterCall, AnsweredCall, caller_instance
 from cnikit.cloud.audit import CALLER
 from cnikit.cloud.control import ControlApi
-from cnikit.cloud.ec2_actions import is_read, service_model
+from cnikit.cloud.ec2_actions import is_read, is_world_write, service_model
 from cnikit.cloud.errors import Ec2Error, dry_run_passed, internal_error, missing
 from cnikit.cloud.gate.actions import handlers
 from cnikit.cloud.gate.backend import Backend, UpstreamError, UpstreamUnreachable
@@ -75,6 +75,9 @@ class Gate(LoopThread, Backend):
         self._handlers = handlers(self)
         # Hooks run once a call is served, before its answer leaves (crash points).
         self.after = AfterCall()
+        # Writes that may change instances, subnets or VPCs (is_world_write), failed ones
+        # too (a needless refresh at worst): the owners feed carries the count.
+        self.world_writes = 0
 
     # -- lifecycle (called from any thread) -----------------------------------------------------
 
@@ -225,6 +228,10 @@ class Gate(LoopThread, Backend):
             self._audit_refusal(region, action, params, "InternalError")
             err = internal_error()
             status, out = err.status, R.error_xml(err)
+        if is_world_write(action):
+            # Counted once the call is done and before anything awaits, so the owners feed's
+            # next answer (woken by the call's own change) already carries it.
+            self.world_writes += 1
         if self.after and action and not _spared(request.headers):
             await self._after(request, action, region, params, status, node)
         return web.Response(status=status, body=out, content_type="text/xml")
