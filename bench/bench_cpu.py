@@ -273,7 +273,7 @@ def install(ledger: Ledger) -> None:
     carve(ledger, botocore.session.Session, ["create_client"], "kit:boto3")
     carve(ledger, run, ["make_cluster", "_start"], "kit:set-up")
     carve(ledger, CniCluster, ["close"], "kit:teardown")
-    carve(ledger, run, ["_collect", "_judge", "write_report"], "kit:judge+report")
+    carve(ledger, run, ["collect", "judge", "write_report"], "kit:judge+report")
     watch_gc(ledger)
 
 
