@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import threading
 
-from botocore import loaders
-
 _parsed: dict[str, object] = {}
 _lock = threading.Lock()
 
 
 def share_parsed_data() -> None:
     """Make every botocore loader of this process share each file's parse (idempotent)."""
+    try:
+        from botocore import loaders
+    except ModuleNotFoundError:  # the daemon's image reads the limits table, has no botocore
+        return
     parse = loaders.JSONFileLoader.load_file
     if getattr(parse, "shared", False):
         return

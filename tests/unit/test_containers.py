@@ -115,3 +115,15 @@ def test_image_hash_is_stable_and_names_the_tag():
     assert "click" in names
     assert not names & {"moto", "boto3", "botocore"}, \
         "the daemon image carries only what the daemon imports"
+
+
+def test_the_daemon_imports_without_what_its_image_leaves_out():
+    # The image carries only what the daemon imports: a module of the daemon that pulls in
+    # botocore, boto3 or moto (say through cnikit.cloud's package) kills every container
+    # daemon at start, which only the podman and Docker tests would otherwise show.
+    from cnikit.daemon.process import DAEMON_MODULES
+
+    blocked = "import sys\nfor m in ('botocore', 'boto3', 'moto'):\n    sys.modules[m] = None\n"
+    code = blocked + "".join(f"import {m}\n" for m in DAEMON_MODULES)
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr[-600:]
