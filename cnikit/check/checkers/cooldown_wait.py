@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 from cnikit.check.checkers.base import Checker, canonical_ip
+from cnikit.check.checkers.early_reuse import EarlyReuse
+from cnikit.check.checkers.ownership import Ownership
 
 # The share of the required IP cooldown a pod may wait for an address while every free one
 # cools down and their ENI has room. Upstream's pool manager looks every 5 s, so a build
@@ -19,8 +21,9 @@ class CooldownWait(Checker):
     serves the pod within a pool pass; one that counts the cooling addresses as available
     (upstream's AvailableAddresses, #1700, #2896) makes it wait out the cooldown.
 
-    Judged from what the kit sees: EC2's addresses (the monitor's `ownership`), the ENI
-    limits (its `nodes` entry), pods added and deleted, and the ADDs that failed. A
+    Judged from what the kit sees: EC2's addresses (the monitor's `ownership`, as the
+    ip-not-owned checker folds them), the ENI limits (its `nodes` entry), pods deleted (as
+    early-reuse keeps them) and the ADDs that failed. A
     violation once one pod has waited so for longer than BOUND_SHARE of the cooldown
     (option `ip_cooldown`; 0: not judged). Not judged on a node holding prefixes, nor while
     a nemesis operation is in force (a throttled or failing EC2 may keep any build waiting):
@@ -36,11 +39,6 @@ class CooldownWait(Checker):
         self.bound = BOUND_SHARE * self.cooldown
         self.instance: dict[int, str] = {}  # node -> instance
         self.per_eni: dict[str, int] = {}  # instance -> addresses an ENI holds
-        self.owner: dict[str, tuple[str, str, bool]] = {}  # ip -> (instance, eni, primary)
-        self.prefixed: dict[str, str] = {}  # prefix -> instance
-        self.ips: dict[str, str] = {}  # pod -> ip
-        self.freed: dict[str, float] = {}  # ip -> when its pod was deleted
-        self.deleting: dict[str, float] = {}  # pod -> when its retried DEL was sent
         self.reported: set[str] = set()
         self.waiting: dict[str, float] = {}  # pod -> since when its ADDs fail while it could be served
         self.faults: dict[str, float] = {}  # nemesis operations in force -> when they end by themselves
@@ -56,37 +54,12 @@ class CooldownWait(Checker):
                 self.instance[int(n["node"])] = inst
                 if n.get("ipv4_per_eni"):
                     self.per_eni[inst] = int(n["ipv4_per_eni"])
-        elif proc == "monitor" and f == "ownership":
-            self._ownership(v)
         elif proc == "nemesis" and typ in ("start", "end"):
             self._nemesis(typ, v, at)
         elif proc == "client" and typ == "ok" and f == "pod-add":
-            self.ips[v["pod"]] = canonical_ip(v["ip"])
             self.waiting.pop(v["pod"], None)
-        elif proc == "client" and typ == "ok" and f == "pod-deleting":
-            self.deleting[v.get("pod")] = at  # a retried DEL, sent before the pod-delete
-        elif proc == "client" and typ == "ok" and f == "pod-kept":
-            self.deleting.pop(v.get("pod"), None)
-        elif proc == "client" and typ == "ok" and f == "pod-delete":
-            pod = v.get("pod")
-            ip = canonical_ip(v.get("ip")) or self.ips.get(pod)
-            at = self.deleting.pop(pod, at)
-            if ip:
-                self.freed[ip] = at
         elif proc == "client" and typ == "fail" and f == "pod-add":
             self._failed(v.get("pod"), v.get("node"), at, run)
-
-    def _ownership(self, v: dict) -> None:
-        if v.get("full"):
-            self.owner, self.prefixed = {}, {}
-        for ip in v.get("unset") or ():
-            self.owner.pop(ip, None)
-        for ip, (inst, eni, primary) in (v.get("set") or {}).items():
-            self.owner[canonical_ip(ip)] = (inst, eni, bool(primary))
-        for p in v.get("prefixes_unset") or ():
-            self.prefixed.pop(p, None)
-        for p, (inst, _) in (v.get("prefixes_set") or {}).items():
-            self.prefixed[p] = inst
 
     def _nemesis(self, typ: str, v: dict, at: float) -> None:
         fid = str(v.get("id"))
@@ -125,16 +98,21 @@ class CooldownWait(Checker):
     def _starved(self, inst: str, at: float, run) -> tuple[str, list[str]] | None:
         """(an ENI with room, the cooling addresses) when every free address of the node is
         cooling and an ENI holding one has room; else None."""
+        # EC2's addresses as the ownership checker folds them, and when each address's pod
+        # was deleted as the early-reuse checker does (a retried DEL from its sending).
+        owned = run.checker(Ownership.kind)
+        freed = run.checker(EarlyReuse.kind).freed
         per_eni = self.per_eni.get(inst)
-        if not per_eni or inst in self.prefixed.values():
+        if not per_eni or any(p[0] == inst for p in owned.prefixes.values()):
             return None
-        free = [ip for ip, (i, _, primary) in self.owner.items()
-                if i == inst and not primary and ip not in run.by_ip]
-        if not free or any(at - self.freed.get(ip, float("-inf")) >= self.cooldown for ip in free):
+        owner = {canonical_ip(ip): o for ip, o in owned.ips.items() if o[0] == inst}
+        free = [ip for ip, (_, _, primary) in owner.items()
+                if not primary and ip not in run.by_ip]
+        if not free or any(at - max((t for _, t in freed.get(ip, ())), default=float("-inf"))
+                           >= self.cooldown for ip in free):
             return None
-        held = {}
-        for i, eni, _ in self.owner.values():
-            if i == inst:
-                held[eni] = held.get(eni, 0) + 1
-        roomy = sorted({self.owner[ip][1] for ip in free if held[self.owner[ip][1]] < per_eni})
+        held: dict[str, int] = {}
+        for _, eni, _ in owner.values():
+            held[eni] = held.get(eni, 0) + 1
+        roomy = sorted({owner[ip][1] for ip in free if held[owner[ip][1]] < per_eni})
         return (roomy[0], sorted(free)) if roomy else None
