@@ -27,16 +27,12 @@ def acted_on(mirror: Mirror | None, params: dict[str, str]) -> str | None:
         return named
     if mirror is None:
         return None
-    eni = mirror.enis.get(params.get("NetworkInterfaceId") or "")
-    if eni is None and params.get("AttachmentId"):
+    eni_id = params.get("NetworkInterfaceId")
+    if eni_id not in mirror.enis and params.get("AttachmentId"):
         eni = mirror.eni_by_attachment(params["AttachmentId"])
-    if eni is None:
-        return None
-    if eni.attachment is None:  # a branch reaches its trunk's instance
-        trunk = next((a.trunk_id for a in mirror.associations.values()
-                      if a.branch_id == eni.eni_id), None)
-        eni = mirror.enis.get(trunk) if trunk else None
-    return eni.attachment.instance_id if eni is not None and eni.attachment else None
+        eni_id = eni.eni_id if eni is not None else None
+    # The ENI's instance, a branch's trunk's for a branch (the snapshot is kept per change).
+    return mirror.snapshot().reached_instance(eni_id) if eni_id else None
 
 
 def _single(params: dict[str, str], name: str) -> str | None:
